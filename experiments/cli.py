@@ -1,0 +1,84 @@
+"""The ``hetsim`` command line.
+
+Each subcommand lives in its own module ``experiments/cli_<name>.py`` with
+``add_parser(subparsers)`` and ``run(args) -> int``; heavy imports (torch, TVM)
+happen inside ``run`` so that ``hetsim --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from graphs.graph import GraphError
+
+#: subcommand modules, in the order ``hetsim --help`` lists them
+SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "costmodel", "validate", "sweep", "plot"]
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hetsim",
+        description="Simulate DNN execution on CPU-GPU platforms and compare schedulers.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            mod = importlib.import_module(f"experiments.cli_{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"experiments.cli_{name}":
+                continue  # subcommand not shipped in this version
+            raise
+        p = mod.add_parser(sub)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hetsim`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_run", None) is None:
+        parser.print_help()
+        return 1
+    from costmodel.base import CostModelError
+    from sim.plan import PlanError
+    from sim.platform import PlatformError
+
+    user_errors: tuple[type[BaseException], ...] = (
+        CLIError,
+        GraphError,
+        PlatformError,
+        PlanError,
+        CostModelError,
+        FileNotFoundError,
+    )
+    try:
+        extra = importlib.import_module("schedulers")
+        user_errors += (extra.SchedulerError,)
+    except (ImportError, AttributeError):
+        pass
+    try:
+        from sim.engine import SimulationError
+
+        user_errors += (SimulationError,)
+    except ImportError:
+        pass
+    try:
+        return int(args._run(args) or 0)
+    except user_errors as e:
+        print(f"hetsim {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"hetsim {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Dataflow graphs: the :class:`Graph` data model, TVM Relax import, model zoo, features
+and transforms.
+
+``from_torch``, ``from_onnx`` and ``from_relax`` import TVM on first use, so that
+``import graphs`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphs.features import FEATURE_COLUMNS, dependency_matrix, features, signature
+from graphs.graph import (
+    DTYPE_BYTES,
+    SCHEMA_VERSION,
+    Graph,
+    GraphError,
+    load,
+    tensor_bytes,
+    validate,
+)
+from graphs.summary import format_summary, summary, to_dot
+from graphs.transforms import critical_path, depths, split_op, widest_antichain
+
+_LAZY = {"from_torch", "from_onnx", "from_relax"}
+
+__all__ = [
+    "DTYPE_BYTES",
+    "FEATURE_COLUMNS",
+    "SCHEMA_VERSION",
+    "Graph",
+    "GraphError",
+    "critical_path",
+    "dependency_matrix",
+    "depths",
+    "features",
+    "format_summary",
+    "from_onnx",
+    "from_relax",
+    "from_torch",
+    "load",
+    "signature",
+    "split_op",
+    "summary",
+    "tensor_bytes",
+    "to_dot",
+    "validate",
+    "widest_antichain",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from graphs import relax_import
+
+        return getattr(relax_import, name)
+    raise AttributeError(f"module 'graphs' has no attribute {name!r}")

@@ -1,0 +1,396 @@
+"""The dataflow graph: a thin, validated wrapper around :class:`networkx.DiGraph`.
+
+Node attributes (see ``shared/DESIGN.md``):
+
+======================  =====================================================
+``op``                  operator kind (``conv2d``, ``matmul``, ...; ``fused``)
+``ops``                 for ``fused`` nodes: list of member operator kinds
+``inputs``/``outputs``  lists of ``{"shape": [...], "dtype": "float32"}``
+``attrs``               JSON-safe operator attributes
+``flops``               floating point operations (float >= 0)
+``bytes``               bytes read + written by the kernel
+``param_bytes``         bytes of constant weights the op reads
+``step``                time step of a recurrent model (optional)
+``layer``               source module path (optional)
+======================  =====================================================
+
+Edge attributes: ``bytes`` (size of the tensor that flows along the edge) and
+``output`` (which output of the producer it is, default 0). Two edges leaving one
+node with the same ``output`` carry the same tensor: a cross-device transfer moves
+it once per destination device.
+
+``meta`` holds ``source``, ``batch``, ``dtype``, ``granularity``, ``tvm_version``,
+``inputs`` (graph inputs: ``{"name", "shape", "dtype", "bytes", "consumers"}``) and
+``outputs`` (graph outputs: ``{"node", "output", "shape", "dtype", "bytes"}``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+__all__ = [
+    "Graph",
+    "GraphError",
+    "SCHEMA_VERSION",
+    "validate",
+    "load",
+    "DTYPE_BYTES",
+    "tensor_bytes",
+]
+
+SCHEMA_VERSION = 1
+
+DTYPE_BYTES: dict[str, int] = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
+
+_REQUIRED_NODE_KEYS = ("op", "inputs", "outputs", "attrs", "flops", "bytes", "param_bytes")
+_OPTIONAL_NODE_KEYS = ("step", "layer", "ops", "name")
+_NODE_KEYS = frozenset(_REQUIRED_NODE_KEYS + _OPTIONAL_NODE_KEYS)
+
+
+class GraphError(ValueError):
+    """A graph, a graph file or a model import is invalid; the message names the culprit."""
+
+
+def tensor_bytes(shape: Iterable[int], dtype: str) -> int:
+    """Size in bytes of a dense tensor.
+
+    >>> tensor_bytes([1, 3, 224, 224], "float32")
+    602112
+    """
+    try:
+        width = DTYPE_BYTES[dtype]
+    except KeyError:
+        raise GraphError(f"unknown dtype {dtype!r}; known: {sorted(DTYPE_BYTES)}") from None
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n * width
+
+
+class Graph:
+    """A DNN dataflow graph: a :class:`networkx.DiGraph` plus ``name`` and ``meta``.
+
+    Parameters
+    ----------
+    nx_graph
+        The underlying graph (taken as is, not copied). A new empty one if None.
+    name
+        Model name.
+    meta
+        Graph-level metadata (source, batch, dtype, granularity, inputs, outputs...).
+
+    Examples
+    --------
+    >>> g = Graph(name="tiny")
+    >>> g.add_op("a", "relu", inputs=[([1, 4], "float32")], outputs=[([1, 4], "float32")])
+    >>> g.add_op("b", "relu", inputs=[([1, 4], "float32")], outputs=[([1, 4], "float32")])
+    >>> g.add_edge("a", "b")
+    >>> g.number_of_nodes(), g.edges["a", "b"]["bytes"]
+    (2, 16)
+    """
+
+    def __init__(
+        self,
+        nx_graph: nx.DiGraph | None = None,
+        *,
+        name: str = "graph",
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.nx: nx.DiGraph = nx_graph if nx_graph is not None else nx.DiGraph()
+        self.name = name
+        self.meta: dict[str, Any] = dict(meta or {})
+
+    # ----------------------------------------------------------------- building
+    def add_op(
+        self,
+        node: str,
+        op: str,
+        *,
+        inputs: Iterable[Any] = (),
+        outputs: Iterable[Any] = (),
+        attrs: Mapping[str, Any] | None = None,
+        flops: float = 0.0,
+        bytes: int | None = None,  # noqa: A002 - schema key
+        param_bytes: int = 0,
+        **extra: Any,
+    ) -> None:
+        """Add an operator node.
+
+        ``inputs``/``outputs`` are ``{"shape", "dtype"}`` dicts or ``(shape, dtype)``
+        pairs. ``bytes`` defaults to the sum of input and output tensor sizes (which
+        includes weights when they are listed among the inputs).
+        """
+        if node in self.nx:
+            raise GraphError(f"duplicate node id {node!r}")
+        ins = [_tensor_spec(t) for t in inputs]
+        outs = [_tensor_spec(t) for t in outputs]
+        if bytes is None:
+            bytes = sum(tensor_bytes(t["shape"], t["dtype"]) for t in ins + outs)  # noqa: A001
+        data = {
+            "op": op,
+            "inputs": ins,
+            "outputs": outs,
+            "attrs": dict(attrs or {}),
+            "flops": float(flops),
+            "bytes": int(bytes),
+            "param_bytes": int(param_bytes),
+        }
+        for k, v in extra.items():
+            if v is not None:
+                data[k] = v
+        self.nx.add_node(node, **data)
+
+    def add_edge(self, src: str, dst: str, *, bytes: int | None = None, output: int = 0) -> None:  # noqa: A002
+        """Add a tensor edge; ``bytes`` defaults to the size of ``src``'s output ``output``."""
+        for n in (src, dst):
+            if n not in self.nx:
+                raise GraphError(f"edge {src!r} -> {dst!r}: unknown node {n!r}")
+        if bytes is None:
+            outs = self.nx.nodes[src]["outputs"]
+            if not 0 <= output < len(outs):
+                raise GraphError(f"edge {src!r} -> {dst!r}: node {src!r} has no output {output}")
+            bytes = tensor_bytes(outs[output]["shape"], outs[output]["dtype"])  # noqa: A001
+        self.nx.add_edge(src, dst, bytes=int(bytes), output=int(output))
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def nodes(self):  # noqa: D401 - networkx view
+        """Node view of the underlying graph (``g.nodes[n]["flops"]``)."""
+        return self.nx.nodes
+
+    @property
+    def edges(self):
+        """Edge view of the underlying graph (``g.edges[u, v]["bytes"]``)."""
+        return self.nx.edges
+
+    def __len__(self) -> int:
+        return self.nx.number_of_nodes()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.nx)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.nx
+
+    def number_of_nodes(self) -> int:
+        return self.nx.number_of_nodes()
+
+    def number_of_edges(self) -> int:
+        return self.nx.number_of_edges()
+
+    def predecessors(self, node: str) -> Iterator[str]:
+        return self.nx.predecessors(node)
+
+    def successors(self, node: str) -> Iterator[str]:
+        return self.nx.successors(node)
+
+    def topological_order(self) -> list[str]:
+        """Nodes in a deterministic topological order (ties broken by insertion order)."""
+        index = {n: i for i, n in enumerate(self.nx)}
+        try:
+            return list(nx.lexicographical_topological_sort(self.nx, key=index.__getitem__))
+        except nx.NetworkXUnfeasible:
+            cycle = nx.find_cycle(self.nx)
+            raise GraphError(
+                f"graph {self.name!r} has a cycle: {' -> '.join(str(u) for u, _ in cycle)}"
+            ) from None
+
+    @property
+    def total_flops(self) -> float:
+        return float(sum(d["flops"] for _, d in self.nx.nodes(data=True)))
+
+    @property
+    def param_bytes(self) -> int:
+        """Weight bytes of the model (``meta["param_bytes"]`` when the importer
+        deduplicated shared constants, else the sum over nodes)."""
+        if "param_bytes" in self.meta:
+            return int(self.meta["param_bytes"])
+        return int(sum(d["param_bytes"] for _, d in self.nx.nodes(data=True)))
+
+    def copy(self) -> Graph:
+        """A deep copy (attribute dicts included)."""
+        return Graph(copy.deepcopy(self.nx), name=self.name, meta=copy.deepcopy(self.meta))
+
+    def __repr__(self) -> str:
+        gran = self.meta.get("granularity", "?")
+        return (
+            f"Graph({self.name!r}, nodes={self.number_of_nodes()}, "
+            f"edges={self.number_of_edges()}, granularity={gran!r}, "
+            f"gflops={self.total_flops / 1e9:.3f})"
+        )
+
+    # ---------------------------------------------------------------- (de)serialise
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (the file format of :meth:`to_json`)."""
+        return {
+            "hetsim_graph": SCHEMA_VERSION,
+            "name": self.name,
+            "meta": self.meta,
+            "nodes": [{"id": n, **d} for n, d in self.nx.nodes(data=True)],
+            "edges": [{"src": u, "dst": v, **d} for u, v, d in self.nx.edges(data=True)],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<dict>") -> Graph:
+        """Rebuild a graph from :meth:`to_dict` output, then :func:`validate` it."""
+        if not isinstance(data, Mapping) or "hetsim_graph" not in data:
+            raise GraphError(f"{source}: not a hetsim graph file (no 'hetsim_graph' key)")
+        version = data["hetsim_graph"]
+        if version != SCHEMA_VERSION:
+            raise GraphError(
+                f"{source}: graph schema version {version!r} is not supported "
+                f"(this hetsim reads version {SCHEMA_VERSION})"
+            )
+        for key in ("nodes", "edges"):
+            if not isinstance(data.get(key), list):
+                raise GraphError(f"{source}: missing or malformed {key!r} list")
+        g = nx.DiGraph()
+        for i, nd in enumerate(data["nodes"]):
+            if not isinstance(nd, Mapping) or "id" not in nd:
+                raise GraphError(f"{source}: node #{i} has no 'id'")
+            nid = nd["id"]
+            if nid in g:
+                raise GraphError(f"{source}: duplicate node id {nid!r}")
+            g.add_node(nid, **{k: v for k, v in nd.items() if k != "id"})
+        for i, ed in enumerate(data["edges"]):
+            if not isinstance(ed, Mapping) or "src" not in ed or "dst" not in ed:
+                raise GraphError(f"{source}: edge #{i} needs 'src' and 'dst'")
+            u, v = ed["src"], ed["dst"]
+            for n in (u, v):
+                if n not in g:
+                    raise GraphError(f"{source}: edge {u!r} -> {v!r} names unknown node {n!r}")
+            g.add_edge(u, v, **{k: w for k, w in ed.items() if k not in ("src", "dst")})
+        graph = cls(g, name=str(data.get("name", "graph")), meta=dict(data.get("meta") or {}))
+        validate(graph, source=source)
+        return graph
+
+    def to_json(self, path: str | os.PathLike[str]) -> Path:
+        """Write the graph as JSON, atomically (a crash never leaves a truncated file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(self.to_dict(), fh, separators=(",", ":"))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+
+def load(path: str | os.PathLike[str]) -> Graph:
+    """Load a graph written by :meth:`Graph.to_json`.
+
+    Raises :class:`GraphError` for a missing, truncated or malformed file.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise GraphError(f"{path}: no such graph file") from None
+    except UnicodeDecodeError:
+        raise GraphError(f"{path}: not a hetsim graph file (binary content)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise GraphError(f"{path}: malformed or truncated JSON ({e.msg} at line {e.lineno})") from None
+    return Graph.from_dict(data, source=str(path))
+
+
+def _tensor_spec(t: Any) -> dict[str, Any]:
+    if isinstance(t, Mapping):
+        shape, dtype = t["shape"], t["dtype"]
+    else:
+        shape, dtype = t
+    return {"shape": [int(d) for d in shape], "dtype": str(dtype)}
+
+
+def _check_tensor_list(where: str, key: str, value: Any) -> None:
+    if not isinstance(value, list):
+        raise GraphError(f"{where}: {key!r} must be a list of tensors, got {type(value).__name__}")
+    for j, t in enumerate(value):
+        if not isinstance(t, Mapping) or "shape" not in t or "dtype" not in t:
+            raise GraphError(f"{where}: {key}[{j}] must be {{'shape': [...], 'dtype': ...}}")
+        if not isinstance(t["shape"], list) or not all(
+            isinstance(d, int) and d >= 0 for d in t["shape"]
+        ):
+            raise GraphError(f"{where}: {key}[{j}] shape {t['shape']!r} is not a list of ints >= 0")
+        if t["dtype"] not in DTYPE_BYTES:
+            raise GraphError(f"{where}: {key}[{j}] has unknown dtype {t['dtype']!r}")
+
+
+def _check_number(where: str, key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise GraphError(f"{where}: {key!r} must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise GraphError(f"{where}: {key!r} must be finite and >= 0, got {value!r}")
+
+
+def validate(graph: Graph, *, source: str | None = None) -> Graph:
+    """Check the node/edge schema and acyclicity; return the graph.
+
+    Raises
+    ------
+    GraphError
+        naming the offending node or edge.
+    """
+    where0 = source or f"graph {graph.name!r}"
+    if not isinstance(graph.nx, nx.DiGraph) or graph.nx.is_multigraph():
+        raise GraphError(f"{where0}: underlying graph must be a networkx.DiGraph")
+    for n, d in graph.nx.nodes(data=True):
+        where = f"{where0}: node {n!r}"
+        if not isinstance(n, str):
+            raise GraphError(f"{where}: node ids must be strings")
+        missing = [k for k in _REQUIRED_NODE_KEYS if k not in d]
+        if missing:
+            raise GraphError(f"{where}: missing attribute(s) {missing}")
+        unknown = sorted(set(d) - _NODE_KEYS)
+        if unknown:
+            raise GraphError(f"{where}: unknown attribute(s) {unknown}")
+        if not isinstance(d["op"], str) or not d["op"]:
+            raise GraphError(f"{where}: 'op' must be a non-empty string")
+        _check_tensor_list(where, "inputs", d["inputs"])
+        _check_tensor_list(where, "outputs", d["outputs"])
+        if not isinstance(d["attrs"], Mapping):
+            raise GraphError(f"{where}: 'attrs' must be a dict")
+        for k in ("flops", "bytes", "param_bytes"):
+            _check_number(where, k, d[k])
+        if d["op"] == "fused" and not isinstance(d.get("ops"), list):
+            raise GraphError(f"{where}: a fused node needs an 'ops' list")
+        if "step" in d and (isinstance(d["step"], bool) or not isinstance(d["step"], int)):
+            raise GraphError(f"{where}: 'step' must be an int, got {d['step']!r}")
+    for u, v, d in graph.nx.edges(data=True):
+        where = f"{where0}: edge {u!r} -> {v!r}"
+        if "bytes" not in d:
+            raise GraphError(f"{where}: missing 'bytes'")
+        _check_number(where, "bytes", d["bytes"])
+        out = d.get("output", 0)
+        if isinstance(out, bool) or not isinstance(out, int) or out < 0:
+            raise GraphError(f"{where}: 'output' must be an int >= 0, got {out!r}")
+    if not nx.is_directed_acyclic_graph(graph.nx):
+        cycle = nx.find_cycle(graph.nx)
+        raise GraphError(f"{where0}: cycle {' -> '.join(str(u) for u, _ in cycle)} -> {cycle[0][0]}")
+    return graph

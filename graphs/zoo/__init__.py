@@ -1,0 +1,290 @@
+"""Model zoo: CNNs, RNNs and Transformers written in PyTorch, imported as hetsim graphs.
+
+Every model is defined in this package (no torchvision / transformers dependency),
+follows its paper and reference implementation, and has random weights drawn from
+a seed argument (global RNG state is left untouched).
+
+=============  =================================================  ==================
+name           model                                              kwargs
+=============  =================================================  ==================
+alexnet        AlexNet, torchvision variant                       image_size,
+densenet121    DenseNet-121                                       num_classes
+googlenet      GoogLeNet / Inception v1, torchvision (BN, no aux)
+mobilenet_v2   MobileNetV2 1.0
+resnet18       ResNet-18
+resnet50       ResNet-50 v1.5
+squeezenet1_1  SqueezeNet 1.1
+vgg16          VGG-16 (no BN)
+lstm, gru      stacked, explicit cells unrolled over time         seq_len, hidden,
+                                                                  layers,
+                                                                  input_size,
+                                                                  out_features
+bert_base      BERT-base encoder + pooler                         seq_len
+gpt2           GPT-2 small, tied LM head, causal                  seq_len
+=============  =================================================  ==================
+
+Examples
+--------
+>>> from graphs import zoo
+>>> zoo.params("resnet18")
+11689512
+>>> model, (x,) = zoo.build("lstm", batch=2, seq_len=4, hidden=32)
+>>> tuple(model(x).shape)
+(2, 32)
+
+``zoo.load("resnet18", granularity="fused")`` imports the model through TVM Relax
+(:func:`graphs.relax_import.from_torch`); recurrent graphs get a ``step`` on every
+node (:func:`graphs.zoo.rnn.tag_steps`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import nn
+
+from graphs.graph import SCHEMA_VERSION, Graph, GraphError
+from graphs.graph import load as _load_graph
+from graphs.zoo import cnn, rnn, transformer
+from graphs.zoo.rnn import tag_steps
+
+__all__ = ["names", "build", "load", "params", "tag_steps", "RECURRENT", "cache_path"]
+
+#: Bump when a model definition changes in a way that changes its graph.
+ZOO_VERSION = 1
+
+_FAMILIES: tuple[ModuleType, ...] = (cnn, rnn, transformer)
+_REGISTRY: dict[str, tuple[Callable[..., nn.Module], ModuleType]] = {
+    name: (ctor, fam) for fam in _FAMILIES for name, ctor in fam.MODELS.items()
+}
+#: Models whose graphs carry a ``step`` node attribute.
+RECURRENT: frozenset[str] = frozenset(rnn.MODELS)
+_GRANULARITIES = ("op", "fused")
+
+
+def names() -> list[str]:
+    """Names of the zoo models, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _entry(name: str) -> tuple[Callable[..., nn.Module], ModuleType]:
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise GraphError(f"unknown zoo model {name!r}; known models: {names()}") from None
+
+
+def _resolve_kwargs(name: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """Check ``kw`` against the model's constructor; return all kwargs with defaults."""
+    ctor, _ = _entry(name)
+    sig = inspect.signature(ctor)
+    unknown = sorted(set(kw) - set(sig.parameters))
+    if unknown:
+        raise GraphError(
+            f"zoo model {name!r} has no option(s) {unknown}; it takes {sorted(sig.parameters)}"
+        )
+    bound = sig.bind(**kw)
+    bound.apply_defaults()
+    return dict(sorted(bound.arguments.items()))
+
+
+def _construct(name: str, kw: dict[str, Any]) -> nn.Module:
+    ctor, _ = _entry(name)
+    try:
+        return ctor(**kw)
+    except ValueError as e:
+        raise GraphError(f"zoo model {name!r}: {e}") from None
+
+
+def _check_int(key: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise GraphError(f"{key} must be an int >= {minimum}, got {value!r}")
+
+
+def build(
+    name: str, *, batch: int = 1, seed: int = 0, **kw: Any
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """Construct a zoo model with seeded random weights, and example inputs.
+
+    Parameters
+    ----------
+    name
+        A name from :func:`names`.
+    batch
+        Batch size of the example inputs.
+    seed
+        Seed of the weights and of the example inputs; the global RNG state is
+        restored afterwards.
+    **kw
+        Model options (``image_size``, ``seq_len``, ``hidden``, ...).
+
+    Returns
+    -------
+    (module, inputs)
+        The module in eval mode and a tuple of example input tensors.
+
+    Raises
+    ------
+    GraphError
+        For an unknown model, an unknown option or an invalid value.
+    """
+    _resolve_kwargs(name, kw)
+    _check_int("batch", batch, 1)
+    _check_int("seed", seed, 0)
+    _, family = _entry(name)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = _construct(name, kw)
+    generator = torch.Generator().manual_seed(seed)
+    inputs = family.make_inputs(module, batch, generator)
+    return module.eval(), inputs
+
+
+def params(name: str, **kw: Any) -> int:
+    """Number of parameters of a zoo model (tied weights counted once).
+
+    Cheap: the model is built on the ``meta`` device, without allocating weights.
+    """
+    _resolve_kwargs(name, kw)
+    with torch.device("meta"):
+        module = _construct(name, kw)
+    return sum(p.numel() for p in module.parameters())
+
+
+# ---------------------------------------------------------------------------- cache
+def _source_digest() -> str:
+    """Hash of the model definitions and of the importer source (stale-cache guard)."""
+    h = hashlib.sha256()
+    files = [inspect.getfile(m) for m in _FAMILIES]
+    try:
+        import graphs.relax_import as importer
+
+        files.append(inspect.getfile(importer))
+    except ImportError:
+        pass
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _cache_dir(cache: str | os.PathLike[str] | bool | None) -> Path | None:
+    if cache is False:
+        return None
+    if cache is None or cache is True:
+        env = os.environ.get("HETSIM_CACHE")
+        if env:
+            return Path(env)
+        return Path.home() / ".cache" / "hetsim" / "zoo" if cache is True else None
+    return Path(cache)
+
+
+def cache_path(
+    directory: str | os.PathLike[str],
+    name: str,
+    *,
+    batch: int = 1,
+    granularity: str = "op",
+    seed: int = 0,
+    **kw: Any,
+) -> Path:
+    """The cache file :func:`load` uses for these arguments inside ``directory``.
+
+    The key covers the model name, batch, granularity, all model options (defaults
+    filled in), seed, the graph ``SCHEMA_VERSION``, the TVM and torch versions and a
+    hash of the model and importer sources.
+    """
+    import tvm
+
+    key = {
+        "name": name,
+        "batch": batch,
+        "granularity": granularity,
+        "kwargs": _resolve_kwargs(name, kw),
+        "seed": seed,
+        "schema": SCHEMA_VERSION,
+        "zoo": ZOO_VERSION,
+        "tvm": tvm.__version__,
+        "torch": torch.__version__,
+        "source": _source_digest(),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    return Path(directory) / f"{name}-b{batch}-{granularity}-{digest}.json"
+
+
+def load(
+    name: str,
+    *,
+    batch: int = 1,
+    granularity: str = "op",
+    seed: int = 0,
+    cache: str | os.PathLike[str] | bool | None = None,
+    **kw: Any,
+) -> Graph:
+    """Build a zoo model and import it as a :class:`~graphs.Graph` through TVM Relax.
+
+    Parameters
+    ----------
+    name, batch, seed, **kw
+        As in :func:`build`.
+    granularity
+        ``"op"`` (one node per Relax operator) or ``"fused"`` (one node per fused
+        TVM kernel).
+    cache
+        A directory to cache imported graphs in as JSON; ``None`` uses ``$HETSIM_CACHE``
+        when set (else no cache); ``True`` uses ``$HETSIM_CACHE`` or
+        ``~/.cache/hetsim/zoo``; ``False`` never caches.
+
+    Returns
+    -------
+    Graph
+        With ``meta["model"] = name`` and ``meta["zoo_kwargs"] = kw``; recurrent
+        models have a ``step`` on every node.
+
+    Examples
+    --------
+    >>> g = load("lstm", seq_len=4, hidden=32, granularity="fused")  # doctest: +SKIP
+    >>> sorted({g.nodes[n]["step"] for n in g})  # doctest: +SKIP
+    [0, 1, 2, 3]
+    """
+    _resolve_kwargs(name, kw)
+    _check_int("batch", batch, 1)
+    _check_int("seed", seed, 0)
+    if granularity not in _GRANULARITIES:
+        raise GraphError(f"granularity must be one of {list(_GRANULARITIES)}, got {granularity!r}")
+    directory = _cache_dir(cache)
+    path = None
+    graph = None
+    if directory is not None:
+        path = cache_path(directory, name, batch=batch, granularity=granularity, seed=seed, **kw)
+        if path.exists():
+            try:
+                graph = _load_graph(path)
+            except GraphError:
+                graph = None  # corrupt or outdated entry: rebuild and overwrite it
+    if graph is None:
+        graph = _import(name, batch=batch, granularity=granularity, seed=seed, kw=kw)
+        if path is not None:
+            graph.to_json(path)
+    graph.meta["zoo_kwargs"] = dict(kw)
+    return graph
+
+
+def _import(name: str, *, batch: int, granularity: str, seed: int, kw: dict[str, Any]) -> Graph:
+    from graphs.relax_import import from_torch
+
+    module, inputs = build(name, batch=batch, seed=seed, **kw)
+    graph = from_torch(module, inputs, granularity=granularity, name=name)
+    if name in RECURRENT:
+        graph = tag_steps(graph)
+    graph.meta["model"] = name
+    graph.meta["zoo_kwargs"] = dict(kw)
+    graph.meta["zoo_seed"] = seed
+    return graph

@@ -1,0 +1,208 @@
+"""Transformer models: BERT-base encoder and GPT-2 small decoder, in plain torch ops.
+
+Both follow the Hugging Face reference implementations layer for layer (same
+parameter shapes and counts, same layer norm epsilons and GELU variants), with the
+attention written as explicit ``matmul`` / ``softmax`` operators (no fused
+``scaled_dot_product_attention``), so that every kernel shows up as a graph node.
+
+==========  ============  =====================================================
+model       parameters    reference
+==========  ============  =====================================================
+bert_base   109,482,240   Devlin et al. 2019 ("110 M"): 12 layers, 768 hidden,
+                          12 heads, FFN 3072, vocab 30522, 512 positions, 2 token
+                          types, post-LN, exact GELU, tanh pooler
+gpt2        124,439,808   Radford et al. 2019, GPT-2 small: 12 layers, 768, 12
+                          heads, vocab 50257, 1024 positions, pre-LN, tanh GELU,
+                          LM head tied to the token embedding, causal mask
+==========  ============  =====================================================
+
+A model is built for one sequence length ``seq_len``: the position ids, token type
+ids and the causal mask are constant buffers of that length, so the imported graph
+holds no constant larger than it needs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = ["MODELS", "make_inputs", "bert_base", "gpt2", "Bert", "GPT2"]
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """Multi-head scaled dot-product attention over ``[batch, seq, dim]`` projections."""
+    b, n, d = q.shape
+    hd = d // heads
+    q = q.reshape(b, n, heads, hd).permute(0, 2, 1, 3)  # [b, h, n, hd]
+    k = k.reshape(b, n, heads, hd).permute(0, 2, 3, 1)  # [b, h, hd, n]
+    v = v.reshape(b, n, heads, hd).permute(0, 2, 1, 3)  # [b, h, n, hd]
+    scores = torch.matmul(q, k) / math.sqrt(hd)
+    if bias is not None:
+        scores = scores + bias
+    probs = torch.softmax(scores, dim=3)
+    return torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(b, n, d)
+
+
+def _check_seq_len(seq_len: int, max_positions: int) -> None:
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not 1 <= seq_len <= max_positions:
+        raise ValueError(f"seq_len must be an int in [1, {max_positions}], got {seq_len!r}")
+
+
+# ----------------------------------------------------------------------------- BERT
+class BertLayer(nn.Module):
+    """Post-LN encoder layer: self-attention, add & norm, FFN (exact GELU), add & norm."""
+
+    def __init__(self, d: int, heads: int, ffn: int, eps: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.query = nn.Linear(d, d)
+        self.key = nn.Linear(d, d)
+        self.value = nn.Linear(d, d)
+        self.attn_out = nn.Linear(d, d)
+        self.attn_norm = nn.LayerNorm(d, eps=eps)
+        self.intermediate = nn.Linear(d, ffn)
+        self.output = nn.Linear(ffn, d)
+        self.out_norm = nn.LayerNorm(d, eps=eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ctx = _attend(self.query(x), self.key(x), self.value(x), self.heads, None)
+        x = self.attn_norm(self.attn_out(ctx) + x)
+        return self.out_norm(self.output(F.gelu(self.intermediate(x))) + x)
+
+
+class Bert(nn.Module):
+    """BERT encoder (Devlin et al., NAACL 2019) with embeddings and pooler.
+
+    Input: token ids ``[batch, seq_len]`` (int64; token type 0 everywhere, no padding).
+    Output: ``(sequence_output [batch, seq_len, d], pooled_output [batch, d])`` as
+    Hugging Face's ``BertModel``.
+    """
+
+    def __init__(
+        self,
+        seq_len: int,
+        *,
+        vocab: int = 30522,
+        d: int = 768,
+        layers: int = 12,
+        heads: int = 12,
+        ffn: int = 3072,
+        max_positions: int = 512,
+        type_vocab: int = 2,
+        eps: float = 1e-12,
+    ) -> None:
+        super().__init__()
+        _check_seq_len(seq_len, max_positions)
+        self.seq_len = seq_len
+        self.vocab_size = vocab
+        self.word_embeddings = nn.Embedding(vocab, d)
+        self.position_embeddings = nn.Embedding(max_positions, d)
+        self.token_type_embeddings = nn.Embedding(type_vocab, d)
+        self.emb_norm = nn.LayerNorm(d, eps=eps)
+        self.layers = nn.ModuleList(BertLayer(d, heads, ffn, eps) for _ in range(layers))
+        self.pooler = nn.Linear(d, d)
+        self.register_buffer("position_ids", torch.arange(seq_len).unsqueeze(0), persistent=False)
+        self.register_buffer(
+            "token_type_ids", torch.zeros(1, seq_len, dtype=torch.int64), persistent=False
+        )
+
+    def forward(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(self.position_ids)
+            + self.token_type_embeddings(self.token_type_ids)
+        )
+        x = self.emb_norm(x)
+        for layer in self.layers:
+            x = layer(x)
+        pooled = torch.tanh(self.pooler(x[:, 0]))
+        return x, pooled
+
+
+# ---------------------------------------------------------------------------- GPT-2
+class GPT2Block(nn.Module):
+    """Pre-LN decoder block: LN, causal self-attention (fused QKV), add, LN, MLP, add."""
+
+    def __init__(self, d: int, heads: int, eps: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(d, eps=eps)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.attn_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d, eps=eps)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.mlp_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor, causal_bias: torch.Tensor) -> torch.Tensor:
+        q, k, v = torch.chunk(self.c_attn(self.ln_1(x)), 3, dim=2)
+        x = x + self.attn_proj(_attend(q, k, v, self.heads, causal_bias))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT2(nn.Module):
+    """GPT-2 language model (Radford et al. 2019), LM head tied to the token embedding.
+
+    Input: token ids ``[batch, seq_len]`` (int64). Output: logits
+    ``[batch, seq_len, vocab]``. The causal mask is an additive constant buffer
+    (0 on and below the diagonal, -1e9 above).
+    """
+
+    def __init__(
+        self,
+        seq_len: int,
+        *,
+        vocab: int = 50257,
+        d: int = 768,
+        layers: int = 12,
+        heads: int = 12,
+        max_positions: int = 1024,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        _check_seq_len(seq_len, max_positions)
+        self.seq_len = seq_len
+        self.vocab_size = vocab
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(max_positions, d)
+        self.blocks = nn.ModuleList(GPT2Block(d, heads, eps) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d, eps=eps)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+        self.register_buffer("position_ids", torch.arange(seq_len).unsqueeze(0), persistent=False)
+        allowed = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
+        bias = torch.zeros(seq_len, seq_len).masked_fill(~allowed, -1e9)
+        self.register_buffer("causal_bias", bias.reshape(1, 1, seq_len, seq_len), persistent=False)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        x = self.wte(input_ids) + self.wpe(self.position_ids)
+        for block in self.blocks:
+            x = block(x, self.causal_bias)
+        return self.lm_head(self.ln_f(x))
+
+
+# ------------------------------------------------------------------------- registry
+def bert_base(*, seq_len: int = 128) -> Bert:
+    """BERT-base encoder (109,482,240 parameters) for sequences of ``seq_len`` tokens."""
+    return Bert(seq_len)
+
+
+def gpt2(*, seq_len: int = 128) -> GPT2:
+    """GPT-2 small (124,439,808 parameters, LM head tied) for ``seq_len`` tokens."""
+    return GPT2(seq_len)
+
+
+MODELS: dict[str, Callable[..., nn.Module]] = {"bert_base": bert_base, "gpt2": gpt2}
+
+
+def make_inputs(
+    model: nn.Module, batch: int, generator: torch.Generator
+) -> tuple[torch.Tensor, ...]:
+    """Example input of a language model: random token ids ``[batch, seq_len]`` int64."""
+    ids = torch.randint(0, model.vocab_size, (batch, model.seq_len), generator=generator)
+    return (ids,)

@@ -1,0 +1,264 @@
+"""Plan: what a scheduler produces and what the simulator and the runtime execute.
+
+A plan places every node on a device and orders the ready nodes of each device by
+``priority`` (lower runs first). Pipelines add ``stages`` (lists of nodes, one
+device each, in pipeline order) and ``microbatches``. A dynamic plan carries a
+``policy`` that picks the device of a node when it becomes ready; the same policy
+object drives the simulator and the runtime through :class:`SystemView`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphs.graph import Graph
+    from sim.platform import Platform
+
+__all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "PLAN_SCHEMA_VERSION"]
+
+PLAN_SCHEMA_VERSION = 1
+
+
+class PlanError(ValueError):
+    """A plan cannot run on this graph/platform; the message names the node or device."""
+
+
+@runtime_checkable
+class SystemView(Protocol):
+    """What a dynamic policy may look at when it places a ready node.
+
+    Implemented by the simulator (predicted state) and by the runtime (observed
+    state), so one policy runs unchanged in both.
+    """
+
+    graph: Graph
+    platform: Platform
+    cost: Any
+
+    @property
+    def now(self) -> float:
+        """Current time in seconds since the request started."""
+
+    def device_free_at(self, device: str) -> float:
+        """Predicted time at which ``device`` has finished the work queued on it."""
+
+    def location(self, node: str) -> str | None:
+        """Device holding ``node``'s output (None while the node is not placed)."""
+
+
+@runtime_checkable
+class DynamicPolicy(Protocol):
+    """Run-time placement: choose a device for ``node`` when it becomes ready."""
+
+    name: str
+
+    def select(self, node: str, view: SystemView) -> str:
+        """Return the name of the device that runs ``node``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe description ``{"name": ..., "params": {...}}``."""
+
+
+@dataclass
+class Plan:
+    """Placement and order of a graph's operators on a platform.
+
+    Parameters
+    ----------
+    placement
+        ``node -> device name``; may be partial only when ``policy`` is given.
+    priority
+        ``node -> float``; among ready ops on one device the lowest runs first.
+        Missing entries default to the node's topological index.
+    stages
+        Optional pipeline stages, in pipeline order: lists of nodes.
+    microbatches
+        Optional number of micro-batches a pipeline splits a batch into.
+    policy
+        Optional :class:`DynamicPolicy` for run-time placement.
+    meta
+        Free-form JSON-safe data: scheduler name, hyper-parameters, scheduling time.
+
+    Examples
+    --------
+    >>> p = Plan(placement={"a": "cpu", "b": "gpu"}, priority={"a": 0, "b": 1})
+    >>> Plan.from_dict(p.to_dict()) == p
+    True
+    """
+
+    placement: dict[str, str]
+    priority: dict[str, float] = field(default_factory=dict)
+    stages: list[list[str]] | None = None
+    microbatches: int | None = None
+    policy: DynamicPolicy | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- checking
+    def validate(self, graph: Graph, platform: Platform) -> Plan:
+        """Check the plan against a graph and platform; return ``self``.
+
+        Raises
+        ------
+        PlanError
+            for a node without a device, an unknown node or device, a device whose
+            memory cannot hold an op's tensors or the weights placed on it,
+            priorities that contradict dependencies, or malformed stages.
+        """
+        nodes = graph.nx
+        names = set(platform.device_names)
+        for n, dev in self.placement.items():
+            if n not in nodes:
+                raise PlanError(f"plan places unknown node {n!r} (not in graph {graph.name!r})")
+            if dev not in names:
+                raise PlanError(
+                    f"plan places node {n!r} on unknown device {dev!r}; "
+                    f"platform {platform.name!r} has {sorted(names)}"
+                )
+        if self.policy is None:
+            missing = [n for n in nodes if n not in self.placement]
+            if missing:
+                more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+                raise PlanError(f"node {missing[0]!r} has no device{more}")
+        for n, p in self.priority.items():
+            if n not in nodes:
+                raise PlanError(f"plan gives a priority to unknown node {n!r}")
+            if isinstance(p, bool) or not isinstance(p, int | float) or math.isnan(p):
+                raise PlanError(f"node {n!r}: priority must be a number, got {p!r}")
+        # memory: one op's working set, and the weights resident on each device
+        weights: dict[str, int] = {}
+        for n, dev in self.placement.items():
+            d = nodes[n]
+            cap = platform.device(dev).memory_bytes
+            if d["bytes"] > cap:
+                raise PlanError(
+                    f"node {n!r} needs {d['bytes'] / 2**20:.1f} MiB but device {dev!r} "
+                    f"has {cap / 2**20:.1f} MiB"
+                )
+            weights[dev] = weights.get(dev, 0) + int(d["param_bytes"])
+        for dev, w in weights.items():
+            cap = platform.device(dev).memory_bytes
+            if w > cap:
+                raise PlanError(
+                    f"weights placed on device {dev!r} take {w / 2**20:.1f} MiB; "
+                    f"it has {cap / 2**20:.1f} MiB"
+                )
+        if self.priority:
+            for u, v in nodes.edges:
+                du, dv = self.placement.get(u), self.placement.get(v)
+                if du is not None and du == dv and u in self.priority and v in self.priority:
+                    if self.priority[v] < self.priority[u]:
+                        raise PlanError(
+                            f"priority of node {v!r} ({self.priority[v]}) is before its input "
+                            f"{u!r} ({self.priority[u]}) on device {du!r}"
+                        )
+        if self.microbatches is not None and (
+            isinstance(self.microbatches, bool)
+            or not isinstance(self.microbatches, int)
+            or self.microbatches < 1
+        ):
+            raise PlanError(f"microbatches must be an int >= 1, got {self.microbatches!r}")
+        if self.stages is not None:
+            self._validate_stages(graph)
+        return self
+
+    def _validate_stages(self, graph: Graph) -> None:
+        stage_of: dict[str, int] = {}
+        for i, stage in enumerate(self.stages or []):
+            devs = {self.placement.get(n) for n in stage}
+            if len(devs) > 1:
+                raise PlanError(f"stage {i} spans several devices {sorted(map(str, devs))}")
+            for n in stage:
+                if n not in graph.nx:
+                    raise PlanError(f"stage {i} names unknown node {n!r}")
+                if n in stage_of:
+                    raise PlanError(f"node {n!r} is in stages {stage_of[n]} and {i}")
+                stage_of[n] = i
+        missing = [n for n in graph.nx if n not in stage_of]
+        if missing:
+            raise PlanError(f"node {missing[0]!r} is in no stage")
+        for u, v in graph.nx.edges:
+            if stage_of[v] < stage_of[u]:
+                raise PlanError(
+                    f"edge {u!r} -> {v!r} goes backwards from stage {stage_of[u]} to {stage_of[v]}"
+                )
+
+    # ------------------------------------------------------------------ helpers
+    def devices_used(self) -> list[str]:
+        return sorted(set(self.placement.values()))
+
+    def order(self, graph: Graph) -> list[str]:
+        """All nodes sorted by (priority, topological index): the plan's global order."""
+        topo = graph.topological_order()
+        index = {n: i for i, n in enumerate(topo)}
+        return sorted(topo, key=lambda n: (self.priority.get(n, index[n]), index[n]))
+
+    # -------------------------------------------------------------- (de)serialise
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "hetsim_plan": PLAN_SCHEMA_VERSION,
+            "placement": dict(self.placement),
+            "priority": {k: float(v) for k, v in self.priority.items()},
+            "meta": dict(self.meta),
+        }
+        if self.stages is not None:
+            out["stages"] = [list(s) for s in self.stages]
+        if self.microbatches is not None:
+            out["microbatches"] = self.microbatches
+        if self.policy is not None:
+            out["policy"] = self.policy.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<dict>") -> Plan:
+        """Inverse of :meth:`to_dict`. A dynamic policy is restored only as its
+        description in ``meta["policy"]``; ``schedulers.load_plan`` rebuilds it."""
+        if not isinstance(data, Mapping) or "hetsim_plan" not in data:
+            raise PlanError(f"{source}: not a hetsim plan (no 'hetsim_plan' key)")
+        if data["hetsim_plan"] != PLAN_SCHEMA_VERSION:
+            raise PlanError(f"{source}: plan schema version {data['hetsim_plan']!r} is not supported")
+        placement = data.get("placement")
+        if not isinstance(placement, Mapping):
+            raise PlanError(f"{source}: 'placement' must be a mapping node -> device")
+        meta = dict(data.get("meta") or {})
+        if "policy" in data:
+            meta["policy"] = data["policy"]
+        return cls(
+            placement={str(k): str(v) for k, v in placement.items()},
+            priority={str(k): float(v) for k, v in (data.get("priority") or {}).items()},
+            stages=[list(s) for s in data["stages"]] if data.get("stages") is not None else None,
+            microbatches=data.get("microbatches"),
+            meta=meta,
+        )
+
+    def to_json(self, path: str | os.PathLike[str]) -> Path:
+        """Write the plan as JSON atomically."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(self.to_dict(), fh, indent=1, sort_keys=True)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike[str]) -> Plan:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise PlanError(f"{path}: no such plan file") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise PlanError(f"{path}: malformed plan JSON ({e})") from None
+        return cls.from_dict(data, source=str(path))

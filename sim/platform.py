@@ -1,0 +1,423 @@
+"""Hardware description: devices and the links between them (plain data, no SimPy).
+
+A platform is loaded from TOML (:meth:`Platform.from_toml`) or a built-in preset
+(:meth:`Platform.preset`). SI units everywhere, units in key names::
+
+    name = "my-box"
+    host = "cpu"                       # device that dispatches kernels and holds inputs
+
+    [[devices]]
+    name = "cpu"
+    kind = "cpu"
+    peak_flops = 1.5e12
+    mem_bandwidth_bytes_per_s = 1.2e11
+    memory_bytes = 68719476736
+    launch_overhead_s = 2e-6           # device-side fixed cost per kernel
+    dispatch_s = 5e-6                  # host time to issue one op to this device
+
+    [[links]]
+    src = "cpu"
+    dst = "gpu"
+    bandwidth_bytes_per_s = 1.2e10
+    latency_s = 1e-5
+    duplex = true                      # one resource per direction
+
+Devices with the same ``memory_domain`` share memory: tensors move between them for
+free and need no link.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["Device", "Link", "Platform", "PlatformError"]
+
+
+class PlatformError(ValueError):
+    """A platform description is invalid; the message names the key or device."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """One compute device (or one worker of a device).
+
+    Parameters
+    ----------
+    name
+        Unique device name (``"cpu"``, ``"gpu0"``, ...).
+    kind
+        ``"cpu"`` or ``"gpu"``.
+    peak_flops
+        Peak floating-point throughput (FLOP/s) for the dtype the model uses.
+    mem_bandwidth_bytes_per_s
+        Sustainable memory bandwidth.
+    memory_bytes
+        Memory capacity available to the model.
+    launch_overhead_s
+        Fixed device-side cost added to every kernel.
+    dispatch_s
+        Host CPU time to issue one op to this device (held on the platform's
+        dispatcher resource; see ``Platform.dispatch_threads``).
+    streams
+        Concurrent kernels the device runs (CUDA streams, CPU worker threads).
+    threads
+        Intra-op threads of a CPU worker (None: library default).
+    memory_domain
+        Devices with the same domain share memory (free transfers). Defaults to
+        the device name.
+    """
+
+    name: str
+    kind: Literal["cpu", "gpu"]
+    peak_flops: float
+    mem_bandwidth_bytes_per_s: float
+    memory_bytes: int
+    launch_overhead_s: float = 0.0
+    dispatch_s: float = 0.0
+    streams: int = 1
+    threads: int | None = None
+    memory_domain: str | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"device {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise PlatformError("device 'name' must be a non-empty string")
+        if self.kind not in ("cpu", "gpu"):
+            raise PlatformError(f"{where}: 'kind' must be 'cpu' or 'gpu', got {self.kind!r}")
+        for key in ("peak_flops", "mem_bandwidth_bytes_per_s", "memory_bytes"):
+            _positive(where, key, getattr(self, key))
+        for key in ("launch_overhead_s", "dispatch_s"):
+            _non_negative(where, key, getattr(self, key))
+        if isinstance(self.streams, bool) or not isinstance(self.streams, int) or self.streams < 1:
+            raise PlatformError(f"{where}: 'streams' must be an int >= 1, got {self.streams!r}")
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise PlatformError(f"{where}: 'threads' must be an int >= 1, got {self.threads!r}")
+        if self.memory_domain is None:
+            object.__setattr__(self, "memory_domain", self.name)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A point-to-point interconnect (PCIe, NVLink) between two devices.
+
+    With ``duplex=True`` each direction is its own resource (full duplex); with
+    ``duplex=False`` both directions share one.
+    """
+
+    src: str
+    dst: str
+    bandwidth_bytes_per_s: float
+    latency_s: float = 0.0
+    duplex: bool = True
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"link {self.src!r} -> {self.dst!r}"
+        _positive(where, "bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
+        _non_negative(where, "latency_s", self.latency_s)
+        if self.src == self.dst:
+            raise PlatformError(f"{where}: a link needs two different devices")
+
+    @property
+    def name(self) -> str:
+        return f"{self.src}<->{self.dst}" if self.duplex else f"{self.src}--{self.dst}"
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Devices, links and the host that dispatches kernels.
+
+    Examples
+    --------
+    >>> p = Platform.preset("xeon-p2200")
+    >>> [d.kind for d in p.devices]
+    ['cpu', 'gpu']
+    >>> p.route("cpu", "gpu")[0].bandwidth_bytes_per_s > 1e9
+    True
+    """
+
+    name: str
+    devices: tuple[Device, ...]
+    links: tuple[Link, ...] = ()
+    host: str | None = None
+    dispatch_threads: int = 1
+    description: str = ""
+    _by_name: dict[str, Device] = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
+    _routes: dict[tuple[str, str], tuple[Link, ...]] = field(
+        default=None, init=False, repr=False, compare=False
+    )  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "devices", tuple(self.devices))
+        object.__setattr__(self, "links", tuple(self.links))
+        if not self.devices:
+            raise PlatformError(f"platform {self.name!r}: needs at least one device")
+        by_name: dict[str, Device] = {}
+        for d in self.devices:
+            if d.name in by_name:
+                raise PlatformError(f"platform {self.name!r}: duplicate device name {d.name!r}")
+            by_name[d.name] = d
+        object.__setattr__(self, "_by_name", by_name)
+        seen: set[frozenset[str]] = set()
+        for link in self.links:
+            for end in (link.src, link.dst):
+                if end not in by_name:
+                    raise PlatformError(
+                        f"platform {self.name!r}: link {link.src!r} -> {link.dst!r} names "
+                        f"unknown device {end!r} (devices: {sorted(by_name)})"
+                    )
+            pair = frozenset((link.src, link.dst))
+            if pair in seen:
+                raise PlatformError(
+                    f"platform {self.name!r}: duplicate link between {link.src!r} and {link.dst!r}"
+                )
+            seen.add(pair)
+        if self.host is None:
+            cpus = [d.name for d in self.devices if d.kind == "cpu"]
+            object.__setattr__(self, "host", cpus[0] if cpus else self.devices[0].name)
+        elif self.host not in by_name:
+            raise PlatformError(
+                f"platform {self.name!r}: host {self.host!r} is not a device ({sorted(by_name)})"
+            )
+        if not isinstance(self.dispatch_threads, int) or self.dispatch_threads < 1:
+            raise PlatformError(f"platform {self.name!r}: 'dispatch_threads' must be an int >= 1")
+        object.__setattr__(self, "_routes", {})
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def device_names(self) -> list[str]:
+        return [d.name for d in self.devices]
+
+    def device(self, name: str) -> Device:
+        """The device called ``name``; :class:`PlatformError` listing the known ones."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise PlatformError(
+                f"platform {self.name!r} has no device {name!r}; devices: {self.device_names}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def devices_of_kind(self, kind: str) -> list[Device]:
+        return [d for d in self.devices if d.kind == kind]
+
+    def shares_memory(self, a: str, b: str) -> bool:
+        return self.device(a).memory_domain == self.device(b).memory_domain
+
+    def route(self, src: str, dst: str) -> tuple[Link, ...]:
+        """Links a tensor crosses from ``src`` to ``dst`` (shortest hop path).
+
+        Empty when the two devices share memory. Raises :class:`PlatformError`
+        when no path of links connects them.
+        """
+        key = (src, dst)
+        cached = self._routes.get(key)
+        if cached is not None:
+            return cached
+        self.device(src)
+        self.device(dst)
+        if src == dst or self.shares_memory(src, dst):
+            path: tuple[Link, ...] = ()
+        else:
+            path = self._bfs(src, dst)
+        self._routes[key] = path
+        return path
+
+    def _bfs(self, src: str, dst: str) -> tuple[Link, ...]:
+        adj: dict[str, list[tuple[str, Link]]] = {d: [] for d in self._by_name}
+        for link in self.links:
+            adj[link.src].append((link.dst, link))
+            adj[link.dst].append((link.src, link))
+        # devices sharing memory are free hops
+        for a in self._by_name:
+            for b in self._by_name:
+                if a != b and self.shares_memory(a, b):
+                    adj[a].append((b, None))  # type: ignore[arg-type]
+        prev: dict[str, tuple[str, Link | None]] = {src: (src, None)}
+        queue = deque([src])
+        while queue:
+            u = queue.popleft()
+            if u == dst:
+                break
+            for v, link in adj[u]:
+                if v not in prev:
+                    prev[v] = (u, link)
+                    queue.append(v)
+        if dst not in prev:
+            raise PlatformError(
+                f"platform {self.name!r}: no link path from {src!r} to {dst!r}; declare a [[links]] entry"
+            )
+        hops: list[Link] = []
+        node = dst
+        while node != src:
+            node, link = prev[node]
+            if link is not None:
+                hops.append(link)
+        return tuple(reversed(hops))
+
+    # --------------------------------------------------------------- variations
+    def replace(self, **changes: Any) -> Platform:
+        """A copy with top-level fields replaced (``devices``, ``links``, ``name``...)."""
+        return dataclasses.replace(self, **changes)
+
+    def scaled(
+        self,
+        *,
+        link_bandwidth: float = 1.0,
+        gpu_peak: float = 1.0,
+        cpu_peak: float = 1.0,
+        gpu_bandwidth: float = 1.0,
+        name: str | None = None,
+    ) -> Platform:
+        """A copy with link bandwidth and device speeds multiplied (for sweeps)."""
+        for key, val in dict(
+            link_bandwidth=link_bandwidth, gpu_peak=gpu_peak, cpu_peak=cpu_peak, gpu_bandwidth=gpu_bandwidth
+        ).items():
+            _positive("scaled()", key, val)
+        devs = []
+        for d in self.devices:
+            if d.kind == "gpu":
+                d = dataclasses.replace(
+                    d,
+                    peak_flops=d.peak_flops * gpu_peak,
+                    mem_bandwidth_bytes_per_s=d.mem_bandwidth_bytes_per_s * gpu_bandwidth,
+                )
+            else:
+                d = dataclasses.replace(d, peak_flops=d.peak_flops * cpu_peak)
+            devs.append(d)
+        links = [
+            dataclasses.replace(lk, bandwidth_bytes_per_s=lk.bandwidth_bytes_per_s * link_bandwidth)
+            for lk in self.links
+        ]
+        return dataclasses.replace(self, name=name or self.name, devices=tuple(devs), links=tuple(links))
+
+    # ----------------------------------------------------------------- loading
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<dict>") -> Platform:
+        """Build from the TOML structure; unknown keys raise :class:`PlatformError`."""
+        top = {"name", "host", "dispatch_threads", "description", "devices", "links"}
+        _no_unknown(source, "platform", data, top)
+        devs = data.get("devices")
+        if not isinstance(devs, list) or not devs:
+            raise PlatformError(f"{source}: needs a non-empty [[devices]] list")
+        dev_fields = {f.name for f in dataclasses.fields(Device)}
+        link_fields = {f.name for f in dataclasses.fields(Link)}
+        devices = []
+        for i, d in enumerate(devs):
+            _no_unknown(source, f"devices[{i}] ({d.get('name', '?')!r})", d, dev_fields)
+            missing = [k for k in ("name", "kind", "peak_flops", "mem_bandwidth_bytes_per_s", "memory_bytes") if k not in d]
+            if missing:
+                raise PlatformError(f"{source}: devices[{i}] ({d.get('name', '?')!r}) misses {missing}")
+            try:
+                devices.append(Device(**d))
+            except PlatformError as e:
+                raise PlatformError(f"{source}: {e}") from None
+        links = []
+        for i, lk in enumerate(data.get("links", [])):
+            _no_unknown(source, f"links[{i}]", lk, link_fields)
+            missing = [k for k in ("src", "dst", "bandwidth_bytes_per_s") if k not in lk]
+            if missing:
+                raise PlatformError(f"{source}: links[{i}] misses {missing}")
+            try:
+                links.append(Link(**lk))
+            except PlatformError as e:
+                raise PlatformError(f"{source}: {e}") from None
+        try:
+            return cls(
+                name=str(data.get("name", Path(source).stem)),
+                devices=tuple(devices),
+                links=tuple(links),
+                host=data.get("host"),
+                dispatch_threads=data.get("dispatch_threads", 1),
+                description=data.get("description", ""),
+            )
+        except PlatformError as e:
+            raise PlatformError(f"{source}: {e}") from None
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> Platform:
+        """Load a platform TOML file (see the module docstring for the format)."""
+        path = Path(path)
+        try:
+            with path.open("rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise PlatformError(f"{path}: no such platform file") from None
+        except tomllib.TOMLDecodeError as e:
+            raise PlatformError(f"{path}: malformed TOML ({e})") from None
+        return cls.from_dict(data, source=str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The TOML structure (round-trips through :meth:`from_dict`)."""
+
+        def clean(obj: Any) -> dict[str, Any]:
+            return {
+                k: v
+                for k, v in dataclasses.asdict(obj).items()
+                if v is not None and v != "" and not k.startswith("_")
+            }
+
+        return {
+            "name": self.name,
+            "host": self.host,
+            "dispatch_threads": self.dispatch_threads,
+            "description": self.description,
+            "devices": [clean(d) for d in self.devices],
+            "links": [clean(lk) for lk in self.links],
+        }
+
+    @staticmethod
+    def presets() -> list[str]:
+        """Names of the built-in platform presets."""
+        folder = resources.files("sim") / "presets"
+        return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+    @classmethod
+    def preset(cls, name: str) -> Platform:
+        """A built-in platform; :class:`PlatformError` lists the names on a typo."""
+        folder = resources.files("sim") / "presets"
+        res = folder / f"{name}.toml"
+        if not res.is_file():
+            raise PlatformError(f"unknown platform preset {name!r}; presets: {cls.presets()}")
+        data = tomllib.loads(res.read_text())
+        return cls.from_dict(data, source=f"preset {name!r}")
+
+    @classmethod
+    def load(cls, name_or_path: str | os.PathLike[str] | Platform) -> Platform:
+        """A preset name, a TOML path, or a :class:`Platform` (returned as is)."""
+        if isinstance(name_or_path, Platform):
+            return name_or_path
+        s = str(name_or_path)
+        if s.endswith(".toml") or os.path.sep in s:
+            return cls.from_toml(s)
+        return cls.preset(s)
+
+
+def _positive(where: str, key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise PlatformError(f"{where}: {key!r} must be a positive number, got {value!r}")
+
+
+def _non_negative(where: str, key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise PlatformError(f"{where}: {key!r} must be a number >= 0, got {value!r}")
+
+
+def _no_unknown(source: str, where: str, data: Any, allowed: set[str]) -> None:
+    if not isinstance(data, Mapping):
+        raise PlatformError(f"{source}: {where} must be a table")
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise PlatformError(f"{source}: {where} has unknown key(s) {unknown}; allowed: {sorted(allowed)}")
