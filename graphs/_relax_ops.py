@@ -15,8 +15,12 @@ zero-dilated input and so makes TIR estimation count stride**2 times too many.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import re
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +77,28 @@ _PACKED_OPS = frozenset(
 )
 _DROP = object()
 
+
+
+@contextlib.contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """Silence TVM's C++ log lines (e.g. legalizing ``take`` warns "Fast mode segfaults
+    when there are out-of-bounds indices" for every gather) while a pass runs.
+
+    Python exceptions still propagate; only what native code writes to fd 2 is dropped.
+    """
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no usable fd 2 (embedded interpreters): nothing to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 def _is_tensor_const(e: Any) -> bool:
     return isinstance(e, tvm.ir.Constant) and isinstance(getattr(e, "ty", None), relax.TensorType)
@@ -166,7 +192,8 @@ def legalized_flops(call: relax.Call) -> float | None:
             with bb.dataflow():
                 out = bb.emit_output(new)
             bb.emit_func_output(out)
-        leg = relax.transform.LegalizeOps()(bb.get())
+        with quiet_native_stderr():
+            leg = relax.transform.LegalizeOps()(bb.get())
         total = 0.0
         for block in leg["main"].body.blocks:
             for b in block.bindings:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -251,7 +252,8 @@ def _fuse(
             ) from e
     with tvm.target.Target({"kind": "llvm"}):
         decomposed = run(mod, ("DecomposeOpsForInference", "CanonicalizeBindings"))
-        legalized = run(decomposed, ("LegalizeOps",))
+        with _relax_ops.quiet_native_stderr():
+            legalized = run(decomposed, ("LegalizeOps",))
         op_of_var = {
             b.var: _relax_ops.short_op_name(b.value.op.name)
             for b in _bindings(decomposed["main"])
@@ -352,7 +354,10 @@ def from_torch(
         raise GraphError(f"model {name!r}: example_inputs must be a tuple of tensors")
     training = {sub: sub.training for sub in module.modules()}
     try:
-        ep = torch.export.export(module.eval(), tuple(example_inputs))
+        with warnings.catch_warnings():
+            # torch 2.13's own pytree code trips its LeafSpec deprecation warning
+            warnings.filterwarnings("ignore", category=FutureWarning, message=".*LeafSpec.*")
+            ep = torch.export.export(module.eval(), tuple(example_inputs))
     except Exception as e:  # torch raises many types
         raise GraphError(f"model {name!r}: torch.export failed: {_first_line(e)}") from e
     finally:
@@ -361,7 +366,9 @@ def from_torch(
     from tvm.relax.frontend.torch import from_exported_program
 
     try:
-        mod = from_exported_program(ep)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, message=".*LeafSpec.*")
+            mod = from_exported_program(ep)
     except Exception as e:  # the frontend raises AssertionError, ValueError...
         match = re.search(r"Unsupported function types? \[?([^\]\n]*)\]?", str(e))
         if match:

@@ -1,7 +1,10 @@
 """Simulation layer: platforms (devices, links), plans, the SimPy engine and its results."""
 
+from sim.engine import SimulationError, simulate
 from sim.plan import DynamicPolicy, Plan, PlanError, SystemView
 from sim.platform import Device, Link, Platform, PlatformError
+from sim.result import SimResult
+from sim.trace import chrome_trace, write_chrome_trace
 
 __all__ = [
     "Device",
@@ -11,5 +14,10 @@ __all__ = [
     "PlanError",
     "Platform",
     "PlatformError",
+    "SimResult",
+    "SimulationError",
     "SystemView",
+    "chrome_trace",
+    "simulate",
+    "write_chrome_trace",
 ]

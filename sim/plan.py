@@ -45,7 +45,8 @@ class SystemView(Protocol):
 
     @property
     def now(self) -> float:
-        """Current time in seconds since the request started."""
+        """Current simulated (or wall-clock) time in seconds since the run started;
+        the same time base as :meth:`device_free_at`."""
 
     def device_free_at(self, device: str) -> float:
         """Predicted time at which ``device`` has finished the work queued on it."""
@@ -135,7 +136,7 @@ class Plan:
         # memory: one op's working set, and the weights resident on each device
         weights: dict[str, int] = {}
         for n, dev in self.placement.items():
-            d = nodes[n]
+            d = nodes.nodes[n]  # node attributes (nodes[n] is the adjacency)
             cap = platform.device(dev).memory_bytes
             if d["bytes"] > cap:
                 raise PlanError(

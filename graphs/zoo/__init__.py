@@ -4,24 +4,26 @@ Every model is defined in this package (no torchvision / transformers dependency
 follows its paper and reference implementation, and has random weights drawn from
 a seed argument (global RNG state is left untouched).
 
-=============  =================================================  ==================
-name           model                                              kwargs
-=============  =================================================  ==================
-alexnet        AlexNet, torchvision variant                       image_size,
-densenet121    DenseNet-121                                       num_classes
+=============  ==================================================
+name           model
+=============  ==================================================
+alexnet        AlexNet, torchvision variant
+densenet121    DenseNet-121
 googlenet      GoogLeNet / Inception v1, torchvision (BN, no aux)
 mobilenet_v2   MobileNetV2 1.0
 resnet18       ResNet-18
 resnet50       ResNet-50 v1.5
 squeezenet1_1  SqueezeNet 1.1
 vgg16          VGG-16 (no BN)
-lstm, gru      stacked, explicit cells unrolled over time         seq_len, hidden,
-                                                                  layers,
-                                                                  input_size,
-                                                                  out_features
-bert_base      BERT-base encoder + pooler                         seq_len
-gpt2           GPT-2 small, tied LM head, causal                  seq_len
-=============  =================================================  ==================
+lstm, gru      stacked, explicit cells unrolled over time
+bert_base      BERT-base encoder + pooler
+gpt2           GPT-2 small, tied LM head, causal mask
+=============  ==================================================
+
+Options (``**kw``): CNNs take ``image_size`` (224) and ``num_classes`` (1000); lstm
+and gru take ``seq_len`` (16), ``hidden`` (256), ``layers`` (2), ``input_size`` and
+``out_features`` (both default to ``hidden``); bert_base and gpt2 take ``seq_len``
+(128).
 
 Examples
 --------
@@ -40,6 +42,7 @@ node (:func:`graphs.zoo.rnn.tag_steps`).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
@@ -68,6 +71,8 @@ _REGISTRY: dict[str, tuple[Callable[..., nn.Module], ModuleType]] = {
 #: Models whose graphs carry a ``step`` node attribute.
 RECURRENT: frozenset[str] = frozenset(rnn.MODELS)
 _GRANULARITIES = ("op", "fused")
+#: modules whose source is part of the cache key: a change there re-imports.
+_IMPORTER_MODULES = ("graphs.relax_import", "graphs._relax_ops")
 
 
 def names() -> list[str]:
@@ -161,15 +166,13 @@ def params(name: str, **kw: Any) -> int:
 
 # ---------------------------------------------------------------------------- cache
 def _source_digest() -> str:
-    """Hash of the model definitions and of the importer source (stale-cache guard)."""
+    """Hash of the model definitions and the importer sources (stale-cache guard)."""
     h = hashlib.sha256()
     files = [inspect.getfile(m) for m in _FAMILIES]
-    try:
-        import graphs.relax_import as importer
-
-        files.append(inspect.getfile(importer))
-    except ImportError:
-        pass
+    for module in _IMPORTER_MODULES:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.origin:
+            files.append(spec.origin)
     for f in files:
         h.update(Path(f).read_bytes())
     return h.hexdigest()[:16]

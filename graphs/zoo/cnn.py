@@ -353,7 +353,9 @@ class ConvBNReLU6(nn.Sequential):
 
     def __init__(self, cin: int, cout: int, kernel_size: int = 3, stride: int = 1, groups: int = 1):
         super().__init__(
-            nn.Conv2d(cin, cout, kernel_size, stride, (kernel_size - 1) // 2, groups=groups, bias=False),
+            nn.Conv2d(
+                cin, cout, kernel_size, stride, (kernel_size - 1) // 2, groups=groups, bias=False
+            ),
             nn.BatchNorm2d(cout),
             nn.ReLU6(inplace=True),
         )
@@ -505,7 +507,16 @@ def squeezenet1_1(*, image_size: int = 224, num_classes: int = 1000) -> nn.Modul
 
 MODELS: dict[str, Callable[..., nn.Module]] = {
     f.__name__: f
-    for f in (alexnet, vgg16, googlenet, resnet18, resnet50, densenet121, mobilenet_v2, squeezenet1_1)
+    for f in (
+        alexnet,
+        vgg16,
+        googlenet,
+        resnet18,
+        resnet50,
+        densenet121,
+        mobilenet_v2,
+        squeezenet1_1,
+    )
 }
 
 

@@ -133,12 +133,21 @@ def _check_sizes(**sizes: int) -> None:
 
 
 def _rnn(
-    kind: str, seq_len: int, hidden: int, layers: int, input_size: int | None, out_features: int | None
+    kind: str,
+    seq_len: int,
+    hidden: int,
+    layers: int,
+    input_size: int | None,
+    out_features: int | None,
 ) -> StackedRNN:
     input_size = hidden if input_size is None else input_size
     out_features = hidden if out_features is None else out_features
     _check_sizes(
-        seq_len=seq_len, hidden=hidden, layers=layers, input_size=input_size, out_features=out_features
+        seq_len=seq_len,
+        hidden=hidden,
+        layers=layers,
+        input_size=input_size,
+        out_features=out_features,
     )
     return StackedRNN(kind, input_size, hidden, layers, out_features, seq_len)
 
@@ -213,6 +222,11 @@ def tag_steps(graph: Graph, *, input_index: int = 0) -> Graph:
     slicing nodes are ranked by causality instead: in a recurrence, an earlier
     step's slice has strictly more descendants than a later one's.
 
+    With this rule the recurrent projection ``h[t-1] @ W_hh`` of step ``t`` is tagged
+    ``t - 1`` (its latest slicing ancestor is ``x[:, t-1]``): it can run as soon as
+    step ``t - 1`` is done. Nodes fed only by constants (at ``op`` granularity: the
+    projection of the zero initial state, the head's weight transpose) get step 0.
+
     Parameters
     ----------
     graph
@@ -249,4 +263,3 @@ def tag_steps(graph: Graph, *, input_index: int = 0) -> Graph:
     for n, s in step.items():
         out.nodes[n]["step"] = max(s, 0)
     return out
-

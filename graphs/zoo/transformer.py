@@ -16,7 +16,8 @@ gpt2        124,439,808   Radford et al. 2019, GPT-2 small: 12 layers, 768, 12
                           LM head tied to the token embedding, causal mask
 ==========  ============  =====================================================
 
-A model is built for one sequence length ``seq_len``: the position ids, token type
+Weights follow the reference initialisation (N(0, 0.02) for linear layers and
+embeddings, zero biases, unit layer-norm scales). A model is built for one sequence length ``seq_len``: the position ids, token type
 ids and the causal mask are constant buffers of that length, so the imported graph
 holds no constant larger than it needs.
 """
@@ -49,8 +50,21 @@ def _attend(
     return torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(b, n, d)
 
 
+def _init_weights(module: nn.Module, std: float = 0.02) -> None:
+    """The reference initialisation: N(0, 0.02) weights and embeddings, zero biases."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear | nn.Embedding):
+            nn.init.normal_(m.weight, 0.0, std)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
 def _check_seq_len(seq_len: int, max_positions: int) -> None:
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not 1 <= seq_len <= max_positions:
+    if (
+        isinstance(seq_len, bool)
+        or not isinstance(seq_len, int)
+        or not 1 <= seq_len <= max_positions
+    ):
         raise ValueError(f"seq_len must be an int in [1, {max_positions}], got {seq_len!r}")
 
 
@@ -111,6 +125,7 @@ class Bert(nn.Module):
         self.register_buffer(
             "token_type_ids", torch.zeros(1, seq_len, dtype=torch.int64), persistent=False
         )
+        _init_weights(self)
 
     def forward(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = (
@@ -178,6 +193,7 @@ class GPT2(nn.Module):
         allowed = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
         bias = torch.zeros(seq_len, seq_len).masked_fill(~allowed, -1e9)
         self.register_buffer("causal_bias", bias.reshape(1, 1, seq_len, seq_len), persistent=False)
+        _init_weights(self)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         x = self.wte(input_ids) + self.wpe(self.position_ids)

@@ -1,0 +1,279 @@
+"""Per-op-kind polynomial cost model: time as a polynomial in FLOPs and bytes.
+
+The "multi-parameter fusion" regression of the CPU-GPU partitioning literature: an
+operator's time is a polynomial in several of its parameters at once (by default
+FLOPs and bytes moved, with their cross terms), fitted separately per device and
+per op kind. For every (device, op kind) the form is chosen by k-fold
+cross-validation among
+
+* ``raw`` space, degree d: ``t = sum c_ij (flops/F)^i (bytes/B)^j`` over ``i + j <= d``
+  (F, B: the largest values in the training rows), least squares on *relative*
+  error (each row weighted by ``1/t``), so small and large kernels count alike;
+* ``log`` space, degree d: ``log10 t = sum c_ij log10(1+flops)^i log10(1+bytes)^j``,
+  least squares on ``log10 t``;
+
+for d in ``degrees``. The lowest cross-validated MAPE wins; a more complex form
+(higher degree; log after raw at one degree) must beat a simpler one by more than
+2 % of its MAPE plus 0.01 percentage points, so exact linear data yields the linear
+form. ``selection()`` states what was chosen. Op kinds with fewer than
+``min_samples`` rows on a device use that device's global polynomial (fitted on
+all its rows the same way), reported by ``fallback_reasons``.
+
+Predictions are always positive: where a polynomial extrapolates to a time <= 0
+(outside the range it was fitted on), the fastest time measured on the device in
+the training rows replaces it (no kernel is faster than the launch floor).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from costmodel.base import CostModelError
+from costmodel.measured import Predictor
+
+__all__ = ["Polynomial"]
+
+_SPACES = ("raw", "log")
+_REL_TOL = 0.02  # a more complex form must beat a simpler one by 2 % of its MAPE...
+_ABS_TOL = 1e-4  # ...plus 0.01 percentage points
+_MAX_LOG10 = 300.0  # keeps 10**x finite when a log-space form extrapolates wildly
+
+
+def _monomials(k: int, degree: int) -> list[tuple[int, ...]]:
+    """Exponent tuples of every monomial of total degree <= ``degree`` in ``k`` variables."""
+    out: list[tuple[int, ...]] = []
+    for d in range(degree + 1):
+        for combo in itertools.combinations_with_replacement(range(k), d):
+            out.append(tuple(combo.count(j) for j in range(k)))
+    return out
+
+
+class _Form:
+    """One fitted polynomial: space, degree, input scales and coefficients."""
+
+    __slots__ = ("space", "degree", "scale", "coef", "n", "cv_mape")
+
+    def __init__(self, space: str, degree: int, scale: np.ndarray, coef: np.ndarray, n: int, cv_mape: float) -> None:
+        self.space, self.degree, self.scale, self.coef = space, degree, scale, coef
+        self.n, self.cv_mape = n, cv_mape
+
+    def design(self, F: np.ndarray) -> np.ndarray:
+        return _design(F, self.space, self.degree, self.scale)
+
+    def predict(self, F: np.ndarray) -> np.ndarray:
+        z = self.design(F) @ self.coef
+        if self.space == "log":
+            return 10.0 ** np.minimum(z, _MAX_LOG10)
+        return z
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"space": self.space, "degree": self.degree, "scale": self.scale.tolist(),
+                "coef": self.coef.tolist(), "n": self.n, "cv_mape": self.cv_mape}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> _Form:
+        return cls(str(d["space"]), int(d["degree"]), np.asarray(d["scale"], float),
+                   np.asarray(d["coef"], float), int(d["n"]), float(d["cv_mape"]))
+
+
+def _design(F: np.ndarray, space: str, degree: int, scale: np.ndarray) -> np.ndarray:
+    Z = F / scale if space == "raw" else np.log10(1.0 + F)
+    cols = [np.prod([Z[:, j] ** e for j, e in enumerate(exps)], axis=0) if any(exps) else np.ones(len(Z))
+            for exps in _monomials(F.shape[1], degree)]
+    return np.column_stack(cols)
+
+
+def _solve(F: np.ndarray, t: np.ndarray, space: str, degree: int) -> tuple[np.ndarray, np.ndarray]:
+    scale = np.where(F.max(axis=0) > 0, F.max(axis=0), 1.0)
+    A = _design(F, space, degree, scale)
+    if space == "raw":
+        coef, *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
+    else:
+        coef, *_ = np.linalg.lstsq(A, np.log10(t), rcond=None)
+    return scale, coef
+
+
+class Polynomial(Predictor):
+    """Per-(device, op kind) polynomial in operator parameters, form chosen by CV.
+
+    Parameters
+    ----------
+    inputs
+        Numeric feature columns combined by the polynomial (default FLOPs and bytes).
+    degrees
+        Candidate total degrees.
+    spaces
+        Candidate spaces: ``"raw"`` and/or ``"log"`` (see the module docstring).
+    folds
+        Cross-validation folds (fewer when an op kind has fewer rows).
+    min_samples
+        Rows an op kind needs on a device for its own polynomial; fewer: the
+        device's global polynomial.
+    random_state
+        Seeds the fold assignment.
+
+    Examples
+    --------
+    >>> poly = Polynomial().fit(prof.ops, prof.ops["time_s"])   # doctest: +SKIP
+    >>> poly.selection()                                         # doctest: +SKIP
+    """
+
+    kind: ClassVar[str] = "polynomial"
+
+    def __init__(
+        self,
+        *,
+        inputs: Sequence[str] = ("flops", "bytes"),
+        degrees: Sequence[int] = (1, 2, 3),
+        spaces: Sequence[str] = _SPACES,
+        folds: int = 5,
+        min_samples: int = 8,
+        random_state: int | None = 0,
+    ) -> None:
+        self.inputs = inputs
+        self.degrees = degrees
+        self.spaces = spaces
+        self.folds = folds
+        self.min_samples = min_samples
+        self.random_state = random_state
+
+    @property
+    def required_columns(self) -> tuple[str, ...]:  # type: ignore[override]
+        return ("op", *self.inputs)
+
+    def _check_params(self) -> list[tuple[str, int]]:
+        if not self.inputs or any(not isinstance(c, str) for c in self.inputs):
+            raise CostModelError(f"Polynomial: inputs must be column names, got {self.inputs!r}")
+        bad = [s for s in self.spaces if s not in _SPACES]
+        if bad or not self.spaces:
+            raise CostModelError(f"Polynomial: spaces must be among {list(_SPACES)}, got {self.spaces!r}")
+        if not self.degrees or any(not isinstance(d, int) or d < 0 for d in self.degrees):
+            raise CostModelError(f"Polynomial: degrees must be ints >= 0, got {self.degrees!r}")
+        if not isinstance(self.folds, int) or self.folds < 2:
+            raise CostModelError(f"Polynomial: folds must be an int >= 2, got {self.folds!r}")
+        if not isinstance(self.min_samples, int) or self.min_samples < 2:
+            raise CostModelError(f"Polynomial: min_samples must be an int >= 2, got {self.min_samples!r}")
+        return [(s, d) for d in sorted(set(self.degrees)) for s in _SPACES if s in self.spaces]
+
+    # -------------------------------------------------------------------- fit
+    def fit(self, X: pd.DataFrame, y: Any) -> Polynomial:
+        """Fit one polynomial per (device, op kind) plus one global per device."""
+        candidates = self._check_params()
+        X, t = self._check_Xy(X, y)
+        rng = np.random.default_rng(self.random_state)
+        F_all = X[list(self.inputs)].to_numpy(dtype=float)
+        dev = X["device"].astype(str).to_numpy()
+        ops = X["op"].astype(str).to_numpy()
+        self.devices_: list[str] = sorted(set(dev))
+        self.forms_: dict[str, dict[str, _Form]] = {}
+        self.global_: dict[str, _Form] = {}
+        self.counts_: dict[str, dict[str, int]] = {}
+        self.floor_: dict[str, float] = {}
+        for d in self.devices_:
+            on = dev == d
+            self.floor_[d] = float(t[on].min())
+            self.global_[d] = self._select(F_all[on], t[on], candidates, rng, self.floor_[d])
+            self.forms_[d] = {}
+            self.counts_[d] = {}
+            for op in dict.fromkeys(ops[on]):
+                rows = on & (ops == op)
+                n = int(rows.sum())
+                self.counts_[d][op] = n
+                if n >= self.min_samples:
+                    self.forms_[d][op] = self._select(F_all[rows], t[rows], candidates, rng, self.floor_[d])
+        return self
+
+    def _select(self, F: np.ndarray, t: np.ndarray, candidates: list[tuple[str, int]],
+                rng: np.random.Generator, floor: float) -> _Form:
+        n = len(t)
+        k = min(self.folds, n)
+        fold = np.empty(n, dtype=int)
+        fold[rng.permutation(n)] = np.arange(n) % k
+        smallest_train = n - int(np.ceil(n / k))
+        scores: list[tuple[float, str, int]] = []
+        for space, degree in candidates:
+            n_terms = len(_monomials(F.shape[1], degree))
+            if k < 2 or n_terms > smallest_train:
+                continue
+            pred = np.empty(n)
+            for f in range(k):
+                tr = fold != f
+                scale, coef = _solve(F[tr], t[tr], space, degree)
+                pred[~tr] = _Form(space, degree, scale, coef, 0, 0.0).predict(F[~tr])
+            ape = np.abs(np.where(pred > 0, pred, floor) - t) / t
+            scores.append((float(np.mean(ape)) if np.all(np.isfinite(ape)) else np.inf, space, degree))
+        if not scores:  # too few rows for any candidate under CV: the simplest one, unchecked
+            space, degree = candidates[0]
+            if len(_monomials(F.shape[1], degree)) > n:
+                space, degree = candidates[0][0], 0
+            scale, coef = _solve(F, t, space, degree)
+            return _Form(space, degree, scale, coef, n, float("nan"))
+        best = min(s for s, _, _ in scores)
+        score, space, degree = next(c for c in scores if c[0] <= best * (1 + _REL_TOL) + _ABS_TOL)
+        scale, coef = _solve(F, t, space, degree)
+        return _Form(space, degree, scale, coef, n, score)
+
+    # ---------------------------------------------------------------- predict
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        """Predicted times in seconds, one per row of ``X``."""
+        self._check_fitted()
+        X = self._check_X(X)
+        F = X[list(self.inputs)].to_numpy(dtype=float)
+        dev = X["device"].astype(str).to_numpy()
+        ops = X["op"].astype(str).to_numpy()
+        out = np.empty(len(X))
+        for (d, op), idx in pd.Series(np.arange(len(X))).groupby([dev, ops], sort=False):
+            form = self.forms_[d].get(op, self.global_[d])
+            out[idx.to_numpy()] = form.predict(F[idx.to_numpy()])
+        for d in set(dev):
+            on = dev == d
+            t = np.nan_to_num(out[on], nan=self.floor_[d], posinf=np.finfo(float).max)
+            out[on] = np.where(t > 0, t, self.floor_[d])
+        return out
+
+    def fallback_reasons(self, X: pd.DataFrame) -> list[str]:
+        """Empty for rows whose op kind has its own polynomial, else the reason."""
+        self._check_fitted()
+        X = self._check_X(X)
+        out = []
+        for d, op in zip(X["device"].astype(str), X["op"].astype(str)):
+            if op in self.forms_[d]:
+                out.append("")
+            else:
+                n = self.counts_[d].get(op, 0)
+                out.append(f"op kind {op!r} has {n} sample(s) on {d} (< min_samples={self.min_samples}): "
+                           f"global polynomial")
+        return out
+
+    def selection(self) -> pd.DataFrame:
+        """The chosen form per (device, op kind): ``device, op, n, space, degree,
+        cv_mape``; ``op`` is ``*`` for the device's global polynomial."""
+        self._check_fitted()
+        rows = []
+        for d in self.devices_:
+            for op, form in [("*", self.global_[d]), *self.forms_[d].items()]:
+                rows.append({"device": d, "op": op, "n": form.n, "space": form.space,
+                             "degree": form.degree, "cv_mape": form.cv_mape})
+        return pd.DataFrame(rows, columns=["device", "op", "n", "space", "degree", "cv_mape"])
+
+    # ------------------------------------------------------------ persistence
+    def _fitted_state(self) -> dict[str, Any]:
+        return {
+            "devices": self.devices_,
+            "floor": self.floor_,
+            "counts": self.counts_,
+            "global": {d: f.to_dict() for d, f in self.global_.items()},
+            "forms": {d: {op: f.to_dict() for op, f in forms.items()} for d, forms in self.forms_.items()},
+        }
+
+    def _load_fitted(self, state: Mapping[str, Any]) -> None:
+        self.floor_ = {d: float(v) for d, v in state["floor"].items()}
+        self.counts_ = {d: dict(c) for d, c in state["counts"].items()}
+        self.global_ = {d: _Form.from_dict(f) for d, f in state["global"].items()}
+        self.forms_ = {d: {op: _Form.from_dict(f) for op, f in forms.items()} for d, forms in state["forms"].items()}
+        self.devices_ = list(state["devices"])

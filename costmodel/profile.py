@@ -1,0 +1,623 @@
+"""Profile folders: read and validate them (:func:`read_profile`), write them atomically.
+
+The format is specified in ``costmodel/PROFILE_FORMAT.md`` (version 1); this module
+is the one place that implements it. Cost models read through :func:`read_profile`;
+the profiler (``runtime/profile.py``) writes through :class:`ProfileWriter` (or
+:func:`write_profile`, a whole folder at once). No torch needed.
+
+Writer contract (for the profiler)
+----------------------------------
+``ProfileWriter(path, manifest).open()`` creates the folder (or reopens it: the
+manifest on disk must have the same version and devices) and then:
+
+* ``done(device)`` -> ``{signature, ...}`` already measured on ``device`` for the
+  writer's backend: skip these when resuming;
+* ``append_ops(rows)`` validates the rows like the reader does and rewrites
+  ``ops.csv`` atomically (temporary file + ``os.replace``); a row whose
+  ``(signature, device, backend)`` is already present only adds its ``models``;
+* ``add_models(model, signatures)`` tags rows already measured as belonging to
+  ``model`` too (a signature seen again in another model: needed for the
+  leave-one-model-out evaluation), and adds ``model`` to the manifest;
+* ``write_links(rows)``, ``write_link_fits(fits, duplex=...)`` (or
+  :func:`fit_links` on the raw rows), ``write_dispatch(mapping)``.
+
+One writer per folder at a time. Every file is replaced atomically, so a killed
+profiler leaves the last complete state behind, and reading never sees half a row.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from costmodel.base import CostModelError
+from graphs.features import FEATURE_COLUMNS
+
+__all__ = [
+    "PROFILE_VERSION",
+    "OPS_COLUMNS",
+    "LINKS_COLUMNS",
+    "Profile",
+    "ProfileWriter",
+    "fit_links",
+    "read_profile",
+    "write_profile",
+]
+
+#: the ``hetsim_profile`` version this module reads and writes
+PROFILE_VERSION = 1
+_TEXT_COLUMNS = ["signature", "device", "device_kind", "backend", "model", "node", "models", "op"]
+_TIME_COLUMNS = ["time_s", "p10_s", "p90_s"]
+#: required columns of ``ops.csv`` (extra columns are kept)
+OPS_COLUMNS: list[str] = [*_TEXT_COLUMNS, "batch", *_TIME_COLUMNS, "repeats", *FEATURE_COLUMNS]
+#: required columns of ``links.csv``
+LINKS_COLUMNS: list[str] = ["src", "dst", "direction", "pinned", "bytes", "time_s", "concurrent"]
+_KINDS = ("cpu", "gpu")
+_DIRECTIONS = ("h2d", "d2h", "d2d")
+
+
+@dataclass(frozen=True, eq=False)
+class Profile:
+    """A validated profile folder.
+
+    ``manifest``: the JSON; ``ops``: ``ops.csv`` in file order, numeric columns as
+    numbers, text columns as strings; ``links``: ``links.csv`` (empty when absent);
+    ``link_fits``: ``links.json`` without ``duplex`` (``"src->dst" -> {"latency_s",
+    "bandwidth_bytes_per_s", "pinned"}``), ``duplex`` (None when absent);
+    ``dispatch``: ``dispatch.json`` (profile device -> seconds per op launch).
+    """
+
+    path: Path | None
+    manifest: dict[str, Any]
+    ops: pd.DataFrame
+    links: pd.DataFrame
+    link_fits: dict[str, dict[str, Any]]
+    duplex: bool | None
+    dispatch: dict[str, float]
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest.get("name", self.path.name if self.path else "profile"))
+
+    @property
+    def device_kinds(self) -> dict[str, str]:
+        """Profile device name -> kind (``cpu``/``gpu``), in manifest order."""
+        return {d["name"]: d["kind"] for d in self.manifest["devices"]}
+
+    @property
+    def models(self) -> list[str]:
+        """Every model named in ``ops.csv``'s ``models`` column (manifest order first)."""
+        present = _union(self.ops["models"])
+        listed = [m for m in self.manifest.get("models", []) if m in present]
+        return listed + [m for m in present if m not in listed]
+
+    def model_mask(self, model: str) -> np.ndarray:
+        """Boolean mask of the ``ops`` rows whose ``models`` include ``model``."""
+        return self.ops["models"].map(lambda c: model in split_models(c)).to_numpy(dtype=bool)
+
+    def kind_link_fits(self) -> dict[tuple[str, str], tuple[float, float]]:
+        """``(src kind, dst kind) -> (latency_s, bandwidth_bytes_per_s)``: the first
+        ``links.json`` fit for each pair of device kinds."""
+        kinds = self.device_kinds
+        out: dict[tuple[str, str], tuple[float, float]] = {}
+        for key, fit in self.link_fits.items():
+            src, dst = key.split("->", 1)
+            pair = (kinds[src], kinds[dst])
+            out.setdefault(pair, (float(fit["latency_s"]), float(fit["bandwidth_bytes_per_s"])))
+        return out
+
+    def training_rows(self, backend: str | None = None) -> pd.DataFrame:
+        """The ``ops`` rows of one backend (``None``: the manifest's ``backend``
+        when the file mixes several, else every row)."""
+        backends = self.ops["backend"].unique()
+        if backend is None:
+            if len(backends) <= 1:
+                return self.ops
+            backend = str(self.manifest.get("backend", backends[0]))
+        rows = self.ops[self.ops["backend"] == backend]
+        if rows.empty:
+            raise CostModelError(
+                f"profile {self.name!r} has no ops.csv rows for backend {backend!r} "
+                f"(backends: {sorted(map(str, backends))})"
+            )
+        return rows
+
+
+def split_models(cell: str) -> list[str]:
+    """``"resnet18;vgg16"`` -> ``["resnet18", "vgg16"]``."""
+    return [m for m in str(cell).split(";") if m]
+
+
+# ---------------------------------------------------------------------- reading
+def read_profile(path: str | os.PathLike[str]) -> Profile:
+    """Read and validate a profile folder.
+
+    Raises
+    ------
+    CostModelError
+        Naming the file (and the 1-based data row of a CSV) at fault: a missing
+        manifest or ``ops.csv``, a ``hetsim_profile`` other than 1, a missing
+        column, a non-finite or negative time, an unknown device, a duplicate row.
+        ``links.csv``, ``links.json`` and ``dispatch.json`` may be absent (nothing
+        measured); when present they are checked too.
+
+    Examples
+    --------
+    >>> prof = read_profile("profiles/this-machine-cpu")  # doctest: +SKIP
+    >>> prof.ops.groupby("op")["time_s"].median()         # doctest: +SKIP
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise CostModelError(f"profile folder {str(folder)!r} does not exist")
+    manifest = _read_manifest(folder / "manifest.json")
+    kinds = {d["name"]: d["kind"] for d in manifest["devices"]}
+    ops_path = folder / "ops.csv"
+    if not ops_path.is_file():
+        raise CostModelError(f"{ops_path}: missing (a profile needs ops.csv)")
+    ops = validate_ops(_read_csv(ops_path), kinds, where=str(ops_path))
+    links_path = folder / "links.csv"
+    if links_path.is_file():
+        links = validate_links(_read_csv(links_path), kinds, where=str(links_path))
+    else:
+        links = pd.DataFrame({c: pd.Series(dtype=float) for c in LINKS_COLUMNS})
+    fits, duplex = {}, None
+    if (folder / "links.json").is_file():
+        fits, duplex = validate_link_fits(_read_json(folder / "links.json"), kinds, where=str(folder / "links.json"))
+    dispatch = {}
+    if (folder / "dispatch.json").is_file():
+        dispatch = validate_dispatch(_read_json(folder / "dispatch.json"), kinds, where=str(folder / "dispatch.json"))
+    return Profile(folder, manifest, ops, links, fits, duplex, dispatch)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CostModelError(f"{path}: missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CostModelError(f"{path}: not valid JSON ({e})") from None
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    data = _read_json(path)
+    validate_manifest(data, where=str(path))
+    return data
+
+
+def validate_manifest(data: Any, *, where: str = "manifest.json") -> None:
+    """Check a manifest dict; :class:`CostModelError` naming ``where`` and the key."""
+    if not isinstance(data, dict):
+        raise CostModelError(f"{where}: must be a JSON object")
+    if (version := data.get("hetsim_profile")) != PROFILE_VERSION:
+        raise CostModelError(f"{where}: 'hetsim_profile' is {version!r}; this hetsim reads version {PROFILE_VERSION}")
+    devices = data.get("devices")
+    if not isinstance(devices, list) or not devices:
+        raise CostModelError(f"{where}: 'devices' must be a non-empty list")
+    names: set[str] = set()
+    for i, d in enumerate(devices):
+        if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not d["name"]:
+            raise CostModelError(f"{where}: devices[{i}] needs a non-empty 'name'")
+        if d.get("kind") not in _KINDS:
+            raise CostModelError(f"{where}: device {d['name']!r}: 'kind' must be 'cpu' or 'gpu', got {d.get('kind')!r}")
+        if d["name"] in names:
+            raise CostModelError(f"{where}: duplicate device name {d['name']!r}")
+        names.add(d["name"])
+    for key in ("models", "batches"):
+        if key in data and not isinstance(data[key], list):
+            raise CostModelError(f"{where}: {key!r} must be a list")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise CostModelError(f"{path}: empty file (no header)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise CostModelError(f"{path}: cannot parse CSV ({e})") from None
+
+
+def _require_columns(frame: pd.DataFrame, columns: list[str], where: str) -> None:
+    if missing := [c for c in columns if c not in frame.columns]:
+        raise CostModelError(f"{where}: missing required column(s) {missing}")
+
+
+def _numeric(frame: pd.DataFrame, col: str, where: str, *, minimum: float | None = None,
+             maximum: float | None = None, integer: bool = False) -> pd.Series:
+    """``frame[col]`` as floats; the first bad cell raises naming its 1-based row."""
+    raw = frame[col]
+    v = pd.to_numeric(raw, errors="coerce").astype(float).to_numpy()
+    bad = ~np.isfinite(v)
+    bad |= (v < minimum) if minimum is not None else False
+    bad |= (v > maximum) if maximum is not None else False
+    bad |= (v != np.round(v)) if integer else False
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        need = f"a finite {'integer' if integer else 'number'}"
+        need += f" >= {minimum:g}" if minimum is not None else ""
+        need += f" <= {maximum:g}" if maximum is not None else ""
+        raise CostModelError(f"{where}: row {i + 1}: column {col!r} is {_show(raw.iloc[i])} (need {need})")
+    return pd.Series(v, index=frame.index)
+
+
+def _show(value: Any) -> str:
+    """A cell as the message shows it: quoted text as read, or the plain number."""
+    return repr(value) if isinstance(value, str) else repr(getattr(value, "item", lambda: value)())
+
+
+def _text(frame: pd.DataFrame, col: str, where: str, allowed: Iterable[str] | None = None) -> pd.Series:
+    values = frame[col].astype(str)
+    allowed = tuple(allowed) if allowed is not None else None
+    for i, v in enumerate(values):
+        if not v or v.lower() == "nan":
+            raise CostModelError(f"{where}: row {i + 1}: column {col!r} is empty")
+        if allowed is not None and v not in allowed:
+            raise CostModelError(f"{where}: row {i + 1}: column {col!r} is {v!r} (one of {list(allowed)})")
+    return values
+
+
+def validate_ops(frame: pd.DataFrame, kinds: Mapping[str, str], *, where: str = "ops.csv") -> pd.DataFrame:
+    """A checked, typed copy of an ``ops.csv`` frame (strings as read from the file,
+    or values from the profiler). ``kinds``: profile device name -> kind."""
+    _require_columns(frame, OPS_COLUMNS, where)
+    out = frame.copy()
+    for col in _TEXT_COLUMNS:
+        out[col] = _text(frame, col, where)
+    for i, (dev, kind) in enumerate(zip(out["device"], out["device_kind"])):
+        if dev not in kinds:
+            raise CostModelError(f"{where}: row {i + 1}: device {dev!r} is not in the manifest ({sorted(kinds)})")
+        if kind != kinds[dev]:
+            raise CostModelError(
+                f"{where}: row {i + 1}: device_kind {kind!r} but the manifest says {dev!r} is {kinds[dev]!r}"
+            )
+    for col in _TIME_COLUMNS:
+        out[col] = _numeric(frame, col, where, minimum=0.0)
+    out["repeats"] = _numeric(frame, "repeats", where, minimum=1.0, integer=True).astype(int)
+    out["batch"] = _numeric(frame, "batch", where, minimum=1.0, integer=True).astype(int)
+    for col in FEATURE_COLUMNS:
+        out[col] = _numeric(frame, col, where)
+    key = out["signature"] + "\x00" + out["device"] + "\x00" + out["backend"]
+    dup = key.duplicated(keep="first").to_numpy()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        first = int(np.flatnonzero((key == key.iloc[i]).to_numpy())[0])
+        raise CostModelError(
+            f"{where}: row {i + 1}: duplicate of row {first + 1} (same signature, device "
+            f"{out['device'].iloc[i]!r} and backend {out['backend'].iloc[i]!r})"
+        )
+    return out.reset_index(drop=True)
+
+
+def validate_links(frame: pd.DataFrame, kinds: Mapping[str, str], *, where: str = "links.csv") -> pd.DataFrame:
+    """A checked, typed copy of a ``links.csv`` frame."""
+    _require_columns(frame, LINKS_COLUMNS, where)
+    out = frame.copy()
+    for col in ("src", "dst"):
+        out[col] = _text(frame, col, where, allowed=list(kinds))
+    out["direction"] = _text(frame, "direction", where, allowed=_DIRECTIONS)
+    for col in ("pinned", "concurrent"):
+        out[col] = _numeric(frame, col, where, minimum=0.0, maximum=1.0, integer=True).astype(int)
+    out["bytes"] = _numeric(frame, "bytes", where, minimum=0.0, integer=True).astype("int64")
+    out["time_s"] = _numeric(frame, "time_s", where, minimum=0.0)
+    return out.reset_index(drop=True)
+
+
+def validate_link_fits(
+    data: Any, kinds: Mapping[str, str], *, where: str = "links.json"
+) -> tuple[dict[str, dict[str, Any]], bool | None]:
+    """Check a ``links.json`` object; returns ``(fits, duplex)``."""
+    if not isinstance(data, dict):
+        raise CostModelError(f"{where}: must be a JSON object")
+    duplex = data.get("duplex")
+    if duplex is not None and not isinstance(duplex, bool):
+        raise CostModelError(f"{where}: 'duplex' must be true or false, got {duplex!r}")
+    fits: dict[str, dict[str, Any]] = {}
+    for key, fit in data.items():
+        if key == "duplex":
+            continue
+        src, sep, dst = key.partition("->")
+        if not sep or src not in kinds or dst not in kinds:
+            raise CostModelError(f"{where}: key {key!r} must be 'SRC->DST' with manifest devices ({sorted(kinds)})")
+        if not isinstance(fit, dict):
+            raise CostModelError(f"{where}: {key!r} must be an object")
+        for field, strict in (("latency_s", False), ("bandwidth_bytes_per_s", True)):
+            v = fit.get(field)
+            if not _finite(v) or v < 0 or (strict and v == 0):
+                raise CostModelError(f"{where}: {key!r}: {field!r} is {v!r} (need a finite number {'> 0' if strict else '>= 0'})")
+        fits[key] = dict(fit)
+    return fits, duplex
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def validate_dispatch(data: Any, kinds: Mapping[str, str], *, where: str = "dispatch.json") -> dict[str, float]:
+    """Check a ``dispatch.json`` object: manifest device -> finite seconds >= 0."""
+    if not isinstance(data, dict):
+        raise CostModelError(f"{where}: must be a JSON object")
+    out: dict[str, float] = {}
+    for dev, v in data.items():
+        if dev not in kinds:
+            raise CostModelError(f"{where}: device {dev!r} is not in the manifest ({sorted(kinds)})")
+        if not _finite(v) or v < 0:
+            raise CostModelError(f"{where}: device {dev!r}: {v!r} (need a finite time >= 0)")
+        out[dev] = float(v)
+    return out
+
+
+def fit_links(links: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Fit ``time_s = latency_s + bytes / bandwidth_bytes_per_s`` per ``src->dst``.
+
+    Uses the non-concurrent rows, pinned ones when a direction has any. Least
+    squares with relative weights (each size counts alike); latency clipped at 0.
+    Returns the ``links.json`` entries (without ``duplex``).
+
+    Examples
+    --------
+    >>> rows = pd.DataFrame({"src": "cpu", "dst": "cuda:0", "direction": "h2d", "pinned": 1,
+    ...                      "bytes": [1e3, 1e6, 1e8], "concurrent": 0,
+    ...                      "time_s": [1e-5 + b / 1e10 for b in (1e3, 1e6, 1e8)]})
+    >>> fit = fit_links(rows)["cpu->cuda:0"]
+    >>> round(fit["latency_s"], 9), round(fit["bandwidth_bytes_per_s"] / 1e10, 6)
+    (1e-05, 1.0)
+    """
+    out: dict[str, dict[str, Any]] = {}
+    rows = links[links["concurrent"].astype(int) == 0]
+    for (src, dst), grp in rows.groupby(["src", "dst"], sort=False):
+        pinned = bool((grp["pinned"].astype(int) == 1).any())
+        if pinned:
+            grp = grp[grp["pinned"].astype(int) == 1]
+        b = grp["bytes"].to_numpy(float)
+        t = grp["time_s"].to_numpy(float)
+        w = 1.0 / np.maximum(t, 1e-12)
+        if len(np.unique(b)) < 2:
+            raise CostModelError(f"links.csv: {src}->{dst} needs copies of at least two sizes to fit")
+        a = np.column_stack([np.ones_like(b), b]) * w[:, None]
+        (lat, inv_bw), *_ = np.linalg.lstsq(a, t * w, rcond=None)
+        if inv_bw <= 0:
+            raise CostModelError(f"links.csv: {src}->{dst}: copy time does not grow with size")
+        out[f"{src}->{dst}"] = {"latency_s": max(float(lat), 0.0), "bandwidth_bytes_per_s": float(1.0 / inv_bw), "pinned": pinned}
+    return out
+
+
+# ---------------------------------------------------------------------- writing
+def _tmp_name(path: Path) -> Path:
+    """A fresh hidden sibling of ``path`` (created by the caller, so the umask applies)."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    """Write through a temporary file in the same folder, then ``os.replace``."""
+    tmp = _tmp_name(path)
+    try:
+        with open(tmp, "x", newline="") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_json(path: Path, data: Any) -> None:
+    _atomic_write(path, lambda fh: fh.write(json.dumps(data, indent=1) + "\n"))
+
+
+def _write_csv(path: Path, frame: pd.DataFrame) -> None:
+    _atomic_write(path, lambda fh: frame.to_csv(fh, index=False))
+
+
+def _ops_frame(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    frame = (rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))).copy()
+    for c in _TEXT_COLUMNS:
+        if c in frame.columns:
+            frame[c] = frame[c].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+    return frame
+
+
+def write_profile(
+    path: str | os.PathLike[str],
+    manifest: Mapping[str, Any],
+    ops: pd.DataFrame | Iterable[Mapping[str, Any]],
+    *,
+    links: pd.DataFrame | None = None,
+    link_fits: Mapping[str, Any] | None = None,
+    dispatch: Mapping[str, float] | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write a whole profile folder atomically (built in a sibling temporary
+    folder, then renamed). Everything is validated as :func:`read_profile` would.
+
+    ``link_fits`` is the ``links.json`` object (``"duplex"`` key included);
+    ``links``/``link_fits``/``dispatch`` left out are not written.
+    """
+    folder = Path(path)
+    if folder.exists() and not overwrite:
+        raise CostModelError(f"{folder}: already exists (overwrite=True to replace it)")
+    manifest = dict(manifest)
+    validate_manifest(manifest, where=f"{folder}/manifest.json")
+    kinds = {d["name"]: d["kind"] for d in manifest["devices"]}
+    files: list[tuple[str, Any, Any, Any]] = [
+        ("ops.csv", _ops_frame(ops), validate_ops, _write_csv),
+        ("links.csv", links, validate_links, _write_csv),
+        ("links.json", None if link_fits is None else dict(link_fits), validate_link_fits, _write_json),
+        ("dispatch.json", None if dispatch is None else dict(dispatch), validate_dispatch, _write_json),
+    ]
+    for name, data, check, _ in files:
+        if data is not None:
+            check(data, kinds, where=f"{folder}/{name}")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_name(folder)
+    tmp.mkdir()
+    try:
+        _write_json(tmp / "manifest.json", manifest)
+        for name, data, _, write in files:
+            if data is not None:
+                write(tmp / name, data)
+        if folder.exists():
+            old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
+            os.replace(folder, old)
+            os.replace(tmp, folder)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder
+
+
+class ProfileWriter:
+    """Incremental, resumable, atomic writer of one profile folder (the contract
+    is in the module docstring).
+
+    Parameters
+    ----------
+    path
+        Profile folder (created by :meth:`open` if missing).
+    manifest
+        The manifest to write; when the folder exists, its manifest must have the
+        same ``hetsim_profile`` and devices, and the stored one is kept (its
+        ``models``/``batches`` grow as rows arrive).
+    backend
+        Backend that :meth:`done` reports on (default: ``manifest["backend"]``).
+
+    Examples
+    --------
+    >>> w = ProfileWriter("profiles/box", manifest).open()            # doctest: +SKIP
+    >>> todo = [n for n in nodes if sig[n] not in w.done("cpu")]      # doctest: +SKIP
+    >>> w.append_ops(measure(todo)); w.add_models("resnet50", sigs)   # doctest: +SKIP
+    """
+
+    def __init__(self, path: str | os.PathLike[str], manifest: Mapping[str, Any], *, backend: str | None = None) -> None:
+        self.path = Path(path)
+        self.manifest = dict(manifest)
+        self.backend = backend
+
+    def open(self) -> ProfileWriter:
+        """Create the folder and manifest, or check and reopen an existing one."""
+        validate_manifest(self.manifest, where=f"{self.path}/manifest.json (new)")
+        mpath = self.path / "manifest.json"
+        if mpath.is_file():
+            old = _read_manifest(mpath)
+            if old["devices"] != self.manifest["devices"]:
+                raise CostModelError(
+                    f"{mpath}: devices {old['devices']} differ from the new run's "
+                    f"{self.manifest['devices']}; use another folder"
+                )
+            self.manifest = old
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.manifest.setdefault("models", [])
+            _write_json(mpath, self.manifest)
+        if self.backend is None:
+            self.backend = str(self.manifest.get("backend", "torch"))
+        return self
+
+    @property
+    def _kinds(self) -> dict[str, str]:
+        return {d["name"]: d["kind"] for d in self.manifest["devices"]}
+
+    def _ops(self) -> pd.DataFrame:
+        p = self.path / "ops.csv"
+        if not p.is_file():
+            return pd.DataFrame(columns=OPS_COLUMNS)
+        return validate_ops(_read_csv(p), self._kinds, where=str(p))
+
+    def done(self, device: str | None = None) -> set[str] | set[tuple[str, str]]:
+        """Signatures already in ``ops.csv`` for this backend: a set of signatures
+        for one ``device``, or of ``(signature, device)`` pairs when ``device`` is None."""
+        ops = self._ops()
+        ops = ops[ops["backend"] == self.backend]
+        if device is not None:
+            return set(ops.loc[ops["device"] == device, "signature"])
+        return set(zip(ops["signature"], ops["device"]))
+
+    def append_ops(self, rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> int:
+        """Add measured rows (all :data:`OPS_COLUMNS`); returns how many were new.
+        A row already present (same signature, device, backend) only merges its
+        ``models``. Validated before anything is written."""
+        new = _ops_frame(rows)
+        if new.empty:
+            return 0
+        old = self._ops()
+        validate_ops(new, self._kinds, where=f"{self.path}/ops.csv (appended rows)")
+        combined = _ops_frame(pd.concat([old, new], ignore_index=True)) if len(old) else new
+        key = combined["signature"] + "\x00" + combined["device"] + "\x00" + combined["backend"]
+        merged = combined.groupby(key, sort=False)["models"].agg(lambda s: ";".join(_union(s)))
+        first = combined[~key.duplicated(keep="first")].copy()
+        first["models"] = merged.loc[key[first.index]].to_numpy()
+        self._save_ops(first)
+        self._grow_manifest(
+            [m for cell in new["models"] for m in split_models(cell)],
+            [int(b) for b in new["batch"]],
+        )
+        return len(first) - len(old)
+
+    def add_models(self, model: str, signatures: Iterable[str], *, device: str | None = None) -> int:
+        """Record that ``model`` contains ``signatures`` (rows already measured, on
+        ``device`` or every device); returns the number of rows tagged."""
+        sigs = set(signatures)
+        ops = self._ops()
+        hit = ops["signature"].isin(sigs) & (ops["backend"] == self.backend)
+        if device is not None:
+            hit &= ops["device"] == device
+        ops.loc[hit, "models"] = ops.loc[hit, "models"].map(lambda c: ";".join(_union([c, model])))
+        if hit.any():
+            self._save_ops(ops)
+        self._grow_manifest([model], [])
+        return int(hit.sum())
+
+    def write_links(self, rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> None:
+        """Replace ``links.csv`` with ``rows`` (all :data:`LINKS_COLUMNS`)."""
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+        validate_links(frame, self._kinds, where=f"{self.path}/links.csv")
+        _write_csv(self.path / "links.csv", frame)
+
+    def write_link_fits(self, fits: Mapping[str, Mapping[str, Any]], *, duplex: bool) -> None:
+        """Replace ``links.json`` (``fits``: e.g. the result of :func:`fit_links`)."""
+        data: dict[str, Any] = {k: dict(v) for k, v in fits.items()}
+        data["duplex"] = bool(duplex)
+        validate_link_fits(data, self._kinds, where=f"{self.path}/links.json")
+        _write_json(self.path / "links.json", data)
+
+    def write_dispatch(self, dispatch: Mapping[str, float]) -> None:
+        """Replace ``dispatch.json``."""
+        data = validate_dispatch(dict(dispatch), self._kinds, where=f"{self.path}/dispatch.json")
+        _write_json(self.path / "dispatch.json", data)
+
+    def read(self) -> Profile:
+        """The folder as written so far, validated."""
+        return read_profile(self.path)
+
+    def _save_ops(self, frame: pd.DataFrame) -> None:
+        cols = OPS_COLUMNS + [c for c in frame.columns if c not in OPS_COLUMNS]
+        _write_csv(self.path / "ops.csv", frame[cols])
+
+    def _grow_manifest(self, models: list[str], batches: list[int]) -> None:
+        m = dict(self.manifest)
+        m["models"] = _union([";".join(m.get("models", [])), *models])
+        m["batches"] = sorted(set(m.get("batches", [])) | set(batches))
+        if m != self.manifest:
+            self.manifest = m
+            _write_json(self.path / "manifest.json", m)
+
+
+def _union(cells: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for cell in cells:
+        for m in split_models(cell):
+            if m not in out:
+                out.append(m)
+    return out

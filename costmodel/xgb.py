@@ -1,0 +1,282 @@
+"""Gradient-boosted trees (XGBoost) on operator features, one model per device.
+
+Inputs: :data:`~costmodel.measured.KERNEL_FEATURES` (FLOPs, bytes, weight bytes,
+arithmetic intensity, log FLOPs, log bytes, element counts, the last four dims of
+the first two inputs and first output, ranks, kernel size, stride, groups, fused
+member count) plus a one-hot of the op kind (``op=...``) and of its class
+(``class=conv2d|matmul|elementwise|...``, which still says something about an op
+kind the training rows never had).
+
+Target: ``log(time)``; with ``baseline=True`` (default) ``log(time / t0)`` where
+``t0 = c0 + c1 * flops + c2 * bytes`` is a non-negative least-squares fit (relative
+error) per device. Trees cannot extrapolate: an operator larger than any in the
+training rows would get the time of the largest one. With the baseline, the trees
+learn an efficiency ratio, which stays in range when the sizes do not.
+
+``save(path)`` writes ``path`` (JSON sidecar: hyper-parameters, columns, baselines,
+one booster file name per device) and, beside it, each device's booster in
+XGBoost's own JSON model format (``STEM.N.xgb.json``); ``load`` restores identical
+predictions. xgboost is imported on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+from costmodel.base import CostModelError
+from costmodel.measured import (
+    COSTMODEL_FILE_VERSION,
+    KERNEL_FEATURES,
+    Predictor,
+    _write_json,
+    read_model_file,
+)
+from costmodel.roofline import op_class, op_key
+
+__all__ = ["XGBoost"]
+
+
+def op_class_of(op: str) -> str:
+    """``"fused:conv2d+add+relu"`` -> ``"conv2d"``, ``"relu"`` -> ``"elementwise"``."""
+    return op_class(op_key(op))
+
+
+def _train(params: Mapping[str, Any], num_boost_round: int, M: np.ndarray, target: np.ndarray) -> Any:
+    import xgboost
+
+    return xgboost.train(dict(params), xgboost.DMatrix(M, label=target), num_boost_round=num_boost_round)
+
+
+def _booster(raw: bytes | bytearray) -> Any:
+    import xgboost
+
+    booster = xgboost.Booster()
+    try:
+        booster.load_model(bytearray(raw))
+    except xgboost.core.XGBoostError as e:
+        raise CostModelError(f"not an XGBoost JSON model ({str(e).splitlines()[0]})") from None
+    return booster
+
+
+class XGBoost(Predictor):
+    """XGBoost regressor per device on kernel features (scikit-learn style).
+
+    Parameters
+    ----------
+    n_estimators, max_depth, learning_rate, subsample, colsample_bytree,
+    min_child_weight, reg_lambda
+        As in :class:`xgboost.XGBRegressor` (boosting rounds, tree depth, ``eta``,
+        row and column sampling, ``min_child_weight``, ``lambda``). The model is
+        trained with ``xgboost.train`` on a squared-error objective: the booster
+        ``XGBRegressor`` wraps, without its scikit-learn dependency.
+    baseline
+        Learn ``log(time / t0)`` over a per-device linear baseline (see the module
+        docstring) instead of ``log(time)``.
+    features
+        Numeric feature columns (default :data:`~costmodel.measured.KERNEL_FEATURES`).
+    n_jobs
+        Threads XGBoost may use.
+    random_state
+        Seed of XGBoost's row and column sampling.
+
+    Examples
+    --------
+    >>> model = XGBoost(n_estimators=200).fit(prof.ops, prof.ops["time_s"])   # doctest: +SKIP
+    >>> model.save("xgb.json"); XGBoost.load("xgb.json").predict(prof.ops)    # doctest: +SKIP
+    """
+
+    kind: ClassVar[str] = "xgboost"
+
+    def __init__(
+        self,
+        *,
+        n_estimators: int = 400,
+        max_depth: int = 6,
+        learning_rate: float = 0.05,
+        subsample: float = 0.8,
+        colsample_bytree: float = 0.8,
+        min_child_weight: float = 1.0,
+        reg_lambda: float = 1.0,
+        baseline: bool = True,
+        features: Sequence[str] | None = None,
+        n_jobs: int = 1,
+        random_state: int | None = 0,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.min_child_weight = min_child_weight
+        self.reg_lambda = reg_lambda
+        self.baseline = baseline
+        self.features = features
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    @property
+    def required_columns(self) -> tuple[str, ...]:  # type: ignore[override]
+        return ("op", "flops", "bytes", *self._feature_list())
+
+    def _feature_list(self) -> list[str]:
+        return list(self.features) if self.features is not None else list(KERNEL_FEATURES)
+
+    def _xgb_params(self) -> dict[str, Any]:
+        return {
+            "max_depth": self.max_depth,
+            "eta": self.learning_rate,
+            "subsample": self.subsample,
+            "colsample_bytree": self.colsample_bytree,
+            "min_child_weight": self.min_child_weight,
+            "lambda": self.reg_lambda,
+            "nthread": self.n_jobs,
+            "seed": self.random_state if self.random_state is not None else 0,
+            "objective": "reg:squarederror",
+            "tree_method": "hist",
+        }
+
+    def _design(self, X: pd.DataFrame) -> np.ndarray:
+        num = X[self.features_].to_numpy(dtype=np.float64)
+        ops = X["op"].astype(str).to_numpy()
+        classes = np.array([op_class_of(o) for o in ops])
+        hot_op = (ops[:, None] == np.array(self.ops_, dtype=object)[None, :]).astype(np.float64)
+        hot_cls = (classes[:, None] == np.array(self.classes_, dtype=object)[None, :]).astype(np.float64)
+        return np.hstack([num, hot_op, hot_cls])
+
+    def _base(self, X: pd.DataFrame, device: str) -> np.ndarray:
+        c = np.asarray(self.baseline_[device])
+        t0 = c[0] + c[1] * X["flops"].to_numpy(float) + c[2] * X["bytes"].to_numpy(float)
+        return np.maximum(t0, self.floor_[device])
+
+    # -------------------------------------------------------------------- fit
+    def fit(self, X: pd.DataFrame, y: Any) -> XGBoost:
+        """Fit one booster per device in ``X["device"]``."""
+        X, t = self._check_Xy(X, y)
+        self.features_: list[str] = self._feature_list()
+        self.ops_: list[str] = sorted(set(X["op"].astype(str)))
+        self.classes_: list[str] = sorted({op_class_of(o) for o in self.ops_})
+        self.columns_: list[str] = [*self.features_, *(f"op={o}" for o in self.ops_),
+                                    *(f"class={c}" for c in self.classes_)]
+        dev = X["device"].astype(str).to_numpy()
+        devices = sorted(set(dev))
+        self.floor_: dict[str, float] = {}
+        self.baseline_: dict[str, list[float]] = {}
+        self.seen_ops_: dict[str, list[str]] = {}
+        models: dict[str, Any] = {}
+        for d in devices:
+            on = dev == d
+            Xd, td = X[on], t[on]
+            self.floor_[d] = float(td.min())
+            self.seen_ops_[d] = sorted(set(Xd["op"].astype(str)))
+            if self.baseline:
+                A = np.column_stack([np.ones(len(td)), Xd["flops"].to_numpy(float), Xd["bytes"].to_numpy(float)])
+                scale = np.where(A.max(axis=0) > 0, A.max(axis=0), 1.0)
+                coef, _ = nnls((A / scale) / td[:, None], np.ones(len(td)))
+                self.baseline_[d] = (coef / scale).tolist()
+            else:
+                self.baseline_[d] = [float(td.min()), 0.0, 0.0]
+            target = np.log(td) - np.log(self._base(Xd, d))
+            models[d] = _train(self._xgb_params(), self.n_estimators, self._design(Xd), target)
+        self.models_: dict[str, Any] = models
+        self.devices_: list[str] = devices
+        return self
+
+    # ---------------------------------------------------------------- predict
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        """Predicted times in seconds, one per row of ``X``."""
+        self._check_fitted()
+        X = self._check_X(X)
+        dev = X["device"].astype(str).to_numpy()
+        out = np.empty(len(X))
+        for d in dict.fromkeys(dev):
+            on = dev == d
+            Xd = X[on]
+            z = np.asarray(self.models_[d].inplace_predict(self._design(Xd)), dtype=np.float64)
+            out[on] = np.exp(z) * self._base(Xd, d)
+        return out
+
+    def fallback_reasons(self, X: pd.DataFrame) -> list[str]:
+        """Empty for rows whose op kind was in the device's training rows."""
+        self._check_fitted()
+        X = self._check_X(X)
+        seen = {d: set(v) for d, v in self.seen_ops_.items()}
+        return [
+            "" if op in seen[d] else
+            f"op kind {op!r} not in the training rows of {d}: extrapolated from its features "
+            f"and class {op_class_of(op)!r}"
+            for d, op in zip(X["device"].astype(str), X["op"].astype(str))
+        ]
+
+    # ------------------------------------------------------------ persistence
+    def _fitted_state(self) -> dict[str, Any]:
+        """State with each booster embedded in XGBoost's JSON model format."""
+        state = self._meta_state()
+        state["boosters"] = {d: json.loads(bytes(m.save_raw(raw_format="json")))
+                             for d, m in self.models_.items()}
+        return state
+
+    def _meta_state(self) -> dict[str, Any]:
+        return {"devices": self.devices_, "features": self.features_, "ops": self.ops_,
+                "classes": self.classes_, "columns": self.columns_, "floor": self.floor_,
+                "baseline": self.baseline_, "seen_ops": self.seen_ops_}
+
+    def _load_fitted(self, state: Mapping[str, Any]) -> None:
+        self.features_ = list(state["features"])
+        self.ops_ = list(state["ops"])
+        self.classes_ = list(state["classes"])
+        self.columns_ = list(state["columns"])
+        self.floor_ = {d: float(v) for d, v in state["floor"].items()}
+        self.baseline_ = {d: [float(c) for c in v] for d, v in state["baseline"].items()}
+        self.seen_ops_ = {d: list(v) for d, v in state["seen_ops"].items()}
+        models = {}
+        for d, booster in state["boosters"].items():
+            raw = booster if isinstance(booster, bytes | bytearray) else json.dumps(booster).encode()
+            models[d] = _booster(raw)
+        self.models_ = models
+        self.devices_ = list(state["devices"])
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the sidecar ``path`` and one XGBoost JSON model per device beside it."""
+        self._check_fitted()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stem = path.name[: -len(".json")] if path.name.endswith(".json") else path.name
+        files = {}
+        for i, (d, m) in enumerate(self.models_.items()):
+            name = f"{stem}.{i}.xgb.json"
+            m.save_model(str(path.parent / name))
+            files[d] = name
+        meta = {**self._meta_state(), "booster_files": files}
+        _write_json(path, {"hetsim_costmodel": COSTMODEL_FILE_VERSION, "kind": self.kind,
+                           "params": self._params_state(), "fitted": meta})
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> XGBoost:
+        """Read a model written by :meth:`save` (or embedded by ``get_state``)."""
+        data = read_model_file(path)
+        if data.get("kind") != cls.kind:
+            raise CostModelError(f"{path}: holds a {data.get('kind')!r} model, not an 'xgboost' one")
+        fitted = dict(data.get("fitted", {}))
+        if "booster_files" in fitted:
+            boosters = {}
+            for d, name in fitted.pop("booster_files").items():
+                f = Path(path).parent / name
+                if not f.is_file():
+                    raise CostModelError(f"{path}: booster file {str(f)!r} of device {d!r} is missing")
+                boosters[d] = f.read_bytes()
+            fitted["boosters"] = boosters
+        model = cls(**dict(data.get("params", {})))
+        try:
+            model._load_fitted(fitted)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CostModelError(f"{path}: malformed xgboost model ({type(e).__name__}: {e})") from None
+        return model

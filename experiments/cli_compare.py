@@ -1,0 +1,70 @@
+"""``hetsim compare``: every scheduler on one model, simulated, tabulated and plotted."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from experiments.common import add_model_args, load_model, parse_kv
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "compare",
+        help="run every scheduler on a model, simulate each plan, table + plots",
+        description="Plan MODEL with each scheduler, simulate every plan on the platform, "
+        "print makespan, speedups, latency, throughput, utilisation, PCIe bytes and "
+        "scheduling time, and write results.csv, plans and Gantt/bar charts to --out.",
+    )
+    add_model_args(p)
+    p.add_argument("--platform", default="xeon-p2200", help="preset name or TOML file (default xeon-p2200)")
+    p.add_argument("--schedulers", help="comma-separated scheduler names (default: all that apply)")
+    p.add_argument("--cost", default="roofline", help="'roofline' (default) or a profile folder")
+    p.add_argument("--requests", type=int, default=1, help="requests through each plan (default 1)")
+    p.add_argument("--interval", type=float, default=0.0, help="seconds between request arrivals")
+    p.add_argument(
+        "--scheduler-arg",
+        action="append",
+        metavar="SCHED:KEY=VALUE",
+        help="scheduler hyper-parameter, e.g. optimal:time_limit_s=30 (repeatable)",
+    )
+    p.add_argument("--out", help="folder for results.csv, plans/, makespan.png/pdf and gantt/")
+    p.add_argument("--no-plots", action="store_true", help="skip the charts (faster)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments.cli import CLIError
+    from experiments.compare import compare
+
+    t0 = time.perf_counter()
+    graph = load_model(args)
+    sargs: dict[str, dict] = {}
+    for item in args.scheduler_arg or []:
+        if ":" not in item:
+            raise CLIError(f"--scheduler-arg {item!r} must look like SCHED:KEY=VALUE")
+        name, kv = item.split(":", 1)
+        sargs.setdefault(name, {}).update(parse_kv([kv]))
+    names = [s.strip() for s in args.schedulers.split(",") if s.strip()] if args.schedulers else None
+    cmp = compare(
+        graph,
+        args.platform,
+        schedulers=names,
+        cost=args.cost,
+        requests=args.requests,
+        interval_s=args.interval,
+        scheduler_args=sargs,
+        record=bool(args.out) and not args.no_plots,
+        progress=True,
+    )
+    print(
+        f"{graph.name}: {graph.number_of_nodes()} nodes ({graph.meta.get('granularity', '?')}), "
+        f"batch {graph.meta.get('batch')}, platform {cmp.platform.name}, cost {args.cost}, "
+        f"requests {args.requests}"
+    )
+    print(cmp.format_table())
+    print(f"best: {cmp.best()}   ({time.perf_counter() - t0:.1f} s)")
+    if args.out:
+        cmp.save(args.out, plots=not args.no_plots)
+        print(f"wrote {args.out}/results.csv, plans/" + ("" if args.no_plots else ", makespan.png/pdf, gantt/"))
+    return 0

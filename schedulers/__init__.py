@@ -1,0 +1,128 @@
+"""Schedulers: ``Scheduler.schedule(graph, platform, cost) -> Plan``, one file per algorithm.
+
+>>> import schedulers
+>>> "heft" in schedulers.names()
+True
+>>> schedulers.get("random", seed=3).seed
+3
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from schedulers.antichain_dp import AntichainDP
+from schedulers.base import Scheduler, SchedulerError
+from schedulers.by_op import ByOp
+from schedulers.by_path import ByPath
+from schedulers.cp_greedy import CPGreedy
+from schedulers.cpop import CPOP
+from schedulers.donf import DONF
+from schedulers.dynamic import Dynamic, EarliestFinishPolicy
+from schedulers.heft import HEFT
+from schedulers.optimal import Optimal
+from schedulers.peft import PEFT
+from schedulers.random_placement import RandomPlacement
+from schedulers.round_robin import RoundRobin
+from schedulers.single_device import SingleDevice
+from schedulers.tensor_split import TensorSplit
+from schedulers.timeslice import TimeslicePipeline
+from sim.plan import Plan, PlanError
+
+__all__ = [
+    "REGISTRY",
+    "EarliestFinishPolicy",
+    "Scheduler",
+    "SchedulerError",
+    "get",
+    "load_plan",
+    "names",
+    "register",
+]
+
+# name -> (class, default keyword arguments)
+REGISTRY: dict[str, tuple[type[Scheduler], dict[str, Any]]] = {
+    "all-cpu": (SingleDevice, {"kind": "cpu"}),
+    "all-gpu": (SingleDevice, {"kind": "gpu"}),
+    "round-robin": (RoundRobin, {}),
+    "random": (RandomPlacement, {}),
+    "heft": (HEFT, {}),
+    "cpop": (CPOP, {}),
+    "peft": (PEFT, {}),
+    "cp-greedy": (CPGreedy, {}),
+    "donf": (DONF, {}),
+    "by-op": (ByOp, {}),
+    "by-path": (ByPath, {}),
+    "dynamic": (Dynamic, {}),
+    "timeslice-pipeline": (TimeslicePipeline, {}),
+    "antichain-dp": (AntichainDP, {}),
+    "tensor-split": (TensorSplit, {}),
+    "optimal": (Optimal, {}),
+}
+
+
+def names() -> list[str]:
+    """Registered scheduler names, in registry order (baselines first)."""
+    return list(REGISTRY)
+
+
+def register(name: str, cls: type[Scheduler], **defaults: Any) -> None:
+    """Add a scheduler class under ``name`` (``defaults``: fixed keyword arguments)."""
+    if name in REGISTRY:
+        raise SchedulerError(f"scheduler {name!r} is already registered")
+    REGISTRY[name] = (cls, dict(defaults))
+
+
+def get(name: str, **kw: Any) -> Scheduler:
+    """A new scheduler instance by registry name, with hyper-parameters ``kw``.
+
+    Raises
+    ------
+    SchedulerError
+        for an unknown name (listing the known ones) or an unknown parameter
+        (listing the accepted ones).
+    """
+    try:
+        cls, defaults = REGISTRY[name]
+    except KeyError:
+        raise SchedulerError(f"unknown scheduler {name!r}; known: {', '.join(names())}") from None
+    fixed = set(defaults) & set(kw)
+    if fixed:
+        raise SchedulerError(f"scheduler {name!r}: parameter(s) {sorted(fixed)} are fixed by its name")
+    try:
+        return cls(**defaults, **kw)
+    except TypeError as e:
+        import inspect
+
+        accepted = [
+            p for p, spec in inspect.signature(cls.__init__).parameters.items()
+            if spec.kind is inspect.Parameter.KEYWORD_ONLY and p not in defaults
+        ]
+        raise SchedulerError(
+            f"scheduler {name!r}: bad parameters {sorted(kw)} ({e}); accepted: {accepted}"
+        ) from None
+
+
+def load_plan(path: str | os.PathLike[str]) -> Plan:
+    """Read a plan written by :meth:`Plan.to_json`, rebuilding its dynamic policy.
+
+    ``Plan.from_json`` keeps a policy only as its description in
+    ``meta["policy"]`` (``{"name": ..., "params": {...}}``); the scheduler of that
+    name is instantiated with those parameters and its ``make_policy()`` gives the
+    policy object back.
+    """
+    plan = Plan.from_json(path)
+    desc = plan.meta.pop("policy", None)
+    if desc is not None:
+        if not isinstance(desc, dict) or "name" not in desc:
+            raise PlanError(f"{path}: malformed policy description {desc!r}")
+        sched = get(str(desc["name"]), **dict(desc.get("params") or {}))
+        make: Callable[[], Any] | None = getattr(sched, "make_policy", None)
+        if make is None:
+            raise PlanError(f"{path}: scheduler {desc['name']!r} has no dynamic policy")
+        plan.policy = make()
+    return plan
+
+

@@ -1,0 +1,162 @@
+"""Pipeline partitioning by dynamic programming over the antichain DAG (PipeDream).
+
+D. Narayanan, A. Harlap, A. Phanishayee, V. Seshadri, N. R. Devanur, G. R. Ganger,
+P. B. Gibbons, M. Zaharia, "PipeDream: Generalized Pipeline Parallelism for DNN
+Training", SOSP 2019, section 3.1 (and the antichain DAG of its planner for
+branching models, as in Tarnawski et al., "Efficient Algorithms for Device
+Placement of DNN Graph Operators", NeurIPS 2020).
+
+A pipeline stage is the difference of two downsets (sets of nodes closed under
+predecessors; each is bounded by an antichain), so a split into ``m`` stages is a
+chain of downsets ``{} = I_0 < I_1 < ... < I_m = V``. The DP
+
+    A[k][J] = min over downsets I < J of max(A[k - 1][I], T(J \\ I, device_k))
+
+minimises the slowest stage, where ``T`` is the stage's op + dispatch time on its
+device plus the transfer of the tensors leaving ``I`` (the cut) over the link from
+the previous stage's device. Stages map to devices in a fixed order, GPUs first,
+then CPUs; every device gets a stage (a 2-device CPU-GPU box uses both).
+Stage op times are prefix sums over downsets (``T(J \\ I) = C(J) - C(I)``), so the
+DP costs O(S^2 x D) for S downsets.
+
+The number of downsets grows exponentially with the graph's width: up to
+``max_states`` are enumerated (breadth first, as bitmasks); beyond that the graph
+is coarsened to one linear sequence of cut points, the prefixes of a
+topological order (every prefix is a downset), and the same DP runs on it in
+O(V^2 x D) (a contiguous split of a chain, as PipeDream does for linear models).
+The plan carries the stages and ``microbatches``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from schedulers.base import CostTable, Scheduler, topo_priority
+from schedulers.timeslice import partition_chain
+from sim.plan import Plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from costmodel.base import CostModel
+    from graphs.graph import Graph
+    from sim.platform import Platform
+
+
+def downsets(preds: list[int], n: int, max_states: int) -> list[int] | None:
+    """All downsets as bitmasks (``preds[i]``: bitmask of node i's predecessors),
+    sorted by size; None when there are more than ``max_states``."""
+    seen = {0}
+    frontier = [0]
+    while frontier:
+        nxt = []
+        for s in frontier:
+            for i in range(n):
+                bit = 1 << i
+                if not s & bit and preds[i] & s == preds[i]:
+                    t = s | bit
+                    if t not in seen:
+                        seen.add(t)
+                        if len(seen) > max_states:
+                            return None
+                        nxt.append(t)
+        frontier = nxt
+    return sorted(seen, key=lambda s: (s.bit_count(), s))
+
+
+class AntichainDP(Scheduler):
+    """PipeDream-style stage partitioning, one stage per device, micro-batched.
+
+    Parameters
+    ----------
+    microbatches
+        Micro-batches the plan asks the simulator to pipeline.
+    max_states
+        Most downsets enumerated before falling back to the linear sequence.
+    """
+
+    name = "antichain-dp"
+
+    def __init__(self, *, microbatches: int = 4, max_states: int = 300) -> None:
+        self.microbatches = microbatches
+        self.max_states = max_states
+
+    def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
+        table = CostTable(graph, platform, cost)
+        order = sorted(table.devices, key=lambda d: platform.device(d).kind != "gpu")
+        topo = table.topo
+        n = len(topo)
+        idx = table.index
+        preds = [0] * n
+        for u, v in graph.nx.edges:
+            preds[idx[v]] |= 1 << idx[u]
+        states = downsets(preds, n, self.max_states)
+        work = {d: [table.w[x][d] + table.disp[x][d] for x in topo] for d in order}
+        tensors = [(1 << idx[t.producer], sum(1 << idx[c] for c in t.consumers), t.nbytes)
+                   for t in table.tensors.values() if t.producer is not None and t.consumers]
+        if states is None:
+            mode, states = "linear", [(1 << i) - 1 for i in range(n + 1)]
+        else:
+            mode = "antichain"
+        cost_of = {d: [sum(w for i, w in enumerate(work[d]) if s >> i & 1) for s in states] for d in order}
+        cut = [sum(b for p, c, b in tensors if p & s and c & ~s) for s in states]
+        if mode == "linear":
+            def price(i: int, j: int, dev: str, k: int) -> float:
+                comm = table.comm(cut[i], order[k - 1], dev) if k > 0 and cut[i] else 0.0
+                return cost_of[dev][j] - cost_of[dev][i] + comm
+
+            bottleneck, segs = partition_chain(n, order, price)
+            masks = [(states[i], states[j]) for i, j, _ in segs]
+            devs = [d for _, _, d in segs]
+        else:
+            bottleneck, masks, devs = self._dp(states, order, cost_of, cut, table)
+        placement: dict[str, str] = {}
+        stages: list[list[str]] = []
+        for (lo, hi), dev in zip(masks, devs):
+            stage = [topo[i] for i in range(n) if (hi & ~lo) >> i & 1]
+            stages.append(stage)
+            placement.update(dict.fromkeys(stage, dev))
+        return Plan(
+            placement=placement,
+            priority=topo_priority(graph),
+            stages=stages,
+            microbatches=self.microbatches,
+            meta={"mode": mode, "states": len(states), "stage_time_estimate": bottleneck,
+                  "stage_devices": devs},
+        )
+
+    @staticmethod
+    def _dp(
+        states: list[int],
+        order: list[str],
+        cost_of: dict[str, list[float]],
+        cut: list[int],
+        table: CostTable,
+    ) -> tuple[float, list[tuple[int, int]], list[str]]:
+        s_count = len(states)
+        full = s_count - 1  # the largest downset (all nodes) sorts last
+        m = min(len(order), states[full].bit_count())
+        best = [[math.inf] * s_count for _ in range(m + 1)]
+        back = [[-1] * s_count for _ in range(m + 1)]
+        best[0][0] = 0.0
+        for k in range(1, m + 1):
+            dev = order[k - 1]
+            cd = cost_of[dev]
+            for j in range(1, s_count):
+                sj = states[j]
+                for i in range(j):
+                    prev = best[k - 1][i]
+                    si = states[i]
+                    if prev >= best[k][j] or si & sj != si or si == sj:
+                        continue
+                    comm = table.comm(cut[i], order[k - 2], dev) if k > 1 and cut[i] else 0.0
+                    val = max(prev, cd[j] - cd[i] + comm)
+                    if val < best[k][j]:
+                        best[k][j], back[k][j] = val, i
+        masks: list[tuple[int, int]] = []
+        j = full
+        for k in range(m, 0, -1):
+            i = back[k][j]
+            masks.append((states[i], states[j]))
+            j = i
+        masks.reverse()
+        return best[m][full], masks, order[:m]

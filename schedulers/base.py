@@ -1,0 +1,583 @@
+"""Scheduler base class and the helpers the algorithms share.
+
+Every scheduler is a :class:`Scheduler` subclass whose ``_schedule`` returns a
+:class:`~sim.plan.Plan`; :meth:`Scheduler.schedule` adds the bookkeeping (empty-graph
+and applicability checks, ``plan.meta`` with name, parameters and scheduling time,
+plan validation).
+
+Helpers
+-------
+:class:`CostTable`
+    op, dispatch and transfer times of one (graph, platform, cost model), priced
+    once: the tensors of the graph (one per producer output, as the simulator
+    counts them), their consumers, routes and link-direction resources.
+:func:`upward_rank`, :func:`downward_rank`
+    HEFT's ``rank_u`` / ``rank_d`` with mean computation and communication costs.
+:class:`EFTState`
+    a partial schedule under construction: per-device timelines (with or without
+    insertion into idle gaps), tensor arrival times (a tensor crosses to a device
+    once, however many consumers read it there), optionally link and host-dispatch
+    contention. HEFT, CPOP, PEFT and DONF build their schedule with it; with
+    ``insertion=False, contention=True`` it is the cheap list-scheduling estimator
+    that cp-greedy and by-op/by-path use to predict a placement's makespan.
+:func:`_list_schedule`
+    placement + node ordering -> estimated schedule and integer priorities.
+"""
+
+from __future__ import annotations
+
+import heapq
+import inspect
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from graphs.graph import tensor_bytes
+from sim.plan import Plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from costmodel.base import CostModel
+    from graphs.graph import Graph
+    from sim.platform import Link, Platform
+
+__all__ = [
+    "CostTable",
+    "EFTState",
+    "Scheduler",
+    "SchedulerError",
+    "Tensor",
+    "downward_rank",
+    "quantize",
+    "ready_order",
+    "topo_priority",
+    "upward_rank",
+]
+
+INPUT_PREFIX = "<input>"
+
+
+class SchedulerError(ValueError):
+    """A scheduler cannot plan this graph on this platform; the message says why."""
+
+
+# --------------------------------------------------------------------------- costs
+@dataclass
+class Tensor:
+    """One tensor: output ``key[1]`` of producer ``key[0]``, or a graph input.
+
+    ``producer`` is None for a graph input (it starts on the platform host).
+    ``is_output``: the tensor is a graph output, delivered to the host.
+    """
+
+    key: tuple[str, int]
+    producer: str | None
+    nbytes: int
+    consumers: list[str] = field(default_factory=list)
+    is_output: bool = False
+
+
+class CostTable:
+    """Op, dispatch and transfer times of a graph on a platform, priced once.
+
+    Parameters
+    ----------
+    graph, platform, cost
+        What to price. ``op_time`` is ``inf`` on a device whose memory cannot hold
+        the op's working set.
+
+    Attributes
+    ----------
+    devices : list[str]
+        Device names in platform order.
+    w : dict[str, dict[str, float]]
+        ``w[node][device]``: op time (launch overhead included).
+    disp : dict[str, dict[str, float]]
+        ``disp[node][device]``: host dispatch time.
+    tensors : dict[tuple[str, int], Tensor]
+        Every tensor (producer outputs that are read or are graph outputs; graph
+        inputs keyed ``("<input>name", 0)``).
+    reads : dict[str, list[tuple[str, int]]]
+        Tensors each node reads (deduplicated).
+    outputs : dict[str, list[tuple[str, int]]]
+        Graph-output tensors of each producer.
+    """
+
+    def __init__(self, graph: Graph, platform: Platform, cost: CostModel) -> None:
+        self.graph = graph
+        self.platform = platform
+        self.cost = cost
+        self.devices: list[str] = platform.device_names
+        self.topo: list[str] = graph.topological_order()
+        self.index: dict[str, int] = {n: i for i, n in enumerate(self.topo)}
+        nodes = graph.nx.nodes
+        self.w: dict[str, dict[str, float]] = {}
+        self.disp: dict[str, dict[str, float]] = {}
+        for n in self.topo:
+            wn: dict[str, float] = {}
+            dn: dict[str, float] = {}
+            for dev in platform.devices:
+                fits = nodes[n]["bytes"] <= dev.memory_bytes
+                wn[dev.name] = float(cost.op_time(graph, n, dev)) if fits else math.inf
+                dn[dev.name] = float(cost.dispatch_time(graph, n, dev))
+            if all(math.isinf(t) for t in wn.values()):
+                raise SchedulerError(f"node {n!r} fits in the memory of no device of {platform.name!r}")
+            self.w[n] = wn
+            self.disp[n] = dn
+        self.tensors: dict[tuple[str, int], Tensor] = {}
+        self.reads: dict[str, list[tuple[str, int]]] = {n: [] for n in self.topo}
+        for u in self.topo:
+            for v, ed in graph.nx.succ[u].items():
+                key = (u, int(ed.get("output", 0)))
+                t = self.tensors.get(key)
+                if t is None:
+                    t = self.tensors[key] = Tensor(key, u, 0)
+                t.nbytes = max(t.nbytes, int(ed["bytes"]))
+                if v not in t.consumers:
+                    t.consumers.append(v)
+                    self.reads[v].append(key)
+        self.outputs: dict[str, list[tuple[str, int]]] = {}
+        for spec in graph.meta.get("outputs") or []:
+            node = spec.get("node")
+            if node not in self.index:
+                continue
+            key = (node, int(spec.get("output", 0)))
+            t = self.tensors.get(key)
+            if t is None:  # sized like the simulator: the node's output spec first
+                outs = nodes[node]["outputs"]
+                size = (
+                    tensor_bytes(outs[key[1]]["shape"], outs[key[1]]["dtype"])
+                    if key[1] < len(outs)
+                    else int(spec.get("bytes", 0))
+                )
+                t = self.tensors[key] = Tensor(key, node, size)
+            t.is_output = True
+            if key not in self.outputs.setdefault(node, []):
+                self.outputs[node].append(key)
+        for j, spec in enumerate(graph.meta.get("inputs") or []):
+            key = (INPUT_PREFIX + str(spec.get("name", f"input{j}")), 0)
+            t = Tensor(key, None, int(spec.get("bytes", 0)))
+            for c in spec.get("consumers") or []:
+                if c in self.index and c not in t.consumers:
+                    t.consumers.append(c)
+                    self.reads[c].append(key)
+            self.tensors[key] = t
+        self._hops: dict[tuple[str, str], list[tuple[str, Link]]] = {}
+        self._comm: dict[tuple[int, str, str], float] = {}
+        self._mean_comm: dict[int, float] = {}
+        self._wbar: dict[str, float] = {}
+
+    # --------------------------------------------------------------- transfers
+    def hops(self, src: str, dst: str) -> list[tuple[str, Link]]:
+        """``(resource, link)`` per hop from ``src`` to ``dst``; resources are named
+        like the simulator's link directions (``"a->b"``; ``link.name`` when not
+        duplex). Empty for devices sharing memory."""
+        key = (src, dst)
+        hit = self._hops.get(key)
+        if hit is not None:
+            return hit
+        platform = self.platform
+        out: list[tuple[str, Link]] = []
+        cur = src
+        for link in platform.route(src, dst):
+            forward = platform.shares_memory(cur, link.src)
+            if link.duplex:
+                res = f"{link.src}->{link.dst}" if forward else f"{link.dst}->{link.src}"
+            else:
+                res = link.name
+            out.append((res, link))
+            cur = link.dst if forward else link.src
+        self._hops[key] = out
+        return out
+
+    def comm(self, nbytes: int, src: str, dst: str) -> float:
+        """Contention-free time to move ``nbytes`` from ``src`` to ``dst`` (all hops)."""
+        key = (nbytes, src, dst)
+        hit = self._comm.get(key)
+        if hit is None:
+            hit = sum(float(self.cost.transfer_time(nbytes, lk)) for _, lk in self.hops(src, dst))
+            self._comm[key] = hit
+        return hit
+
+    def mean_comm(self, nbytes: int) -> float:
+        """Mean of :meth:`comm` over ordered pairs of distinct devices (HEFT's c-bar)."""
+        hit = self._mean_comm.get(nbytes)
+        if hit is None:
+            devs = self.devices
+            pairs = [(a, b) for a in devs for b in devs if a != b]
+            hit = sum(self.comm(nbytes, a, b) for a, b in pairs) / len(pairs) if pairs else 0.0
+            self._mean_comm[nbytes] = hit
+        return hit
+
+    def edge_bytes(self, u: str, v: str) -> int:
+        """Bytes of the tensor on edge ``u -> v``."""
+        return self.tensors[(u, int(self.graph.nx.edges[u, v].get("output", 0)))].nbytes
+
+    # -------------------------------------------------------------- op times
+    def wbar(self, n: str) -> float:
+        """Mean op time of ``n`` over the devices it fits on."""
+        hit = self._wbar.get(n)
+        if hit is None:
+            finite = [t for t in self.w[n].values() if math.isfinite(t)]
+            hit = self._wbar[n] = sum(finite) / len(finite)
+        return hit
+
+    def fastest(self, n: str) -> str:
+        """Device with the smallest op time for ``n`` (first in platform order on ties)."""
+        wn = self.w[n]
+        return min(self.devices, key=wn.__getitem__)
+
+    def total(self, device: str, nodes: Iterable[str] | None = None) -> float:
+        """Sum of op times of ``nodes`` (default: all) on ``device``."""
+        return sum(self.w[n][device] for n in (self.topo if nodes is None else nodes))
+
+
+# --------------------------------------------------------------------------- ranks
+def quantize(values: Mapping[str, float]) -> dict[str, int]:
+    """Values rounded to 1e-9 of the largest magnitude, so that float noise does not
+    break ties (two ranks that are equal on paper compare equal)."""
+    scale = max((abs(v) for v in values.values() if math.isfinite(v)), default=0.0) or 1.0
+    return {k: round(v / scale * 1e9) if math.isfinite(v) else (1 << 62) for k, v in values.items()}
+
+
+def upward_rank(table: CostTable) -> dict[str, float]:
+    """HEFT's ``rank_u(n) = wbar(n) + max_s (cbar(n, s) + rank_u(s))``.
+
+    Topcuoglu et al. 2002, eq. (5): mean op time over devices and mean transfer
+    time over device pairs. O(V + E).
+    """
+    rank: dict[str, float] = {}
+    g = table.graph.nx
+    for n in reversed(table.topo):
+        best = 0.0
+        for s in g.successors(n):
+            best = max(best, table.mean_comm(table.edge_bytes(n, s)) + rank[s])
+        rank[n] = table.wbar(n) + best
+    return rank
+
+
+def downward_rank(table: CostTable) -> dict[str, float]:
+    """HEFT's ``rank_d(n) = max_p (rank_d(p) + wbar(p) + cbar(p, n))`` (eq. 6). O(V + E)."""
+    rank: dict[str, float] = {}
+    g = table.graph.nx
+    for n in table.topo:
+        rank[n] = max(
+            (rank[p] + table.wbar(p) + table.mean_comm(table.edge_bytes(p, n)) for p in g.predecessors(n)),
+            default=0.0,
+        )
+    return rank
+
+
+def ready_order(graph: Graph, key: Callable[[str], Any]) -> list[str]:
+    """Topological order that always takes the ready node with the smallest ``key``.
+
+    Ties fall to the graph's deterministic topological index. O((V + E) log V).
+    """
+    topo = graph.topological_order()
+    index = {n: i for i, n in enumerate(topo)}
+    g = graph.nx
+    missing = {n: g.in_degree(n) for n in topo}
+    heap = [(key(n), index[n], n) for n in topo if missing[n] == 0]
+    heapq.heapify(heap)
+    out: list[str] = []
+    while heap:
+        _, _, n = heapq.heappop(heap)
+        out.append(n)
+        for s in g.successors(n):
+            missing[s] -= 1
+            if missing[s] == 0:
+                heapq.heappush(heap, (key(s), index[s], s))
+    return out
+
+
+def topo_priority(graph: Graph, order: Sequence[str] | None = None) -> dict[str, float]:
+    """Integer priorities from a node ordering, made consistent with dependencies.
+
+    The result is the position of each node in the topological order closest to
+    ``order`` (a stable topological sort keyed by position in ``order``); None
+    gives the graph's own topological order.
+    """
+    if order is None:
+        return {n: float(i) for i, n in enumerate(graph.topological_order())}
+    pos = {n: i for i, n in enumerate(order)}
+    return {n: float(i) for i, n in enumerate(ready_order(graph, pos.__getitem__))}
+
+
+# ----------------------------------------------------------------------- timeline
+class EFTState:
+    """A partial schedule built one node at a time (earliest-finish-time bookkeeping).
+
+    Parameters
+    ----------
+    table
+        Priced graph and platform.
+    insertion
+        Let an op fill an idle gap of its device's timeline (HEFT's insertion
+        policy); else it goes after the last op of the device.
+    contention
+        Serialise transfers on link-direction resources and dispatches on the host
+        (``platform.dispatch_threads`` lanes), append-only, like the simulator.
+        Without it transfers never wait for a link and dispatch is a plain delay
+        (the classic contention-free model of HEFT).
+
+    Notes
+    -----
+    :meth:`eft` costs O(in-degree x hops + device timeline length) with insertion,
+    O(in-degree x hops) without.
+    """
+
+    def __init__(self, table: CostTable, *, insertion: bool = True, contention: bool = False) -> None:
+        self.table = table
+        self.insertion = insertion
+        self.contention = contention
+        plat = table.platform
+        self.lanes: dict[str, list[list[tuple[float, float]]]] = {
+            d.name: [[] for _ in range(d.streams)] for d in plat.devices
+        }
+        self.placement: dict[str, str] = {}
+        self.start: dict[str, float] = {}
+        self.finish: dict[str, float] = {}
+        self.sequence: list[str] = []
+        self.arrival: dict[tuple[tuple[str, int], str], float] = {}
+        self.link_free: dict[str, float] = {}
+        self.host_free: list[float] = [0.0] * plat.dispatch_threads
+        self.end = 0.0
+
+    # ------------------------------------------------------------------ pricing
+    def _arrive(self, key: tuple[str, int], dst: str, commit: bool) -> float:
+        t = self.table.tensors[key]
+        if t.producer is None:
+            src, t0 = self.table.platform.host, 0.0
+        else:
+            src, t0 = self.placement[t.producer], self.finish[t.producer]
+        hops = self.table.hops(src, dst) if src != dst else ()
+        if not hops:
+            return t0
+        hit = self.arrival.get((key, dst))
+        if hit is not None:
+            return hit
+        now = t0
+        cost = self.table.cost
+        for res, link in hops:
+            if self.contention:
+                now = max(now, self.link_free.get(res, 0.0))
+            now += float(cost.transfer_time(t.nbytes, link))
+            if commit and self.contention:
+                self.link_free[res] = now
+        if commit:
+            self.arrival[(key, dst)] = now
+        return now
+
+    def ready_time(self, n: str, device: str, *, commit: bool = False) -> float:
+        """When all of ``n``'s inputs can be on ``device``."""
+        return max((self._arrive(k, device, commit) for k in self.table.reads[n]), default=0.0)
+
+    def _slot(self, device: str, ready: float, dur: float) -> tuple[float, int, int]:
+        best = (math.inf, 0, 0)
+        for li, lane in enumerate(self.lanes[device]):
+            if not self.insertion or not lane:
+                s = max(ready, lane[-1][1] if lane else 0.0)
+                pos = len(lane)
+            else:
+                s, pos = ready, len(lane)
+                prev_end = 0.0
+                for i, (bs, be) in enumerate(lane):
+                    s = max(ready, prev_end)
+                    if s + dur <= bs:
+                        pos = i
+                        break
+                    prev_end = be
+                else:
+                    s = max(ready, prev_end)
+            if s < best[0]:
+                best = (s, li, pos)
+        return best
+
+    def eft(self, n: str, device: str) -> tuple[float, float]:
+        """(start, finish) of ``n`` if it were placed on ``device`` now.
+
+        The device is held for dispatch + op time (the simulator's stream waits
+        for the host dispatcher); with ``contention`` the dispatch also waits for
+        a free host dispatch lane. A zero-cost op (a view) takes no device time.
+        """
+        disp, w = self.table.disp[n][device], self.table.w[n][device]
+        if math.isinf(w):
+            return math.inf, math.inf
+        ready = self.ready_time(n, device)
+        if disp == 0.0 and w == 0.0:
+            return ready, ready
+        if self.contention and disp > 0.0:
+            ready = max(ready, min(self.host_free))
+        s = self._slot(device, ready, disp + w)[0]
+        return s, s + disp + w
+
+    def assign(self, n: str, device: str) -> tuple[float, float]:
+        """Place ``n`` on ``device`` at its earliest start; returns (start, finish)."""
+        disp, w = self.table.disp[n][device], self.table.w[n][device]
+        if math.isinf(w):
+            raise SchedulerError(f"node {n!r} does not fit in the memory of device {device!r}")
+        ready = self.ready_time(n, device, commit=True)
+        if disp == 0.0 and w == 0.0:
+            s, f = ready, ready
+        else:
+            lane = min(range(len(self.host_free)), key=self.host_free.__getitem__)
+            if self.contention and disp > 0.0:
+                ready = max(ready, self.host_free[lane])
+            s, li, pos = self._slot(device, ready, disp + w)
+            f = s + disp + w
+            self.lanes[device][li].insert(pos, (s, f))
+            if self.contention and disp > 0.0:
+                self.host_free[lane] = max(self.host_free[lane], s + disp)
+        self.placement[n] = device
+        self.start[n] = s
+        self.finish[n] = f
+        self.sequence.append(n)
+        self.end = max(self.end, f)
+        for k in self.table.outputs.get(n, ()):
+            self.end = max(self.end, self._arrive(k, self.table.platform.host, True))
+        return s, f
+
+    def best_device(self, n: str, devices: Iterable[str] | None = None) -> tuple[str, float, float]:
+        """Device with the earliest finish for ``n`` (first in order on ties)."""
+        best = ("", math.inf, math.inf)
+        for d in devices if devices is not None else self.table.devices:
+            s, f = self.eft(n, d)
+            if f < best[2]:
+                best = (d, s, f)
+        if not best[0]:
+            raise SchedulerError(f"node {n!r} fits on none of the candidate devices")
+        return best
+
+    # ------------------------------------------------------------------ results
+    @property
+    def makespan(self) -> float:
+        """Latest finish (graph outputs delivered to the host included)."""
+        return self.end
+
+    def priority(self) -> dict[str, float]:
+        """Integer priorities: planned start order (ties: assignment order)."""
+        pos = {n: i for i, n in enumerate(self.sequence)}
+        ordered = sorted(self.sequence, key=lambda n: (self.start[n], pos[n]))
+        return {n: float(i) for i, n in enumerate(ordered)}
+
+    def to_plan(self, **meta: Any) -> Plan:
+        """The plan: placement, planned start order, ``meta["makespan_estimate"]``."""
+        return Plan(
+            placement=dict(self.placement),
+            priority=self.priority(),
+            meta={"makespan_estimate": self.makespan, **meta},
+        )
+
+
+def _list_schedule(
+    table: CostTable,
+    placement: Mapping[str, str],
+    order: Sequence[str] | None = None,
+    *,
+    insertion: bool = False,
+    contention: bool = True,
+    presorted: bool = False,
+) -> EFTState:
+    """Schedule a fixed placement in a fixed order; the cheap makespan estimator.
+
+    Nodes are taken in ``order`` (made topological: a stable topological sort on
+    position), each at its earliest start on its device. With the defaults this
+    mirrors the simulator (link and host contention, no reordering), in
+    O(V + E x hops). ``state.priority()`` gives the plan's priorities.
+    ``presorted=True``: ``order`` is already topological (skips the sort).
+    """
+    if not (presorted and order is not None):
+        prio = topo_priority(table.graph, order)
+        order = sorted(prio, key=prio.__getitem__)
+    state = EFTState(table, insertion=insertion, contention=contention)
+    for n in order:
+        state.assign(n, placement[n])
+    return state
+
+
+# -------------------------------------------------------------------------- base
+class Scheduler:
+    """Base class: ``schedule(graph, platform, cost) -> Plan``.
+
+    Subclasses set ``name``, take their hyper-parameters as keyword constructor
+    arguments stored under the same attribute names (:meth:`get_params` reads
+    them back, scikit-learn style), implement ``_schedule`` and, when they do not
+    apply everywhere, ``why_not``.
+
+    Two optional steps around scheduling:
+
+    * :meth:`transform` rewrites the graph before scheduling (identity by default;
+      tensor-split splits operators). Callers that compare schedulers call
+      ``g2 = s.transform(g, p, c)`` and then ``s.schedule(g2, p, c)`` and simulate
+      ``g2``; :meth:`run` does both.
+    * :meth:`applies_to` tells a comparison whether to run this scheduler at all.
+    """
+
+    name: ClassVar[str] = ""
+    min_devices: ClassVar[int] = 1
+
+    # ------------------------------------------------------------- parameters
+    def get_params(self) -> dict[str, Any]:
+        """Constructor keyword arguments and their current values."""
+        sig = inspect.signature(type(self).__init__)
+        return {
+            p: getattr(self, p)
+            for p, spec in sig.parameters.items()
+            if p != "self" and spec.kind is inspect.Parameter.KEYWORD_ONLY
+        }
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # ----------------------------------------------------------- applicability
+    def why_not(self, graph: Graph, platform: Platform) -> str | None:
+        """Why this scheduler cannot plan ``graph`` on ``platform`` (None: it can)."""
+        if len(platform.devices) < self.min_devices:
+            return (
+                f"{self.name} needs at least {self.min_devices} devices; "
+                f"platform {platform.name!r} has {len(platform.devices)}"
+            )
+        return None
+
+    def applies_to(self, graph: Graph, platform: Platform) -> bool:
+        """True when :meth:`schedule` can plan ``graph`` on ``platform``."""
+        return graph.number_of_nodes() > 0 and self.why_not(graph, platform) is None
+
+    # -------------------------------------------------------------- scheduling
+    def transform(self, graph: Graph, platform: Platform, cost: CostModel) -> Graph:
+        """Rewrite the graph before scheduling; identity unless overridden."""
+        return graph
+
+    def schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
+        """Plan ``graph`` on ``platform``; the plan is validated before it is returned.
+
+        Raises
+        ------
+        SchedulerError
+            on an empty graph or a platform/graph this scheduler does not handle.
+        """
+        if graph.number_of_nodes() == 0:
+            raise SchedulerError(f"{self.name}: graph {graph.name!r} is empty: nothing to schedule")
+        reason = self.why_not(graph, platform)
+        if reason is not None:
+            raise SchedulerError(reason)
+        t0 = time.perf_counter()
+        plan = self._schedule(graph, platform, cost)
+        elapsed = time.perf_counter() - t0
+        plan.meta = {
+            **plan.meta,
+            "scheduler": self.name,
+            "params": self.get_params(),
+            "scheduling_time_s": elapsed,
+        }
+        return plan.validate(graph, platform)
+
+    def run(self, graph: Graph, platform: Platform, cost: CostModel) -> tuple[Graph, Plan]:
+        """:meth:`transform` then :meth:`schedule`; returns the graph the plan is for."""
+        g2 = self.transform(graph, platform, cost)
+        return g2, self.schedule(g2, platform, cost)
+
+    def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
+        raise NotImplementedError

@@ -1,0 +1,174 @@
+"""Critical-path greedy partitioning with greedy correction (CPU-GPU adaptive partitioning).
+
+The operator-partitioning method of the CPU-GPU adaptive partitioning thesis this
+project follows: the operators on the critical path of the model ("key
+operators", path weighted by each op's best op time) decide the latency, so they
+go to their fastest devices (the fastest execution of the whole path, transfers
+between its operators included: a short dynamic program); every other
+operator starts on its own fastest device and is then moved to another device
+whenever the move lowers the predicted makespan, until no move helps (greedy
+correction, first improvement, a bounded number of passes). A move takes one
+operator, or a whole chain of them (a branch of an inception block), so that a
+branch can leave the critical device without paying a transfer per operator.
+
+Candidates are priced with the cheap list-scheduling estimator of
+:func:`schedulers.base._list_schedule` (cost-model op, dispatch and transfer
+times, link and host contention, fixed upward-rank order): O(V + E) per
+candidate, O(passes x V x D x (V + E)) in all. The initial placement, the
+corrected one and the best single-device placement are then simulated
+(:func:`sim.engine.simulate`) and the best simulated one is returned;
+``meta["predicted_makespan"]`` and ``meta["simulated_makespan"]`` report both
+numbers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from graphs.transforms import critical_path
+from schedulers.base import (
+    CostTable,
+    Scheduler,
+    _list_schedule,
+    quantize,
+    topo_priority,
+    upward_rank,
+)
+from sim.plan import Plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from costmodel.base import CostModel
+    from graphs.graph import Graph
+    from sim.platform import Platform
+
+
+def _units(graph: Graph, nodes: list[str]) -> list[list[str]]:
+    """Move units of the correction: every node, and every maximal chain of two or
+    more of them (``u -> v`` with one successor and one predecessor), which moves
+    as a whole (a branch of an inception block, a cell of a recurrent layer)."""
+    g = graph.nx
+    inside = set(nodes)
+    units = [[n] for n in nodes]
+    seen: set[str] = set()
+    for n in nodes:
+        if n in seen:
+            continue
+        p = next(iter(g.predecessors(n)), None) if g.in_degree(n) == 1 else None
+        if p in inside and g.out_degree(p) == 1:
+            continue  # not the head of a chain
+        chain = [n]
+        while g.out_degree(chain[-1]) == 1:
+            s = next(iter(g.successors(chain[-1])))
+            if s not in inside or g.in_degree(s) != 1:
+                break
+            chain.append(s)
+        seen.update(chain)
+        if len(chain) > 1:
+            units.append(chain)
+    return units
+
+
+def _path_devices(table: CostTable, path: list[str]) -> dict[str, str]:
+    """Fastest execution of the critical path: a device per key operator minimising
+    the path's op + dispatch + transfer time (dynamic programming along the path,
+    O(len(path) x D^2)); per-op fastest devices would pay a transfer at every
+    change of device."""
+    devs = table.devices
+    best = {d: table.w[path[0]][d] + table.disp[path[0]][d] for d in devs}
+    back: list[dict[str, str]] = []
+    for u, v in zip(path, path[1:]):
+        nbytes = table.edge_bytes(u, v)
+        step, arg = {}, {}
+        for d in devs:
+            prev = min(devs, key=lambda p: best[p] + table.comm(nbytes, p, d))
+            step[d] = best[prev] + table.comm(nbytes, prev, d) + table.w[v][d] + table.disp[v][d]
+            arg[d] = prev
+        best = step
+        back.append(arg)
+    d = min(devs, key=best.__getitem__)
+    out = {path[-1]: d}
+    for i in range(len(path) - 1, 0, -1):
+        d = back[i - 1][d]
+        out[path[i - 1]] = d
+    return out
+
+
+class CPGreedy(Scheduler):
+    """Key operators on their fastest device, greedy correction of the others.
+
+    Parameters
+    ----------
+    max_passes
+        Correction passes over the non-key operators (each pass tries every
+        operator on every other device).
+    verify
+        Simulate the candidate plans and return the best simulated one; False
+        trusts the estimator (no simulation).
+    """
+
+    name = "cp-greedy"
+
+    def __init__(self, *, max_passes: int = 4, verify: bool = True) -> None:
+        self.max_passes = max_passes
+        self.verify = verify
+
+    def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
+        table = CostTable(graph, platform, cost)
+        fastest = {n: table.fastest(n) for n in table.topo}
+        _, key_ops = critical_path(graph, weight=lambda n: table.w[n][fastest[n]])
+        keys = set(key_ops)
+        q = quantize(upward_rank(table))
+        prio = topo_priority(graph, sorted(table.topo, key=lambda n: -q[n]))
+        order = sorted(prio, key=prio.__getitem__)
+
+        def estimate(pl: dict[str, str]) -> float:
+            return _list_schedule(table, pl, order, presorted=True).makespan
+
+        initial = dict(fastest)
+        initial.update(_path_devices(table, key_ops))
+        placement = dict(initial)
+        best = estimate(placement)
+        units = _units(graph, [n for n in table.topo if n not in keys])
+        units.sort(key=lambda u: -sum(table.wbar(n) for n in u))
+        moves, passes = 0, 0
+        for passes in range(1, self.max_passes + 1):  # noqa: B007 - reported below
+            improved = False
+            for unit in units:
+                here = [placement[n] for n in unit]
+                for d in table.devices:
+                    if all(placement[n] == d for n in unit) or any(table.w[n][d] == float("inf") for n in unit):
+                        continue
+                    for n in unit:
+                        placement[n] = d
+                    m = estimate(placement)
+                    if m < best * (1 - 1e-9):
+                        best, here, improved = m, [d] * len(unit), True
+                        moves += 1
+                    for n, h in zip(unit, here):
+                        placement[n] = h
+            if not improved:
+                break
+        candidates = {"corrected": placement, "initial": initial}
+        for d in table.devices:
+            if all(table.w[n][d] < float("inf") for n in table.topo):
+                candidates[f"all-{d}"] = dict.fromkeys(table.topo, d)
+        chosen, sim_ms = "corrected", None
+        results: dict[str, float] = {}
+        if self.verify:
+            from sim.engine import simulate
+
+            for name, pl in candidates.items():
+                prio = _list_schedule(table, pl, order, presorted=True).priority()
+                results[name] = simulate(graph, platform, Plan(pl, prio), cost).makespan
+            chosen = min(results, key=lambda k: (results[k], k != "corrected"))
+            sim_ms = results[chosen]
+        final = _list_schedule(table, candidates[chosen], order, presorted=True)
+        return final.to_plan(
+            predicted_makespan=best if chosen == "corrected" else final.makespan,
+            simulated_makespan=sim_ms,
+            candidates_simulated=results,
+            chosen=chosen,
+            key_operators=key_ops,
+            moves=moves,
+            passes=passes,
+        )

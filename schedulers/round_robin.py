@@ -1,0 +1,35 @@
+"""Round-robin placement: the ``i``-th node in topological order goes to device ``i mod D``.
+
+A load-oblivious baseline (as in the scheduler comparisons of Braun et al., "A
+Comparison of Eleven Static Heuristics for Mapping a Class of Independent Tasks
+onto Heterogeneous Distributed Computing Systems", JPDC 61(6), 2001).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from schedulers.base import Scheduler, topo_priority
+from sim.plan import Plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from costmodel.base import CostModel
+    from graphs.graph import Graph
+    from sim.platform import Platform
+
+
+class RoundRobin(Scheduler):
+    """Cycle through the platform's devices in topological order. O(V + E)."""
+
+    name = "round-robin"
+
+    def __init__(self) -> None:
+        pass
+
+    def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
+        devs = platform.device_names
+        topo = graph.topological_order()
+        return Plan(
+            placement={n: devs[i % len(devs)] for i, n in enumerate(topo)},
+            priority=topo_priority(graph),
+        )

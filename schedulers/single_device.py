@@ -1,0 +1,58 @@
+"""All operators on one device, in topological order: how TVM runs a model by default.
+
+TVM's graph executor / Relax VM compiles the whole model for one target and
+launches its kernels one after the other (Chen et al., "TVM: An Automated
+End-to-End Optimizing Compiler for Deep Learning", OSDI 2018). This is the
+baseline every heterogeneous scheduler must beat.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from schedulers.base import Scheduler, SchedulerError, topo_priority
+from sim.plan import Plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from costmodel.base import CostModel
+    from graphs.graph import Graph
+    from sim.platform import Platform
+
+
+class SingleDevice(Scheduler):
+    """Every node on the first device of ``kind``; sequential topological order.
+
+    Registered as ``all-cpu`` (``kind="cpu"``) and ``all-gpu`` (``kind="gpu"``).
+    On a platform with several devices of the kind (multi-GPU), the first one in
+    platform order is used. Complexity O(V + E).
+
+    Parameters
+    ----------
+    kind
+        ``"cpu"`` or ``"gpu"``.
+    """
+
+    def __init__(self, *, kind: str = "gpu") -> None:
+        if kind not in ("cpu", "gpu"):
+            raise SchedulerError(f"SingleDevice: kind must be 'cpu' or 'gpu', got {kind!r}")
+        self.kind = kind
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"all-{self.kind}"
+
+    def why_not(self, graph: Graph, platform: Platform) -> str | None:
+        if not platform.devices_of_kind(self.kind):
+            return (
+                f"{self.name}: platform {platform.name!r} has no {self.kind.upper()} "
+                f"(devices: {platform.device_names})"
+            )
+        return None
+
+    def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
+        dev = platform.devices_of_kind(self.kind)[0].name
+        return Plan(
+            placement={n: dev for n in graph.nx},
+            priority=topo_priority(graph),
+            meta={"device": dev},
+        )

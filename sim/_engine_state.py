@@ -1,0 +1,121 @@
+"""Per-request state, in-flight transfers and the policy's view of :mod:`sim.engine`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sim.engine import _Run
+
+__all__ = ["SimulationError"]
+
+_WAIT, _QUEUED, _RUNNING, _DONE = 0, 1, 2, 3
+_STATE = {_WAIT: "waiting for inputs", _QUEUED: "queued", _RUNNING: "running", _DONE: "done"}
+
+
+class SimulationError(RuntimeError):
+    """The simulation cannot run or went wrong (out of memory, deadlock, bad cost)."""
+
+
+class _Req:
+    """State of one request in flight.
+
+    ``r`` index; ``base`` = r * n_ops, added to a node's rank to key the ready
+    heaps by (request, priority); ``pending[v]`` inputs not yet on v's device (for
+    a policy-placed node: first its unfinished predecessors); ``state[v]`` one of
+    ``_WAIT.._DONE``; ``refs[(producer, output, device)]`` readers left of each live
+    buffer; ``loc[v]`` device of v; ``remaining`` ops and output transfers left;
+    ``held`` graph outputs kept until the end; ``xfers`` transfers in flight by
+    (producer, output, destination), for policy-placed readers to join;
+    ``factors``/``rng`` the noise of this request.
+    """
+
+    __slots__ = (
+        "r",
+        "base",
+        "arrival",
+        "pending",
+        "state",
+        "refs",
+        "loc",
+        "remaining",
+        "held",
+        "xfers",
+        "factors",
+        "rng",
+    )
+
+
+class _Xfer:
+    """One tensor on its way to one device."""
+
+    __slots__ = (
+        "req",
+        "p",
+        "k",
+        "src",
+        "dst",
+        "hops",
+        "times",
+        "nbytes",
+        "consumers",
+        "is_output",
+        "hop",
+        "started",
+        "rank",
+    )
+
+    def __init__(
+        self,
+        req: _Req,
+        p: int,
+        k: int,
+        src: int,
+        dst: int,
+        hops: tuple[int, ...],
+        times: tuple[float, ...],
+        nbytes: int,
+        consumers: list[int],
+        is_output: bool,
+        rank: int,
+    ) -> None:
+        self.req, self.p, self.k, self.src, self.dst = req, p, k, src, dst
+        self.hops, self.times, self.nbytes = hops, times, nbytes
+        self.consumers, self.is_output, self.rank = consumers, is_output, rank
+        self.hop, self.started = 0, False
+
+
+class _View:
+    """:class:`sim.plan.SystemView` over the simulator's predicted state."""
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+        self.graph, self.platform, self.cost = run.graph, run.platform, run.cost
+        self.rng = np.random.default_rng(run.seed)
+        self._req: _Req | None = None
+
+    @property
+    def now(self) -> float:
+        """Simulated time (seconds since the first request arrived)."""
+        return self._run.env.now
+
+    def device_free_at(self, device: str) -> float:
+        """When ``device`` would finish the ops running and queued on it now."""
+        run = self._run
+        di = run.dev_index.get(device)
+        if di is None:
+            raise SimulationError(f"device_free_at: unknown device {device!r}")
+        now = run.env.now
+        start = min(max(now, e) for e in run.stream_end[di])
+        return start + max(0.0, run.queued[di]) / run.prep.streams[di]
+
+    def location(self, node: str) -> str | None:
+        """Device of ``node`` in the request being placed (None: not placed yet)."""
+        run = self._run
+        i = run.prep.index.get(node)
+        if i is None:
+            raise SimulationError(f"location: unknown node {node!r}")
+        d = self._req.loc[i] if self._req is not None else run.prep.loc0[i]
+        return run.prep.dev_names[d] if d >= 0 else None

@@ -1,0 +1,266 @@
+"""What a simulation returns: times, utilisation, traffic, memory and (optionally) records.
+
+A record is one op, one transfer hop or one dispatch:
+
+==========  ==================================================================
+``kind``    ``"op"``, ``"transfer"`` or ``"dispatch"``
+``name``    op: the node; transfer: ``"node[output]->device"``; dispatch: the node
+``node``    the node run, dispatched, or whose output moves (graph input name
+            for the inputs)
+``request`` request (micro-batch) index
+``resource`` device name, link direction (``"cpu->gpu"``; ``"a--b"`` for a
+            half-duplex link) or ``"dispatch"``
+``stream``  stream of the device (-1: a zero-cost view op, on no stream), dispatch
+            thread, or 0 for links
+``start``, ``end``  seconds
+``bytes``   op: bytes the kernel touches; transfer: tensor size; dispatch: 0
+``dst``, ``output``, ``hop``  transfers only: final device, output index, hop index
+==========  ==================================================================
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = ["RECORD_COLUMNS", "SimResult"]
+
+RECORD_COLUMNS = (
+    "kind",
+    "name",
+    "node",
+    "request",
+    "resource",
+    "stream",
+    "start",
+    "end",
+    "bytes",
+    "dst",
+    "output",
+    "hop",
+)
+
+
+@dataclass
+class SimResult:
+    """Outcome of :func:`sim.simulate`. Times in seconds, sizes in bytes.
+
+    Attributes
+    ----------
+    makespan
+        Time from the first arrival to the end of the last request (graph outputs
+        back on the host included).
+    latencies
+        Per request: completion minus arrival.
+    throughput
+        Steady-state requests per second: ``(n - 1) / (last - first completion)``
+        for ``n >= 2`` requests, else ``1 / makespan``.
+    device_busy, device_utilisation
+        Kernel time per device, and that over ``makespan * streams``.
+    link_busy, link_utilisation, bytes_moved
+        Per link direction (``"cpu->gpu"``; ``"a--b"`` for a half-duplex link).
+    dispatch_busy
+        Host time spent dispatching kernels.
+    peak_memory, memory_capacity, weights
+        Per device: peak bytes in use (weights included), capacity, resident weights.
+    failures
+        Memory overflows when simulated with ``check_memory=False``; ``ok`` is False
+        when there are any.
+    records
+        Per-op/transfer/dispatch dicts (module docstring) when ``record=True``, else None.
+    """
+
+    graph: str
+    platform: str
+    requests: int
+    interval_s: float
+    makespan: float
+    arrivals: list[float]
+    completions: list[float]
+    latencies: list[float]
+    throughput: float
+    ops: int
+    device_busy: dict[str, float]
+    device_utilisation: dict[str, float]
+    link_busy: dict[str, float]
+    link_utilisation: dict[str, float]
+    bytes_moved: dict[str, int]
+    dispatch_busy: float
+    peak_memory: dict[str, int]
+    memory_capacity: dict[str, int]
+    weights: dict[str, int]
+    streams: dict[str, int]
+    failures: list[str] = field(default_factory=list)
+    records: list[dict[str, Any]] | None = None
+
+    @classmethod
+    def from_run(cls, run: Any) -> SimResult:
+        """Collect the counters of a finished :mod:`sim.engine` run."""
+        prep = run.prep
+        completions = list(run.completions)
+        makespan = max(completions) if completions else 0.0
+        latencies = [c - a for c, a in zip(completions, run.arrivals)]
+        n = len(completions)
+        span = max(completions) - min(completions) if n else 0.0
+        if n >= 2 and span > 0:
+            throughput = (n - 1) / span
+        else:
+            throughput = n / makespan if makespan > 0 else math.inf
+        devs = prep.dev_names
+        dev_busy = {d: run.busy[i] for i, d in enumerate(devs)}
+        dev_util = {
+            d: (run.busy[i] / (makespan * prep.streams[i]) if makespan > 0 else 0.0)
+            for i, d in enumerate(devs)
+        }
+        res = prep.res_names
+        records = None
+        if run.records is not None:
+            records = [dict(zip(RECORD_COLUMNS, rec)) for rec in run.records]
+        return cls(
+            graph=run.graph.name,
+            platform=run.platform.name,
+            requests=run.n_req,
+            interval_s=run.interval,
+            makespan=makespan,
+            arrivals=list(run.arrivals),
+            completions=completions,
+            latencies=latencies,
+            throughput=throughput,
+            ops=prep.n_ops * run.n_req,
+            device_busy=dev_busy,
+            device_utilisation=dev_util,
+            link_busy={r: run.lbusy[i] for i, r in enumerate(res)},
+            link_utilisation={
+                r: (run.lbusy[i] / makespan if makespan > 0 else 0.0) for i, r in enumerate(res)
+            },
+            bytes_moved={r: run.lbytes[i] for i, r in enumerate(res)},
+            dispatch_busy=run.disp_busy,
+            peak_memory={d: run.peak[i] for i, d in enumerate(devs)},
+            memory_capacity={d: prep.capacity[i] for i, d in enumerate(devs)},
+            weights={d: run.weights[i] for i, d in enumerate(devs)},
+            streams={d: prep.streams[i] for i, d in enumerate(devs)},
+            failures=list(run.failures),
+            records=records,
+        )
+
+    # ---------------------------------------------------------------- queries
+    @property
+    def ok(self) -> bool:
+        """False when the run overflowed a device's memory (``check_memory=False``)."""
+        return not self.failures
+
+    @property
+    def latency(self) -> float:
+        """Mean request latency."""
+        return statistics.fmean(self.latencies) if self.latencies else 0.0
+
+    @property
+    def total_bytes_moved(self) -> int:
+        return sum(self.bytes_moved.values())
+
+    def link_bytes(self) -> dict[str, int]:
+        """Bytes per physical link, both directions summed (``"cpu<->gpu"``)."""
+        out: dict[str, int] = {}
+        for name, b in self.bytes_moved.items():
+            if "->" in name:
+                a, c = name.split("->", 1)
+                key = next((k for k in out if k in (f"{a}<->{c}", f"{c}<->{a}")), f"{a}<->{c}")
+            else:
+                key = name
+            out[key] = out.get(key, 0) + b
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """One flat, JSON-safe row: the numbers an experiment sweep stores.
+
+        Examples
+        --------
+        >>> from graphs import Graph
+        >>> from sim import Plan, simulate
+        >>> g = Graph()
+        >>> g.add_op("a", "relu", bytes=1_000_000)
+        >>> s = simulate(g, "cpu2", Plan({"a": "cpu0"})).summary()
+        >>> s["requests"], s["ops"], s["bytes_moved"]
+        (1, 1, 0)
+        """
+        lat = sorted(self.latencies)
+        row: dict[str, Any] = {
+            "graph": self.graph,
+            "platform": self.platform,
+            "requests": self.requests,
+            "interval_s": self.interval_s,
+            "ops": self.ops,
+            "makespan_s": self.makespan,
+            "throughput_per_s": self.throughput,
+            "latency_mean_s": self.latency,
+            "latency_p50_s": _quantile(lat, 0.5),
+            "latency_p99_s": _quantile(lat, 0.99),
+            "latency_max_s": lat[-1] if lat else 0.0,
+            "bytes_moved": self.total_bytes_moved,
+            "dispatch_busy_s": self.dispatch_busy,
+            "ok": self.ok,
+        }
+        for d, u in self.device_utilisation.items():
+            row[f"util:{d}"] = u
+        for d, m in self.peak_memory.items():
+            row[f"peak_memory:{d}"] = m
+        for r, u in self.link_utilisation.items():
+            row[f"util:{r}"] = u
+        return row
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """The records as a :class:`pandas.DataFrame` (one row per record).
+
+        Raises :class:`ValueError` when the run kept no records.
+        """
+        import pandas as pd
+
+        if self.records is None:
+            raise ValueError("this result has no records: run simulate(..., record=True)")
+        return pd.DataFrame.from_records(self.records, columns=list(RECORD_COLUMNS))
+
+    def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
+        """Write the records as Chrome trace JSON (opens in Perfetto); see :mod:`sim.trace`."""
+        from sim.trace import write_chrome_trace
+
+        return write_chrome_trace(self, path)
+
+    def __str__(self) -> str:
+        ms = 1e3
+        lat = sorted(self.latencies)
+        lines = [
+            f"{self.graph} on {self.platform}: {self.requests} request(s), {self.ops} ops, "
+            f"makespan {self.makespan * ms:.4f} ms, throughput {self.throughput:.2f}/s",
+            f"latency (ms): mean {self.latency * ms:.4f}  p50 {_quantile(lat, 0.5) * ms:.4f}  "
+            f"max {(lat[-1] if lat else 0.0) * ms:.4f}",
+            f"{'resource':<24}{'busy ms':>12}{'util':>8}{'peak MiB':>12}{'cap MiB':>12}{'moved MiB':>12}",
+        ]
+        for d in self.device_busy:
+            lines.append(
+                f"{d:<24}{self.device_busy[d] * ms:>12.4f}{self.device_utilisation[d]:>8.1%}"
+                f"{self.peak_memory[d] / 2**20:>12.2f}{self.memory_capacity[d] / 2**20:>12.0f}{'':>12}"
+            )
+        for r in self.link_busy:
+            lines.append(
+                f"{r:<24}{self.link_busy[r] * ms:>12.4f}{self.link_utilisation[r]:>8.1%}"
+                f"{'':>12}{'':>12}{self.bytes_moved[r] / 2**20:>12.2f}"
+            )
+        util = self.dispatch_busy / self.makespan if self.makespan > 0 else 0.0
+        lines.append(f"{'dispatch (host)':<24}{self.dispatch_busy * ms:>12.4f}{util:>8.1%}")
+        for f in self.failures:
+            lines.append(f"FAILED: {f}")
+        return "\n".join(lines)
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    i = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
+    return sorted_values[i]

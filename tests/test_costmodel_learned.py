@@ -1,0 +1,444 @@
+"""Learned cost models (Table, Polynomial, XGBoost), the measured CostModel glue,
+costmodel.fit/load/from_spec, and the leave-one-model-out evaluation and its CLI.
+
+Everything runs on synthetic profiles whose kernel times follow a known formula:
+``time = a[op] * flops + b[op] * bytes + c[op]`` per device.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import costmodel
+import graphs
+from costmodel import CostModelError
+from costmodel.measured import CostModelWarning, MeasuredCostModel, NotFittedError
+from costmodel.polynomial import Polynomial
+from costmodel.profile import read_profile, write_profile
+from costmodel.table import Table
+from costmodel.xgb import XGBoost
+from graphs import Graph
+from sim.platform import Device, Link, Platform
+
+# seconds per FLOP, seconds per byte, seconds: per device, per op kind
+COEF = {
+    "cpu": {"conv2d": (1 / 4e10, 1 / 8e9, 4e-6), "matmul": (1 / 6e10, 1 / 1e10, 3e-6),
+            "add": (0.0, 1 / 6e9, 2e-6), "relu": (0.0, 1 / 7e9, 1.5e-6)},
+    "cuda:0": {"conv2d": (1 / 2e12, 1 / 2e11, 8e-6), "matmul": (1 / 3e12, 1 / 2e11, 7e-6),
+               "add": (0.0, 1 / 1.5e11, 6e-6), "relu": (0.0, 1 / 1.6e11, 6e-6)},
+}
+KINDS = {"cpu": "cpu", "cuda:0": "gpu"}
+MODELS = ["netA", "netB", "netC", "netD"]
+FAST_XGB = {"n_estimators": 150, "max_depth": 4, "learning_rate": 0.15}
+
+
+def _t(*shape: int) -> tuple[list[int], str]:
+    return (list(shape), "float32")
+
+
+def formula(device: str, op: str, flops: float, nbytes: float) -> float:
+    a, b, c = COEF[device][op]
+    return a * flops + b * nbytes + c
+
+
+def synthetic_graph(name: str, rng: np.random.Generator, n_blocks: int = 10) -> Graph:
+    """A chain of conv2d -> add -> relu -> matmul blocks with random shapes
+    (shapes drawn from small sets, so models share some signatures)."""
+    g = Graph(name=name, meta={"granularity": "op"})
+    prev = None
+    for i in range(n_blocks):
+        c, k = int(rng.choice([8, 16, 32, 64])), int(rng.choice([8, 16, 32, 64]))
+        hw, ks = int(rng.choice([7, 14, 28])), int(rng.choice([1, 3]))
+        m, kk, n = (int(rng.choice([1, 4, 16, 64])), int(rng.choice([64, 128, 256, 512])),
+                    int(rng.choice([64, 128, 256])))
+        ca, cr = (int(rng.choice([8, 12, 16, 24, 32, 48, 64, 96])) for _ in range(2))
+        ha, hr = (int(rng.choice([7, 14, 28, 56])) for _ in range(2))
+        nodes = [
+            (f"conv{i}", "conv2d", [_t(1, c, hw, hw), _t(k, c, ks, ks)], [_t(1, k, hw, hw)],
+             2.0 * k * c * ks * ks * hw * hw, {"strides": [1, 1], "padding": [ks // 2] * 4, "groups": 1}),
+            (f"add{i}", "add", [_t(1, ca, ha, ha), _t(1, ca, ha, ha)], [_t(1, ca, ha, ha)], float(ca * ha * ha), {}),
+            (f"relu{i}", "relu", [_t(1, cr, hr, hr)], [_t(1, cr, hr, hr)], float(cr * hr * hr), {}),
+            (f"mm{i}", "matmul", [_t(m, kk), _t(kk, n)], [_t(m, n)], 2.0 * m * kk * n, {}),
+        ]
+        for node, op, ins, outs, flops, attrs in nodes:
+            g.add_op(node, op, inputs=ins, outputs=outs, flops=flops, attrs=attrs,
+                     param_bytes=4 * int(np.prod(ins[1][0])) if op in ("conv2d", "matmul") else 0)
+            if prev is not None:
+                g.add_edge(prev, node, bytes=4096)
+            prev = node
+    return g
+
+
+def synthetic_rows(graphs_: list[Graph], *, noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """ops.csv rows for every distinct signature of ``graphs_`` on both devices."""
+    rng = np.random.default_rng(seed)
+    first: dict[str, tuple[str, str, pd.Series]] = {}
+    members: dict[str, list[str]] = {}
+    for g in graphs_:
+        for node, row in graphs.features(g).iterrows():
+            first.setdefault(row["signature"], (g.name, node, row))
+            members.setdefault(row["signature"], [])
+            if g.name not in members[row["signature"]]:
+                members[row["signature"]].append(g.name)
+    rows = []
+    for device, kind in KINDS.items():
+        for sig, (model, node, f) in first.items():
+            t = formula(device, f["op"], f["flops"], f["bytes"]) * (1 + noise * rng.standard_normal())
+            rows.append({"signature": sig, "device": device, "device_kind": kind, "backend": "torch",
+                         "model": model, "node": node, "batch": 1, "models": ";".join(members[sig]),
+                         "op": f["op"], "time_s": t, "p10_s": 0.95 * t, "p90_s": 1.05 * t, "repeats": 20,
+                         **{c: f[c] for c in graphs.FEATURE_COLUMNS}})
+    return pd.DataFrame(rows)
+
+
+def manifest(models: list[str]) -> dict:
+    return {"hetsim_profile": 1, "name": "synthetic", "date": "2026-11-22T03:30:00Z",
+            "machine": {"hostname": "test", "cpu_model": "synthetic", "cpu_cores": 2},
+            "libraries": {"hetsim": "0.1.0"}, "backend": "torch",
+            "devices": [{"name": "cpu", "kind": "cpu", "torch_device": "cpu", "threads": 1},
+                        {"name": "cuda:0", "kind": "gpu", "torch_device": "cuda:0"}],
+            "models": models, "batches": [1], "granularity": "op"}
+
+
+LINK_FITS = {"cpu->cuda:0": {"latency_s": 1e-5, "bandwidth_bytes_per_s": 1e10, "pinned": True},
+             "cuda:0->cpu": {"latency_s": 2e-5, "bandwidth_bytes_per_s": 5e9, "pinned": True},
+             "duplex": True}
+DISPATCH = {"cpu": 1.2e-5, "cuda:0": 6e-6}
+
+
+@pytest.fixture(scope="module")
+def model_graphs() -> list[Graph]:
+    rng = np.random.default_rng(7)
+    return [synthetic_graph(m, rng, n_blocks=12) for m in MODELS]
+
+
+@pytest.fixture(scope="module")
+def profile_dir(tmp_path_factory: pytest.TempPathFactory, model_graphs: list[Graph]) -> Path:
+    path = tmp_path_factory.mktemp("prof") / "synthetic"
+    write_profile(path, manifest(MODELS), synthetic_rows(model_graphs), link_fits=LINK_FITS, dispatch=DISPATCH)
+    return path
+
+
+@pytest.fixture(scope="module")
+def profile(profile_dir: Path) -> costmodel.Profile:
+    return read_profile(profile_dir)
+
+
+def _split(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    perm = np.random.default_rng(seed).permutation(n)
+    return perm[: int(0.75 * n)], perm[int(0.75 * n):]
+
+
+def _truth(rows: pd.DataFrame) -> np.ndarray:
+    return np.array([formula(d, o, f, b) for d, o, f, b in zip(rows["device"], rows["op"], rows["flops"], rows["bytes"])])
+
+
+# --------------------------------------------------------------------- Polynomial
+def test_polynomial_recovers_the_formula_within_1_percent(profile: costmodel.Profile) -> None:
+    rows = profile.ops
+    tr, te = _split(len(rows))
+    poly = Polynomial().fit(rows.iloc[tr], rows["time_s"].iloc[tr])
+    err = np.abs(poly.predict(rows.iloc[te]) / _truth(rows.iloc[te]) - 1)
+    assert err.max() < 0.01
+    sel = poly.selection()
+    # exact linear data: the linear raw form is chosen for every op kind that has its own fit
+    own = sel[sel["op"] != "*"]
+    assert set(own["op"]) == {"conv2d", "add", "relu", "matmul"}
+    assert (own["space"] == "raw").all() and (own["degree"] == 1).all()
+
+
+def test_polynomial_with_noise_and_global_fallback(profile: costmodel.Profile, model_graphs: list[Graph]) -> None:
+    noisy = synthetic_rows(model_graphs, noise=0.003, seed=3)
+    keep = noisy[(noisy["op"] != "relu") | (noisy.index % 40 == 0)]  # relu: too few samples
+    poly = Polynomial(min_samples=8).fit(keep, keep["time_s"])
+    clean = profile.ops
+    pred = poly.predict(clean)
+    not_relu = (clean["op"] != "relu").to_numpy()
+    assert np.max(np.abs(pred[not_relu] / _truth(clean)[not_relu] - 1)) < 0.01
+    reasons = poly.fallback_reasons(clean)
+    assert all(("'relu'" in r and "global polynomial" in r) == (op == "relu") for r, op in zip(reasons, clean["op"]))
+    assert np.all(pred > 0)
+
+
+def test_polynomial_predictions_are_positive_far_outside_the_data(profile: costmodel.Profile) -> None:
+    poly = Polynomial().fit(profile.ops, profile.ops["time_s"])
+    odd = profile.ops.head(4).copy()
+    odd["flops"], odd["bytes"] = 0.0, 0.0
+    assert np.all(poly.predict(odd) > 0)
+
+
+# ------------------------------------------------------------------------ XGBoost
+def test_xgboost_small_error_on_held_out_points(profile: costmodel.Profile) -> None:
+    rows = profile.ops
+    tr, te = _split(len(rows), seed=1)
+    model = XGBoost(**FAST_XGB).fit(rows.iloc[tr], rows["time_s"].iloc[tr])
+    pred = model.predict(rows.iloc[te])
+    mape = np.mean(np.abs(pred / rows["time_s"].iloc[te].to_numpy() - 1))
+    assert mape < 0.05
+    assert model.devices_ == ["cpu", "cuda:0"]
+    assert "op=conv2d" in model.columns_ and "class=elementwise" in model.columns_
+    assert not {"in_degree", "out_degree", "depth"} & set(model.columns_)
+
+
+def test_xgboost_save_load_round_trip_is_identical(profile: costmodel.Profile, tmp_path: Path) -> None:
+    rows = profile.ops
+    model = XGBoost(**FAST_XGB).fit(rows, rows["time_s"])
+    path = model.save(tmp_path / "xgb.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["xgb.0.xgb.json", "xgb.1.xgb.json", "xgb.json"]
+    again = XGBoost.load(path)
+    assert np.array_equal(again.predict(rows), model.predict(rows))
+    assert again.get_params() == model.get_params()
+    via_api = costmodel.load(path)
+    assert np.array_equal(via_api.predict(rows), model.predict(rows))
+    with pytest.raises(CostModelError, match="bare XGBoost predictor, not a cost model"):
+        costmodel.from_spec(str(path))
+    (tmp_path / "xgb.1.xgb.json").write_text("{broken")
+    with pytest.raises(CostModelError, match="not an XGBoost JSON model"):
+        XGBoost.load(path)
+    (tmp_path / "xgb.1.xgb.json").unlink()
+    with pytest.raises(CostModelError, match=r"booster file .*xgb\.1\.xgb\.json.* of device 'cuda:0' is missing"):
+        XGBoost.load(path)
+    path.write_text('{"hetsim_costmodel": 7}')
+    with pytest.raises(CostModelError, match="'hetsim_costmodel' is 7"):
+        costmodel.load(path)
+
+
+def test_xgboost_is_seeded(profile: costmodel.Profile) -> None:
+    rows = profile.ops
+    a = XGBoost(**FAST_XGB, random_state=5).fit(rows, rows["time_s"]).predict(rows)
+    b = XGBoost(**FAST_XGB, random_state=5).fit(rows, rows["time_s"]).predict(rows)
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("cls", [Table, Polynomial, XGBoost])
+def test_predict_before_fit_raises_and_init_only_stores(cls: type, profile: costmodel.Profile) -> None:
+    model = cls()
+    assert not model.is_fitted and not [k for k in vars(model) if k.endswith("_")]
+    with pytest.raises(NotFittedError, match="not fitted"):
+        model.predict(profile.ops)
+    assert isinstance(NotFittedError("x"), CostModelError)
+
+
+def test_fit_rejects_bad_inputs(profile: costmodel.Profile) -> None:
+    rows = profile.ops
+    with pytest.raises(CostModelError, match="lacks column"):
+        Polynomial().fit(rows.drop(columns="bytes"), rows["time_s"])
+    with pytest.raises(CostModelError, match="y has"):
+        XGBoost().fit(rows, rows["time_s"].iloc[:3])
+    bad = rows["time_s"].to_numpy().copy()
+    bad[2] = np.nan
+    with pytest.raises(CostModelError, match=r"y\[2\]"):
+        Polynomial().fit(rows, bad)
+    fitted = Polynomial().fit(rows[rows["device"] == "cpu"], rows.loc[rows["device"] == "cpu", "time_s"])
+    with pytest.raises(CostModelError, match="cuda:0"):
+        fitted.predict(rows)
+
+
+# -------------------------------------------------------------------------- Table
+def test_table_exact_lookup_and_recorded_fallback(profile: costmodel.Profile, model_graphs: list[Graph]) -> None:
+    rows = profile.ops
+    table = Table().fit(rows, rows["time_s"])
+    assert np.array_equal(table.predict(rows), rows["time_s"].to_numpy())
+    cost = MeasuredCostModel.from_profile(profile, table)
+    cpu = Device("cpu0", "cpu", peak_flops=1e11, mem_bandwidth_bytes_per_s=1e10, memory_bytes=2**33)
+    g = model_graphs[0]
+    known = "conv0"
+    sig = graphs.signature(g.nodes[known])
+    measured = float(rows.loc[(rows["signature"] == sig) & (rows["device"] == "cpu"), "time_s"].iloc[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every node measured: no warning
+        assert cost.op_time(g, known, cpu) == measured
+    assert cost.coverage(g, cpu) == 1.0 and cost.fallbacks(g, cpu) == {}
+    # an unmeasured signature: new shapes
+    h = Graph(name="unseen")
+    h.add_op("big", "conv2d", inputs=[_t(1, 48, 20, 20), _t(40, 48, 3, 3)], outputs=[_t(1, 40, 20, 20)],
+             flops=2.0 * 40 * 48 * 9 * 400, attrs={"strides": [1, 1], "padding": [1] * 4, "groups": 1})
+    h.add_op("r", "relu", inputs=[_t(1, 8, 7, 7)], outputs=[_t(1, 8, 7, 7)], flops=392.0)
+    with pytest.warns(CostModelWarning, match=r"1 of 2 nodes of graph 'unseen'.*coverage 50\.0%"):
+        t = cost.op_time(h, "big", cpu)
+    f = graphs.features(h).loc["big"]
+    assert t == pytest.approx(formula("cpu", "conv2d", f["flops"], f["bytes"]), rel=0.01)
+    assert set(cost.fallbacks(h, cpu)) == {"big"}
+    assert "signature not measured on cpu: Polynomial" in cost.fallbacks(h, cpu)["big"]
+    assert cost.coverage(h, cpu) == 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once per graph and device
+        cost.op_time(h, "r", cpu)
+
+
+def test_table_round_trip_with_xgboost_fallback(profile: costmodel.Profile, tmp_path: Path) -> None:
+    rows = profile.ops
+    table = Table(fallback=XGBoost(**FAST_XGB)).fit(rows, rows["time_s"])
+    shifted = rows.copy()
+    shifted["signature"] = shifted["signature"] + "x"  # all unmeasured: the fallback answers
+    again = costmodel.load(table.save(tmp_path / "t.json"))
+    assert isinstance(again, Table) and isinstance(again.fallback_, XGBoost)
+    assert np.array_equal(again.predict(shifted), table.predict(shifted))
+    assert np.array_equal(again.predict(rows), rows["time_s"].to_numpy())
+
+
+# ------------------------------------------------------ measured CostModel glue
+def _platform() -> Platform:
+    cpu = Device("host", "cpu", peak_flops=1e11, mem_bandwidth_bytes_per_s=1e10, memory_bytes=2**34, dispatch_s=3e-5)
+    gpu = Device("gpu", "gpu", peak_flops=1e13, mem_bandwidth_bytes_per_s=3e11, memory_bytes=2**33, dispatch_s=9e-6)
+    return Platform("test", (cpu, gpu), (Link("host", "gpu", bandwidth_bytes_per_s=2e10, latency_s=3e-6),))
+
+
+def test_measured_maps_devices_links_and_dispatch(profile: costmodel.Profile, model_graphs: list[Graph]) -> None:
+    p = _platform()
+    cost = costmodel.fit(profile, "polynomial", platform=p)
+    assert isinstance(cost, costmodel.CostModel)
+    host, gpu = p.device("host"), p.device("gpu")
+    g = model_graphs[1]
+    f = graphs.features(g).loc["mm3"]
+    assert cost.op_time(g, "mm3", gpu) == pytest.approx(formula("cuda:0", "matmul", f["flops"], f["bytes"]), rel=0.01)
+    assert cost.op_time(g, "mm3", host) == pytest.approx(formula("cpu", "matmul", f["flops"], f["bytes"]), rel=0.01)
+    assert cost.dispatch_time(g, "mm3", host) == 1.2e-5 and cost.dispatch_time(g, "mm3", gpu) == 6e-6
+    link = p.links[0]
+    # both ends' kinds known: the profile's cpu->gpu fit, not the link's own numbers
+    assert cost.transfer_time(10**6, link) == pytest.approx(1e-5 + 1e6 / 1e10)
+    assert cost.transfer_time(10**6, link, src="gpu") == pytest.approx(2e-5 + 1e6 / 5e9)
+    # a link between devices the model knows nothing about: its own numbers
+    other = Link("x", "y", bandwidth_bytes_per_s=4e9, latency_s=1e-6)
+    assert cost.transfer_time(4000, other) == pytest.approx(1e-6 + 1e-6)
+    # without the platform, 'host' and 'gpu' are not profile device names: the link's
+    # own numbers, whatever was priced before
+    blind = costmodel.fit(profile, "polynomial")
+    blind.op_time(g, "mm3", gpu)
+    assert blind.transfer_time(10**6, link) == pytest.approx(3e-6 + 1e6 / 2e10)
+    named = Link("cpu", "cuda:0", bandwidth_bytes_per_s=2e10, latency_s=3e-6)
+    assert blind.transfer_time(10**6, named) == pytest.approx(1e-5 + 1e6 / 1e10)
+    # explicit device map: the platform GPU priced like the profile CPU
+    mapped = costmodel.fit(profile, "polynomial", device_map={"gpu": "cpu"})
+    assert mapped.op_time(g, "mm3", gpu) == pytest.approx(cost.op_time(g, "mm3", host))
+    with pytest.raises(CostModelError, match="device_map"):
+        costmodel.fit(profile, "polynomial", device_map={"gpu": "tpu0"})
+
+
+def test_device_missing_from_profile_uses_roofline(profile: costmodel.Profile, model_graphs: list[Graph]) -> None:
+    cpu_only = profile.ops[profile.ops["device"] == "cpu"]
+    cost = MeasuredCostModel.from_profile(profile, Polynomial().fit(cpu_only, cpu_only["time_s"]))
+    gpu = _platform().device("gpu")
+    g = model_graphs[2]
+    with pytest.warns(CostModelWarning, match="no data for a gpu device"):
+        t = cost.op_time(g, "conv1", gpu)
+    assert t == costmodel.Roofline().op_time(g, "conv1", gpu)
+    assert cost.coverage(g, gpu) == 0.0
+
+
+def test_measured_save_load_and_from_spec(profile_dir: Path, model_graphs: list[Graph], tmp_path: Path) -> None:
+    g = model_graphs[3]
+    gpu = _platform().device("gpu")
+    cost = costmodel.fit(profile_dir, "xgboost", **FAST_XGB)
+    again = costmodel.load(cost.save(tmp_path / "m.json"))
+    assert isinstance(again, MeasuredCostModel)
+    assert [again.op_time(g, n, gpu) for n in g] == [cost.op_time(g, n, gpu) for n in g]
+    assert again.transfer_time(10**6, _platform().links[0]) == cost.transfer_time(10**6, _platform().links[0])
+    assert isinstance(costmodel.from_spec("roofline"), costmodel.Roofline)
+    assert isinstance(costmodel.from_spec(str(tmp_path / "m.json")), MeasuredCostModel)
+    spec = costmodel.from_spec(f"{profile_dir}:polynomial")
+    assert isinstance(spec.predictor, Polynomial)
+    with pytest.raises(CostModelError, match="expected 'roofline'"):
+        costmodel.from_spec(str(tmp_path / "nowhere"))
+
+
+def test_default_spec_is_table_with_xgboost_fallback(profile_dir: Path) -> None:
+    cost = costmodel.from_spec(str(profile_dir))
+    assert isinstance(cost.predictor, Table) and isinstance(cost.predictor.fallback_, XGBoost)
+
+
+def test_op_time_caches_features_once_per_graph(profile: costmodel.Profile, model_graphs: list[Graph],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import costmodel.measured as measured
+
+    calls = []
+    real = measured.features
+    monkeypatch.setattr(measured, "features", lambda g: calls.append(g.name) or real(g))
+    cost = costmodel.fit(profile, "polynomial")
+    p = _platform()
+    for g in model_graphs[:2]:
+        for n in g:
+            for d in p.devices:
+                cost.op_time(g, n, d)
+    assert calls == ["netA", "netB"]
+    small = MeasuredCostModel.from_profile(profile, cost.predictor)
+    small.cache_size = 1
+    for g in model_graphs:
+        small.op_time(g, "conv0", p.devices[0])
+    assert len(small._graphs) == 1
+
+
+def test_measured_model_inside_simulate(profile: costmodel.Profile, model_graphs: list[Graph]) -> None:
+    from sim import Plan, simulate
+
+    cost = costmodel.fit(profile, "table", fallback="polynomial")
+    p = _platform()
+    g = model_graphs[0]
+    nodes = list(g)
+    res = simulate(g, p, Plan({n: "host" for n in nodes}), cost)
+    host = p.device("host")
+    kernels = sum(cost.op_time(g, n, host) for n in nodes)
+    # a chain on one device: every op waits for its dispatch (serial host) and its kernel
+    assert res.makespan == pytest.approx(kernels + len(nodes) * 1.2e-5, rel=1e-9)
+    half = {n: ("gpu" if i >= len(nodes) // 2 else "host") for i, n in enumerate(nodes)}
+    res2 = simulate(g, p, Plan(half), cost)
+    assert res2.bytes_moved and res2.makespan > 0
+
+
+# ------------------------------------------------------------------- evaluation
+def test_evaluate_leave_one_model_out(profile: costmodel.Profile) -> None:
+    points = costmodel.loo_predictions(profile, ("polynomial", "xgboost"), params={"xgboost": FAST_XGB})
+    for m in MODELS:  # test rows are exactly the rows of the held-out model
+        got = points[(points["held_out"] == m) & (points["predictor"] == "polynomial")]
+        assert len(got) == int(profile.model_mask(m).sum())
+    summary = costmodel.summarize(points)
+    assert list(summary.columns) == ["predictor", "held_out", "device", "op", "n",
+                                     "mape_pct", "median_ape_pct", "p90_ape_pct"]
+    overall = summary[summary["op"] == "ALL"].set_index(["predictor", "held_out", "device"]).sort_index()
+    assert set(overall.index.get_level_values("held_out")) == {*MODELS, "ALL"}
+    assert (overall.loc["polynomial", "mape_pct"] < 1.0).all()  # the exact form of the data
+    assert (overall.loc["xgboost", "mape_pct"] < 25.0).all()
+    one = points[(points["predictor"] == "xgboost") & (points["held_out"] == "netB") & (points["device"] == "cpu")]
+    row = overall.loc[("xgboost", "netB", "cpu")]
+    assert row["n"] == len(one) and row["mape_pct"] == pytest.approx(one["ape_pct"].mean())
+    assert row["p90_ape_pct"] == pytest.approx(np.quantile(one["ape_pct"], 0.9))
+
+
+def test_evaluate_needs_two_models(profile_dir: Path, tmp_path: Path) -> None:
+    prof = read_profile(profile_dir)
+    only = prof.ops.assign(models="netA")
+    write_profile(tmp_path / "one", manifest(["netA"]), only)
+    with pytest.raises(CostModelError, match="at least two models"):
+        costmodel.evaluate(tmp_path / "one")
+
+
+def test_cli_eval_and_fit(profile_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from experiments import cli_costmodel
+
+    parser = argparse.ArgumentParser(prog="hetsim")
+    cli_costmodel.add_parser(parser.add_subparsers(dest="command"))
+    out = tmp_path / "ev"
+    args = parser.parse_args(["costmodel", "eval", str(profile_dir), "--out", str(out), "--kinds", "polynomial"])
+    assert cli_costmodel.run(args) == 0
+    text = capsys.readouterr().out
+    assert "polynomial MAPE%" in text and "device cuda:0" in text and "held-out MAPE" in text
+    assert sorted(p.name for p in out.iterdir()) == ["eval.csv", "eval.pdf", "eval.png", "eval_points.csv"]
+    ev = pd.read_csv(out / "eval.csv")
+    assert list(ev.columns) == ["predictor", "held_out", "device", "op", "n",
+                                "mape_pct", "median_ape_pct", "p90_ape_pct"]
+    assert set(ev["held_out"]) == {*MODELS, "ALL"} and set(ev["device"]) == {"cpu", "cuda:0"}
+    assert (out / "eval.png").read_bytes()[:4] == b"\x89PNG" and (out / "eval.pdf").read_bytes()[:4] == b"%PDF"
+    model_file = tmp_path / "poly.json"
+    args = parser.parse_args(["costmodel", "fit", str(profile_dir), "--kind", "polynomial", "--out", str(model_file)])
+    assert cli_costmodel.run(args) == 0
+    assert "raw" in capsys.readouterr().out
+    assert isinstance(costmodel.load(model_file), MeasuredCostModel)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["costmodel", "eval", str(profile_dir), "--kinds", "forest"])

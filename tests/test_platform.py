@@ -1,0 +1,198 @@
+"""Platform descriptions: presets, TOML loading, validation, routes."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sim import Device, Link, Platform, PlatformError
+
+
+def to_toml(data: dict[str, Any]) -> str:
+    """Minimal TOML writer for the platform structure (scalars + arrays of tables)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return repr(v)
+
+    lines = [f"{k} = {value(v)}" for k, v in data.items() if not isinstance(v, list)]
+    for key in ("devices", "links"):
+        for table in data.get(key, []):
+            lines += ["", f"[[{key}]]"] + [f"{k} = {value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+MINIMAL = {
+    "name": "box",
+    "devices": [
+        {
+            "name": "cpu",
+            "kind": "cpu",
+            "peak_flops": 1e12,
+            "mem_bandwidth_bytes_per_s": 1e11,
+            "memory_bytes": 2**34,
+        },
+        {
+            "name": "gpu",
+            "kind": "gpu",
+            "peak_flops": 1e13,
+            "mem_bandwidth_bytes_per_s": 1e12,
+            "memory_bytes": 2**33,
+        },
+    ],
+    "links": [{"src": "cpu", "dst": "gpu", "bandwidth_bytes_per_s": 1.2e10, "latency_s": 1e-5}],
+}
+
+
+def with_changes(path: str, value: Any) -> dict[str, Any]:
+    """A deep copy of MINIMAL with ``path`` ("devices.0.kind") set to ``value``."""
+    import copy
+
+    data = copy.deepcopy(MINIMAL)
+    *parents, last = path.split(".")
+    node: Any = data
+    for p in parents:
+        node = node[int(p)] if p.isdigit() else node[p]
+    node[int(last) if last.isdigit() else last] = value
+    return data
+
+
+@pytest.mark.parametrize("name", Platform.presets())
+def test_every_preset_loads_and_connects(name: str):
+    p = Platform.preset(name)
+    assert p.name == name and p.host in p
+    assert p.device(p.host).kind == "cpu"
+    for a, b in itertools.permutations(p.device_names, 2):
+        hops = p.route(a, b)
+        assert bool(hops) != p.shares_memory(a, b), (a, b)
+    for d in p.devices:
+        assert d.peak_flops > 0 and d.memory_bytes > 0 and d.streams >= 1
+    assert Platform.from_dict(p.to_dict(), source=name) == p
+
+
+def test_presets_include_the_documented_machines():
+    assert {
+        "cpu2",
+        "xeon-p2200",
+        "ryzen-gtx1080",
+        "h100-server",
+        "jetson-orin",
+        "multi-gpu-4",
+    } <= set(Platform.presets())
+    jetson = Platform.preset("jetson-orin")
+    assert jetson.route("cpu", "gpu") == () and jetson.shares_memory("cpu", "gpu")
+
+
+@pytest.mark.parametrize("name", ["xeon-p2200", "multi-gpu-4", "cpu2"])
+def test_toml_round_trip(tmp_path: Path, name: str):
+    p = Platform.preset(name)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(to_toml(p.to_dict()))
+    back = Platform.from_toml(path)
+    assert back == p
+    assert back.to_dict() == p.to_dict()
+    assert Platform.load(str(path)) == p
+    assert Platform.load(name) == p and Platform.load(p) is p
+
+
+def test_minimal_file_defaults(tmp_path: Path):
+    path = tmp_path / "box.toml"
+    path.write_text(to_toml(MINIMAL))
+    p = Platform.from_toml(path)
+    assert p.host == "cpu" and p.dispatch_threads == 1
+    assert p.device("gpu").streams == 1 and p.device("gpu").memory_domain == "gpu"
+    (link,) = p.route("gpu", "cpu")
+    assert link.duplex and link.name == "cpu<->gpu"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "match"),
+    [
+        ("colour", "red", r"unknown key\(s\) \['colour'\]"),
+        ("devices.0.flops", 1.0, r"devices\[0\] \('cpu'\) has unknown key\(s\) \['flops'\]"),
+        ("links.0.bandwidth", 1.0, r"links\[0\] has unknown key\(s\) \['bandwidth'\]"),
+        (
+            "links.0.bandwidth_bytes_per_s",
+            -1.0,
+            r"'bandwidth_bytes_per_s' must be a positive number, got -1.0",
+        ),
+        ("links.0.latency_s", -1e-6, r"'latency_s' must be a number >= 0"),
+        ("links.0.dst", "tpu", r"names unknown device 'tpu'"),
+        ("devices.1.name", "cpu", r"duplicate device name 'cpu'"),
+        ("devices.0.kind", "fpga", r"'kind' must be 'cpu' or 'gpu'"),
+        ("devices.1.memory_bytes", 0, r"device 'gpu': 'memory_bytes' must be a positive number"),
+        ("devices.1.streams", 0, r"'streams' must be an int >= 1"),
+        ("host", "gpu7", r"host 'gpu7' is not a device"),
+        ("dispatch_threads", 0, r"'dispatch_threads' must be an int >= 1"),
+    ],
+)
+def test_invalid_platforms_name_the_key(tmp_path: Path, path: str, value: Any, match: str):
+    data = with_changes(path, value)
+    with pytest.raises(PlatformError, match=match):
+        Platform.from_dict(data, source="box.toml")
+    file = tmp_path / "box.toml"
+    file.write_text(to_toml(data))
+    with pytest.raises(PlatformError, match=match):
+        Platform.from_toml(file)
+
+
+def test_missing_keys_and_bad_files(tmp_path: Path):
+    data = with_changes("devices.0.peak_flops", 1.0)
+    del data["devices"][0]["peak_flops"]
+    with pytest.raises(PlatformError, match=r"devices\[0\] \('cpu'\) misses \['peak_flops'\]"):
+        Platform.from_dict(data)
+    with pytest.raises(PlatformError, match="non-empty"):
+        Platform.from_dict({"name": "x", "devices": []})
+    with pytest.raises(PlatformError, match="no such platform file"):
+        Platform.from_toml(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [unclosed\n")
+    with pytest.raises(PlatformError, match="malformed TOML"):
+        Platform.from_toml(bad)
+    with pytest.raises(PlatformError, match=r"unknown platform preset 'xeon'.*xeon-p2200"):
+        Platform.preset("xeon")
+    with pytest.raises(PlatformError, match=r"has no device 'tpu'; devices: \['cpu', 'gpu'\]"):
+        Platform.from_dict(MINIMAL).device("tpu")
+
+
+def test_duplicate_link_and_self_link():
+    dev = Device("a", "cpu", 1.0, 1.0, 1)
+    dev_b = Device("b", "gpu", 1.0, 1.0, 1)
+    with pytest.raises(PlatformError, match="duplicate link between 'b' and 'a'"):
+        Platform("p", (dev, dev_b), (Link("a", "b", 1.0), Link("b", "a", 2.0)))
+    with pytest.raises(PlatformError, match="two different devices"):
+        Link("a", "a", 1.0)
+
+
+def test_routes_hop_through_links_and_shared_memory():
+    devs = (
+        Device("cpu", "cpu", 1.0, 1.0, 1, memory_domain="host"),
+        Device("cpu1", "cpu", 1.0, 1.0, 1, memory_domain="host"),
+        Device("gpu0", "gpu", 1.0, 1.0, 1),
+        Device("gpu1", "gpu", 1.0, 1.0, 1),
+        Device("island", "gpu", 1.0, 1.0, 1),
+    )
+    l0, l1 = Link("cpu", "gpu0", 1.0), Link("gpu1", "cpu1", 1.0, duplex=False)
+    p = Platform("p", devs, (l0, l1))
+    assert p.route("gpu0", "gpu1") == (l0, l1)  # through the shared host memory
+    assert p.route("cpu", "cpu1") == ()
+    assert p.route("gpu1", "cpu") == (l1,)
+    with pytest.raises(PlatformError, match="no link path from 'cpu' to 'island'"):
+        p.route("cpu", "island")
+
+
+def test_scaled_copies():
+    p = Platform.preset("xeon-p2200")
+    s = p.scaled(link_bandwidth=2.0, gpu_peak=0.5, name="half")
+    assert s.name == "half"
+    assert s.links[0].bandwidth_bytes_per_s == 2 * p.links[0].bandwidth_bytes_per_s
+    assert s.device("gpu").peak_flops == 0.5 * p.device("gpu").peak_flops
+    assert s.device("cpu") == p.device("cpu")
+    with pytest.raises(PlatformError, match="link_bandwidth"):
+        p.scaled(link_bandwidth=0)

@@ -1,0 +1,425 @@
+"""Tests of the model zoo (``graphs.zoo``): the torch architectures, then their graphs.
+
+The torch-only tests check each architecture against its published numbers
+(parameters, multiply-accumulates) and against the reference layer it mirrors. The
+import tests run every model through TVM at both granularities once per session
+(``_imported`` is cached) and pin node counts, FLOPs, weight bytes and step tags.
+
+Import times on the 2-core dev machine under load (op / fused, seconds): alexnet
+3.7/1.1, bert_base(16) 3.9/4.2, densenet121 7.7/8.4, googlenet 5.3/3.2, gpt2(16)
+6.6/8.2, gru(4x32) 0.7/0.8, lstm(4x32) 1.1/0.7, mobilenet_v2 4.0/4.4, resnet18 2.0/1.3,
+resnet50 2.7/2.5, squeezenet1_1 1.1/0.9, vgg16 1.1/3.7. Imports over 6 s are marked
+slow; the whole file takes about 3.5 minutes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import Counter
+
+import networkx as nx
+import pytest
+import torch
+from torch import nn
+
+import graphs.relax_import
+from graphs import Graph, GraphError, zoo
+from graphs.zoo import rnn
+
+CNNS = [
+    "alexnet", "densenet121", "googlenet", "mobilenet_v2", "resnet18", "resnet50",
+    "squeezenet1_1", "vgg16",
+]  # fmt: skip
+ALL = sorted(CNNS + ["bert_base", "gpt2", "gru", "lstm"])
+
+#: exact parameter counts of the reference implementations (torchvision, Hugging Face).
+EXACT_PARAMS = {
+    "alexnet": 61_100_840, "bert_base": 109_482_240, "densenet121": 7_978_856,
+    "googlenet": 6_624_904, "gpt2": 124_439_808, "gru": 855_296, "lstm": 1_118_464,
+    "mobilenet_v2": 3_504_872, "resnet18": 11_689_512, "resnet50": 25_557_032,
+    "squeezenet1_1": 1_235_496, "vgg16": 138_357_544,
+}  # fmt: skip
+#: published parameter counts as rounded in the papers / model tables.
+PUBLISHED_PARAMS = {
+    "alexnet": 61.10e6, "bert_base": 110e6, "densenet121": 7.98e6, "googlenet": 6.62e6,
+    "gpt2": 124.4e6, "mobilenet_v2": 3.50e6, "resnet18": 11.69e6, "resnet50": 25.56e6,
+    "squeezenet1_1": 1.235e6, "vgg16": 138.36e6,
+}  # fmt: skip
+#: torchvision's "GFLOPS" column (multiply-accumulates, 224x224).
+PUBLISHED_GMACS = {
+    "alexnet": 0.71, "densenet121": 2.83, "googlenet": 1.50, "mobilenet_v2": 0.30,
+    "resnet18": 1.81, "resnet50": 4.09, "squeezenet1_1": 0.35, "vgg16": 15.47,
+}  # fmt: skip
+#: small sizes for the import tests (CNNs run at the default 224x224).
+SMALL = {
+    "lstm": {"seq_len": 4, "hidden": 32},
+    "gru": {"seq_len": 4, "hidden": 32},
+    "bert_base": {"seq_len": 16},
+    "gpt2": {"seq_len": 16},
+}
+#: node counts observed with apache-tvm 0.27.0.post1 / torch 2.13 (op, fused).
+NODES = {
+    "alexnet": (36, 13), "bert_base": (704, 294), "densenet121": (429, 243),
+    "googlenet": (198, 82), "gpt2": (602, 259), "gru": (135, 27), "lstm": (127, 39),
+    "mobilenet_v2": (154, 55), "resnet18": (71, 24), "resnet50": (177, 57),
+    "squeezenet1_1": (117, 39), "vgg16": (70, 23),
+}  # fmt: skip
+#: (model, granularity) imports that take over 6 s on 2 cores.
+SLOW_IMPORTS = {("densenet121", "op"), ("densenet121", "fused"), ("gpt2", "op"), ("gpt2", "fused")}
+
+
+def _cases(models: list[str]) -> list:
+    return [
+        pytest.param(m, g, marks=[pytest.mark.slow] if (m, g) in SLOW_IMPORTS else [])
+        for m in models
+        for g in ("op", "fused")
+    ]
+
+
+@functools.cache
+def _imported(name: str, granularity: str) -> Graph:
+    return zoo.load(name, granularity=granularity, cache=False, **SMALL.get(name, {}))
+
+
+def count_macs(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> int:
+    """Multiply-accumulates of the Conv2d and Linear layers in one forward pass."""
+    total = 0
+
+    def hook(mod: nn.Module, _inp: tuple, out: torch.Tensor) -> None:
+        nonlocal total
+        if isinstance(mod, nn.Conv2d):
+            kh, kw = mod.kernel_size
+            total += out.numel() * (mod.in_channels // mod.groups) * kh * kw
+        elif isinstance(mod, nn.Linear):
+            total += out.numel() * mod.in_features
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return total
+
+
+def _weight_bytes(model: nn.Module) -> int:
+    """Bytes of the parameters and the buffers a forward pass reads (not BN's counter)."""
+    tensors = list(model.parameters()) + [
+        b for n, b in model.named_buffers() if not n.endswith("num_batches_tracked")
+    ]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+# ------------------------------------------------------------------------ registry
+def test_names_sorted_and_complete():
+    assert zoo.names() == ALL
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_params_match_reference(name):
+    assert zoo.params(name) == EXACT_PARAMS[name]
+    if name in PUBLISHED_PARAMS:
+        assert zoo.params(name) == pytest.approx(PUBLISHED_PARAMS[name], rel=0.005)
+
+
+def test_params_of_options():
+    # 4 gates * hidden * (input + hidden + 2 biases), per layer, plus the head
+    assert zoo.params("lstm", hidden=32, layers=3, input_size=8, out_features=5) == (
+        4 * 32 * (8 + 32 + 2) + 2 * 4 * 32 * (32 + 32 + 2) + 32 * 5 + 5
+    )
+    assert zoo.params("gru", hidden=32, layers=1) == 3 * 32 * (32 + 32 + 2) + 32 * 32 + 32
+    assert zoo.params("resnet18", num_classes=10) == EXACT_PARAMS["resnet18"] - 990 * 513
+    # position embeddings are sized by max positions, not seq_len
+    assert zoo.params("gpt2", seq_len=16) == EXACT_PARAMS["gpt2"]
+
+
+def test_unknown_model_lists_known_names():
+    with pytest.raises(GraphError, match="resnet18") as e:
+        zoo.build("resnet19")
+    assert "vgg16" in str(e.value) and "lstm" in str(e.value)
+    with pytest.raises(GraphError, match="unknown zoo model"):
+        zoo.load("nope")
+    with pytest.raises(GraphError, match="unknown zoo model"):
+        zoo.params("nope")
+
+
+def test_unknown_or_bad_option_is_named():
+    with pytest.raises(GraphError, match="seq_len"):
+        zoo.build("resnet18", seq_len=4)
+    with pytest.raises(GraphError, match="hiden"):
+        zoo.params("lstm", hiden=4)
+    with pytest.raises(GraphError, match="hiden"):
+        zoo.load("lstm", hiden=4)
+    with pytest.raises(GraphError, match="seq_len"):
+        zoo.build("bert_base", seq_len=513)
+    with pytest.raises(GraphError, match="batch"):
+        zoo.build("lstm", batch=0)
+    with pytest.raises(GraphError, match="granularity"):
+        zoo.load("lstm", granularity="kernel")
+
+
+# --------------------------------------------------------------- torch: structure
+@pytest.mark.parametrize("name", CNNS)
+def test_cnn_macs_match_published(name):
+    model, inputs = zoo.build(name)
+    assert inputs[0].shape == (1, 3, 224, 224)
+    assert count_macs(model, inputs) / 1e9 == pytest.approx(PUBLISHED_GMACS[name], rel=0.02)
+
+
+@pytest.mark.parametrize("name", CNNS)
+def test_cnn_forward_shapes(name):
+    model, inputs = zoo.build(name, batch=2, image_size=160, num_classes=10)
+    assert inputs[0].shape == (2, 3, 160, 160)
+    with torch.no_grad():
+        out = model(*inputs)
+    assert out.shape == (2, 10)
+    assert torch.isfinite(out).all()
+
+
+def test_sequence_models_forward_shapes():
+    model, (x,) = zoo.build("lstm", batch=3, seq_len=5, hidden=16, input_size=7, out_features=4)
+    assert x.shape == (3, 5, 7) and model(x).shape == (3, 4)
+    model, (x,) = zoo.build("gru", batch=2)
+    assert x.shape == (2, 16, 256) and model(x).shape == (2, 256)
+    model, (ids,) = zoo.build("bert_base", batch=2, seq_len=8)
+    assert ids.shape == (2, 8) and ids.dtype == torch.int64
+    with torch.no_grad():
+        seq, pooled = model(ids)
+    assert seq.shape == (2, 8, 768) and pooled.shape == (2, 768)
+    model, (ids,) = zoo.build("gpt2", seq_len=8)
+    with torch.no_grad():
+        assert model(ids).shape == (1, 8, 50257)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_exports_with_one_call_per_layer(name):
+    model, inputs = zoo.build(name, **SMALL.get(name, {}))
+    ep = torch.export.export(model, inputs)
+    calls = Counter(str(n.target) for n in ep.graph_module.graph.nodes if n.op == "call_function")
+    if name in CNNS:
+        convs = sum(isinstance(m, nn.Conv2d) for m in model.modules())
+        linears = sum(isinstance(m, nn.Linear) for m in model.modules())
+        assert calls["aten.conv2d.default"] == convs
+        assert calls["aten.linear.default"] == linears
+    elif name in ("lstm", "gru"):
+        t, layers = SMALL[name]["seq_len"], 2
+        assert calls["aten.select.int"] == t  # one x[:, t] per step
+        assert calls["aten.matmul.default"] == 2 * t * layers  # W_ih and W_hh per cell
+        assert calls["aten.linear.default"] == 1  # the head
+    else:
+        per_layer = 6 if name == "bert_base" else 4  # q,k,v,out,ffn x2 / qkv,proj,ffn x2
+        assert calls["aten.linear.default"] == 12 * per_layer + 1  # + pooler / lm head
+        assert calls["aten.matmul.default"] == 2 * 12  # scores and context per layer
+
+
+def test_build_is_seeded_and_leaves_global_rng_alone():
+    state = torch.random.get_rng_state()
+    m1, (x1,) = zoo.build("lstm", seq_len=3, hidden=8, seed=5)
+    m2, (x2,) = zoo.build("lstm", seq_len=3, hidden=8, seed=5)
+    m3, (x3,) = zoo.build("lstm", seq_len=3, hidden=8, seed=6)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    for (k, a), b in zip(m1.state_dict().items(), m2.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert torch.equal(x1, x2) and not torch.equal(x1, x3)
+    assert not torch.equal(m1.cells[0].weight_ih, m3.cells[0].weight_ih)
+    assert not m1.training
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_cells_compute_what_torch_rnn_computes(kind):
+    model, (x,) = zoo.build(kind, batch=3, seq_len=5, hidden=12, layers=3, input_size=7)
+    ref = (nn.LSTM if kind == "lstm" else nn.GRU)(7, 12, 3, batch_first=True)
+    with torch.no_grad():
+        for i, cell in enumerate(model.cells):
+            getattr(ref, f"weight_ih_l{i}").copy_(cell.weight_ih.T)
+            getattr(ref, f"weight_hh_l{i}").copy_(cell.weight_hh.T)
+            getattr(ref, f"bias_ih_l{i}").copy_(cell.bias_ih)
+            getattr(ref, f"bias_hh_l{i}").copy_(cell.bias_hh)
+        out, _ = ref(x)
+        expected = model.head(out[:, out.shape[1] - 1])
+        torch.testing.assert_close(model(x), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_gpt2_is_causal_and_bert_is_not():
+    gpt, (ids,) = zoo.build("gpt2", seq_len=6)
+    bert, (bids,) = zoo.build("bert_base", seq_len=6)
+    ids2, bids2 = ids.clone(), bids.clone()
+    ids2[0, 4] = (ids[0, 4] + 1) % 50257
+    bids2[0, 4] = (bids[0, 4] + 1) % 30522
+    with torch.no_grad():
+        a, b = gpt(ids), gpt(ids2)
+        torch.testing.assert_close(a[:, :4], b[:, :4])  # earlier positions unaffected
+        assert not torch.allclose(a[:, 4], b[:, 4])
+        assert not torch.allclose(bert(bids)[0][:, 0], bert(bids2)[0][:, 0])
+
+
+def test_gpt2_head_is_tied():
+    model, _ = zoo.build("gpt2", seq_len=4)
+    assert model.lm_head.weight is model.wte.weight
+
+
+# ----------------------------------------------------------------------- tag_steps
+def _toy_rnn_graph(index_attrs: bool) -> Graph:
+    """x -> take_t (t = 0..2) -> cell_t, cell_t -> cell_{t+1}; cell_2 -> head; w -> head."""
+    g = Graph(name="toy")
+    spec = ([1, 4], "float32")
+    for t in range(3):
+        g.add_op(f"take{t}", "take", inputs=[([1, 3, 4], "float32")], outputs=[spec],
+                 attrs={"axis": 1, "indices": t} if index_attrs else {"axis": 1})  # fmt: skip
+        g.add_op(f"cell{t}", "add", inputs=[spec, spec], outputs=[spec])
+        g.add_edge(f"take{t}", f"cell{t}")
+        if t:
+            g.add_edge(f"cell{t - 1}", f"cell{t}")
+    g.add_op("w", "permute_dims", inputs=[spec], outputs=[spec])
+    g.add_op("head", "matmul", inputs=[spec, spec], outputs=[spec])
+    g.add_edge("cell2", "head")
+    g.add_edge("w", "head")
+    g.meta["inputs"] = [{"name": "x", "consumers": ["take2", "take0", "take1"]}]
+    return g
+
+
+@pytest.mark.parametrize("index_attrs", [True, False])
+def test_tag_steps_is_pure_and_follows_ancestors(index_attrs):
+    g = _toy_rnn_graph(index_attrs)
+    before = g.to_dict()
+    tagged = rnn.tag_steps(g)
+    assert g.to_dict() == before  # input untouched
+    steps = {n: tagged.nodes[n]["step"] for n in tagged}
+    assert steps == {
+        "take0": 0, "cell0": 0, "take1": 1, "cell1": 1, "take2": 2, "cell2": 2,
+        "w": 0, "head": 2,
+    }  # fmt: skip
+
+
+def test_tag_steps_needs_a_consumed_input():
+    g = _toy_rnn_graph(True)
+    g.meta["inputs"] = []
+    with pytest.raises(GraphError, match="no input"):
+        rnn.tag_steps(g)
+
+
+# ------------------------------------------------------------------ import: graphs
+@pytest.mark.parametrize(("name", "granularity"), _cases(ALL))
+def test_import_node_count_and_meta(name, granularity):
+    g = _imported(name, granularity)
+    assert g.number_of_nodes() == NODES[name][granularity == "fused"]
+    assert g.meta["model"] == name
+    assert g.meta["zoo_kwargs"] == SMALL.get(name, {})
+    assert g.meta["granularity"] == granularity
+    assert nx.is_directed_acyclic_graph(g.nx)
+
+
+@pytest.mark.parametrize(("name", "granularity"), _cases(ALL))
+def test_import_weight_bytes(name, granularity):
+    g = _imported(name, granularity)
+    model, _ = zoo.build(name, **SMALL.get(name, {}))
+    # every weight once: parameters (tied ones once) plus buffers (BN statistics,
+    # position ids, causal mask, zero initial state)
+    assert g.param_bytes == _weight_bytes(model)
+    if name == "densenet121":  # 83,648 BN running statistics on 7.98 M weights: +1.05 %
+        assert g.param_bytes == 4 * (EXACT_PARAMS[name] + 83_648)
+    else:
+        params = zoo.params(name, **SMALL.get(name, {}))
+        assert g.param_bytes == pytest.approx(4 * params, rel=0.01)
+
+
+@pytest.mark.parametrize(("name", "granularity"), _cases(CNNS))
+def test_import_cnn_flops_match_published(name, granularity):
+    g = _imported(name, granularity)
+    target = 2e9 * PUBLISHED_GMACS[name]
+    if granularity == "op":
+        macs_flops = sum(g.nodes[n]["flops"] for n in g if g.nodes[n]["op"] in ("conv2d", "matmul"))
+        assert macs_flops == pytest.approx(target, rel=0.02)
+    # the element-wise ops (BN, activations, adds) add 0.1-1.6 %, except MobileNetV2's
+    # thin layers: +6.5 % (BN and ReLU6 on 0.3 GMACs)
+    rel = 0.07 if name == "mobilenet_v2" else 0.02
+    assert g.total_flops == pytest.approx(target, rel=rel)
+    assert g.total_flops == pytest.approx(_imported(name, "op").total_flops, rel=1e-3)
+
+
+@pytest.mark.parametrize(("name", "granularity"), _cases(["bert_base", "gpt2"]))
+def test_import_transformer_matmul_flops_exact(name, granularity):
+    g = _imported(name, granularity)
+    n, d, f = SMALL[name]["seq_len"], 768, 3072
+    attention = 2 * 2 * n * n * d  # scores and context, all heads
+    if name == "bert_base":
+        expected = 12 * (4 * 2 * n * d * d + 2 * 2 * n * d * f + attention) + 2 * d * d
+    else:
+        expected = 12 * (2 * n * d * 4 * d + 2 * 2 * n * d * f + attention) + 2 * n * d * 50257
+    if granularity == "op":
+        matmul = sum(g.nodes[v]["flops"] for v in g if g.nodes[v]["op"] == "matmul")
+        assert matmul == expected
+    assert expected < g.total_flops < 1.01 * expected
+
+
+@pytest.mark.parametrize(("name", "granularity"), _cases(["lstm", "gru"]))
+def test_import_rnn_steps(name, granularity):
+    g = _imported(name, granularity)
+    seq_len = SMALL[name]["seq_len"]
+    steps = {n: g.nodes[n].get("step") for n in g}
+    assert all(isinstance(s, int) for s in steps.values())
+    assert set(steps.values()) == set(range(seq_len))
+    per_step = Counter(steps.values())
+    middle = {per_step[t] for t in range(1, seq_len - 1)}
+    assert len(middle) == 1
+    (count,) = middle
+    # nodes fed by no graph input: at op granularity the recurrent projection of the
+    # constant zero initial state and the head's weight transpose. TVM's FoldConstant
+    # removes them at fused granularity. They are tagged step 0.
+    inputs = g.meta["inputs"][0]["consumers"]
+    reached = set(inputs).union(*(nx.descendants(g.nx, n) for n in inputs))
+    constant_only = [n for n in g if n not in reached]
+    assert all(steps[n] == 0 for n in constant_only)
+    assert per_step[0] - len(constant_only) == count
+    if granularity == "fused":
+        assert not constant_only
+    assert per_step[seq_len - 1] <= count + 3  # minus the next step's projection, plus head
+
+
+@pytest.mark.slow
+def test_import_lstm_default_size_steps():
+    g = zoo.load("lstm", granularity="fused", cache=False)
+    per_step = Counter(g.nodes[n]["step"] for n in g)
+    assert sorted(per_step) == list(range(16))
+    assert len({per_step[t] for t in range(15)}) == 1
+
+
+# -------------------------------------------------------------------------- cache
+def test_load_cache_roundtrip(tmp_path, monkeypatch):
+    kw = {"seq_len": 3, "hidden": 8}
+    first = zoo.load("gru", cache=tmp_path, **kw)
+    files = list(tmp_path.glob("gru-b1-op-*.json"))
+    assert len(files) == 1
+    assert files[0] == zoo.cache_path(tmp_path, "gru", **kw)
+
+    def no_import(*args, **kwargs):
+        raise AssertionError("the cache was not used")
+
+    monkeypatch.setattr(graphs.relax_import, "from_torch", no_import)
+    again = zoo.load("gru", cache=tmp_path, **kw)
+    assert again.to_dict() == first.to_dict()
+    assert {again.nodes[n]["step"] for n in again} == {0, 1, 2}
+    # same key whether a default is spelled out or not
+    assert zoo.load("gru", cache=tmp_path, layers=2, **kw).number_of_nodes() == len(first)
+    # the environment variable is the default directory; False ignores it
+    monkeypatch.setenv("HETSIM_CACHE", str(tmp_path))
+    assert zoo.load("gru", **kw).to_dict() == first.to_dict()
+    with pytest.raises(AssertionError, match="cache was not used"):
+        zoo.load("gru", cache=False, **kw)
+    # other arguments are other entries
+    with pytest.raises(AssertionError, match="cache was not used"):
+        zoo.load("gru", cache=tmp_path, seed=1, **kw)
+    with pytest.raises(AssertionError, match="cache was not used"):
+        zoo.load("gru", cache=tmp_path, batch=2, **kw)
+
+
+def test_load_cache_rebuilds_a_corrupt_entry(tmp_path):
+    kw = {"seq_len": 2, "hidden": 4, "layers": 1}
+    path = zoo.cache_path(tmp_path, "lstm", **kw)
+    path.write_text('{"hetsim_graph": 1, "nodes": [')
+    g = zoo.load("lstm", cache=tmp_path, **kw)
+    assert {g.nodes[n]["step"] for n in g} == {0, 1}
+    assert zoo.load("lstm", cache=tmp_path, **kw).to_dict() == g.to_dict()
+    assert math.isclose(g.total_flops, Graph.from_dict(g.to_dict()).total_flops)
