@@ -50,9 +50,12 @@ def op_class_of(op: str) -> str:
 
 
 def _train(params: Mapping[str, Any], num_boost_round: int, M: np.ndarray, target: np.ndarray) -> Any:
+    """Fit an :class:`xgboost.XGBRegressor` and keep its booster (what predicts and saves)."""
     import xgboost
 
-    return xgboost.train(dict(params), xgboost.DMatrix(M, label=target), num_boost_round=num_boost_round)
+    reg = xgboost.XGBRegressor(n_estimators=num_boost_round, **params)
+    reg.fit(M, target)
+    return reg.get_booster()
 
 
 def _booster(raw: bytes | bytearray) -> Any:
@@ -73,10 +76,10 @@ class XGBoost(Predictor):
     ----------
     n_estimators, max_depth, learning_rate, subsample, colsample_bytree,
     min_child_weight, reg_lambda
-        As in :class:`xgboost.XGBRegressor` (boosting rounds, tree depth, ``eta``,
-        row and column sampling, ``min_child_weight``, ``lambda``). The model is
-        trained with ``xgboost.train`` on a squared-error objective: the booster
-        ``XGBRegressor`` wraps, without its scikit-learn dependency.
+        Passed to :class:`xgboost.XGBRegressor` (boosting rounds, tree depth,
+        learning rate, row and column sampling, ``min_child_weight``, L2
+        regularisation); one regressor is fitted per device on a squared-error
+        objective, and its booster is kept for prediction and saving.
     baseline
         Learn ``log(time / t0)`` over a per-device linear baseline (see the module
         docstring) instead of ``log(time)``.
@@ -130,15 +133,16 @@ class XGBoost(Predictor):
         return list(self.features) if self.features is not None else list(KERNEL_FEATURES)
 
     def _xgb_params(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`xgboost.XGBRegressor` (besides ``n_estimators``)."""
         return {
             "max_depth": self.max_depth,
-            "eta": self.learning_rate,
+            "learning_rate": self.learning_rate,
             "subsample": self.subsample,
             "colsample_bytree": self.colsample_bytree,
             "min_child_weight": self.min_child_weight,
-            "lambda": self.reg_lambda,
-            "nthread": self.n_jobs,
-            "seed": self.random_state if self.random_state is not None else 0,
+            "reg_lambda": self.reg_lambda,
+            "n_jobs": self.n_jobs,
+            "random_state": self.random_state if self.random_state is not None else 0,
             "objective": "reg:squarederror",
             "tree_method": "hist",
         }
