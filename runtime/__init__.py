@@ -1,0 +1,64 @@
+"""Real devices: kernel backends (torch, tvm), the profiler and the plan executor.
+
+``import runtime`` is light (no torch, no TVM); :func:`profile_models`,
+:func:`execute`, :func:`validate` and the backends import them when used.
+
+Examples
+--------
+>>> from runtime import get_backend, parse_devices
+>>> [d.name for d in parse_devices("cpu,cuda:0")]
+['cpu', 'cuda:0']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.backends import (
+    BACKENDS,
+    Backend,
+    BackendError,
+    DeviceSpec,
+    Kernel,
+    get_backend,
+    parse_device,
+    parse_devices,
+)
+
+_LAZY = {
+    "profile_models": "runtime.profile",
+    "profile_graphs": "runtime.profile",
+    "execute": "runtime.executor",
+    "ExecutionError": "runtime.executor",
+    "RunResult": "runtime.executor",
+    "validate": "runtime.validate",
+    "validate_all": "runtime.validate",
+    "ValidationResult": "runtime.validate",
+}
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendError",
+    "DeviceSpec",
+    "ExecutionError",
+    "Kernel",
+    "RunResult",
+    "ValidationResult",
+    "execute",
+    "get_backend",
+    "parse_device",
+    "parse_devices",
+    "profile_graphs",
+    "profile_models",
+    "validate",
+    "validate_all",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'runtime' has no attribute {name!r}")
