@@ -104,6 +104,13 @@ def _is_tensor_const(e: Any) -> bool:
     return isinstance(e, tvm.ir.Constant) and isinstance(getattr(e, "ty", None), relax.TensorType)
 
 
+#: positional argument names of ops whose registry entry lists fewer than they take
+_ARG_NAMES: dict[str, list[str]] = {
+    "strided_slice": ["x", "axes", "begin", "end", "strides"],
+    "dynamic_strided_slice": ["x", "begin", "end", "strides"],
+}
+
+
 def short_op_name(name: str) -> str:
     """``"relax.nn.conv2d"`` -> ``"conv2d"`` (the component after the last dot)."""
     return name.rsplit(".", 1)[-1]
@@ -545,13 +552,21 @@ class RelaxWalker:
         vals = [self.value(a, var) for a in call.args]
         inputs = [r for v in vals for r in self.flatten(v)]
         attrs = attrs_to_dict(call.attrs)
-        arg_names = [a.name for a in op.arguments]
+        arg_names = _ARG_NAMES.get(name) or [a.name for a in op.arguments]
         for i, (a, v) in enumerate(zip(call.args, vals)):
-            if v is None and not isinstance(a, relax.Tuple):
+            if isinstance(a, relax.Tuple):
+                # a tuple of literals (strided_slice's begin/end/strides/axes) is an
+                # attribute; a tuple holding tensors is an input and was flattened above
+                if any(isinstance(f.ty, relax.TensorType | relax.TupleType) for f in a.fields):
+                    continue
+                j = to_json_value(list(a.fields))
+            elif v is None:
                 j = to_json_value(a)
-                key = arg_names[i] if i < len(arg_names) else f"arg{i}"
-                if j is not _DROP and key not in attrs:
-                    attrs[key] = j
+            else:
+                continue
+            key = arg_names[i] if i < len(arg_names) else f"arg{i}"
+            if j is not _DROP and key not in attrs:
+                attrs[key] = j
         flops = self._op_flops(call, name, [r.spec for r in inputs], outs, attrs)
         return self._add(Rec(len(self.recs), name, name, var, inputs, outs, attrs, flops), call.ty)
 

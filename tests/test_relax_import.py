@@ -393,3 +393,21 @@ def test_kernel_names_and_transposed_conv_formula():
         formula_flops("matmul", [{"shape": [3, 5]}, {"shape": [5, 7]}], [{"shape": [3, 7]}], {})
         == 210
     )
+
+
+def test_strided_slice_keeps_its_bounds() -> None:
+    """Literal tuple arguments (begin/end/strides/axes) are attributes: two different
+    slices of one tensor must not look identical (signature, torch backend)."""
+    import torch
+
+    import graphs
+
+    class Slices(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[:, 1:5:2] + x[:, 0:2]
+
+    g = graphs.from_torch(Slices(), (torch.randn(2, 8),))
+    a, b = (g.nodes[n] for n in g if g.nodes[n]["op"] == "strided_slice")
+    assert (a["attrs"]["axes"], a["attrs"]["begin"], a["attrs"]["end"], a["attrs"]["strides"]) == ([1], [1], [5], [2])
+    assert (b["attrs"]["begin"], b["attrs"]["end"], b["attrs"]["strides"]) == ([0], [2], [1])
+    assert graphs.signature(a) != graphs.signature(b)
