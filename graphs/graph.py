@@ -31,9 +31,9 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import networkx as nx
 
@@ -45,6 +45,7 @@ __all__ = [
     "load",
     "DTYPE_BYTES",
     "tensor_bytes",
+    "atomic_write",
 ]
 
 SCHEMA_VERSION = 1
@@ -288,17 +289,27 @@ class Graph:
 
     def to_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the graph as JSON, atomically (a crash never leaves a truncated file)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(self.to_dict(), fh, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return atomic_write(path, lambda fh: json.dump(self.to_dict(), fh, separators=(",", ":")))
+
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[str]], Any]) -> Path:
+    """Write a text file atomically: ``write(fh)`` fills a temporary file in the same
+    folder, which then replaces ``path``; on any failure ``path`` is left as it was.
+
+    Used by every hetsim writer of graph, plan and result files.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def load(path: str | os.PathLike[str]) -> Graph:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,17 +240,9 @@ class Plan:
 
     def to_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the plan as JSON atomically."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(self.to_dict(), fh, indent=1, sort_keys=True)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        from graphs.graph import atomic_write
+
+        return atomic_write(path, lambda fh: json.dump(self.to_dict(), fh, indent=1, sort_keys=True))
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> Plan:
