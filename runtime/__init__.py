@@ -1,7 +1,8 @@
 """Real devices: kernel backends (torch, tvm), the profiler and the plan executor.
 
 ``import runtime`` is light (no torch, no TVM); :func:`profile_models`,
-:func:`execute`, :func:`validate` and the backends import them when used.
+:func:`execute`, :func:`validate_all` and the backends import them when used
+(``runtime.validate`` is the validation module: ``from runtime.validate import validate``).
 
 Examples
 --------
@@ -31,7 +32,6 @@ _LAZY = {
     "execute": "runtime.executor",
     "ExecutionError": "runtime.executor",
     "RunResult": "runtime.executor",
-    "validate": "runtime.validate",
     "validate_all": "runtime.validate",
     "ValidationResult": "runtime.validate",
 }
@@ -51,7 +51,6 @@ __all__ = [
     "parse_devices",
     "profile_graphs",
     "profile_models",
-    "validate",
     "validate_all",
 ]
 

@@ -1,0 +1,175 @@
+"""``hetsim validate``: execute a plan on this machine and compare it with the simulation.
+
+Examples
+--------
+``hetsim validate googlenet --platform cpu2 --scheduler heft --cost profiles/cpu2-torch --out out/v``
+``hetsim validate --all --models googlenet,resnet18 --platform cpu2 --cost profiles/cpu2-torch --out out/validation``
+``hetsim validate --calibrate profiles/cpu2-torch`` (executor per-op overhead -> dispatch.json)
+``hetsim validate --profile-in-context profiles/cpu2-torch-ctx --models googlenet,resnet18 --platform cpu2``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from experiments.common import parse_kv
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the ``validate`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "validate",
+        help="execute a plan on this machine's devices and compare with the simulation",
+        description="Plan MODEL with a scheduler, simulate the plan with the scheduler's cost model, "
+        "execute it on the real devices the platform maps to (cpu -> cpu@threads, gpu -> cuda:K), "
+        "and print simulated vs measured makespan, the error and per-device busy time; --out writes "
+        "sim_trace.json and run_trace.json (open them side by side in Perfetto). With --all: every "
+        "applicable scheduler on several models, a validation.csv table and the Kendall tau between "
+        "the simulated and measured rankings per model.",
+    )
+    p.add_argument("model", nargs="?", metavar="MODEL", help="zoo model name or graph JSON file")
+    p.add_argument("--all", action="store_true", help="validate every applicable scheduler on --models")
+    p.add_argument("--models", default="googlenet,resnet18", metavar="M[,M...]",
+                   help="models for --all (default googlenet,resnet18)")
+    p.add_argument("--schedulers", default=None, metavar="S[,S...]",
+                   help="schedulers for --all (default: every applicable one)")
+    p.add_argument("--platform", default="cpu2", metavar="NAME|FILE",
+                   help="platform preset or TOML file (default cpu2)")
+    p.add_argument("--scheduler", default=None, metavar="NAME", help="scheduler that plans MODEL")
+    p.add_argument("--plan", default=None, metavar="FILE", help="a plan JSON instead of --scheduler")
+    p.add_argument("--scheduler-arg", action="append", metavar="KEY=VALUE",
+                   help="scheduler hyper-parameter (repeatable)")
+    p.add_argument("--cost", default="roofline", metavar="PROFILE|SPEC",
+                   help="cost model the scheduler and the simulator use: roofline, a profile folder, "
+                   "DIR:KIND, or a saved model (default roofline)")
+    p.add_argument("--backend", choices=["torch", "tvm"], default=None,
+                   help="kernels: torch (vendor libraries) or tvm (default torch; with --calibrate: "
+                   "the profile's backend)")
+    p.add_argument("--device-map", action="append", metavar="DEV=SPEC",
+                   help="run platform device DEV on SPEC (cpu, cpu@N, cuda:K); repeatable")
+    p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
+    p.add_argument("--repeats", type=int, default=10, help="timed runs (default 10)")
+    p.add_argument("--batch", type=int, default=1, help="batch size (zoo models; default 1)")
+    p.add_argument("--granularity", choices=["op", "fused"], default="op",
+                   help="graph granularity (fused needs --backend tvm; default op)")
+    p.add_argument("--arg", action="append", metavar="[MODEL.]KEY=VALUE",
+                   help="zoo model option, e.g. --arg image_size=64 (repeatable)")
+    p.add_argument("--out", default=None, metavar="DIR", help="write traces (and the --all tables) here")
+    p.add_argument("--calibrate", default=None, metavar="PROFILE",
+                   help="measure the executor's per-op overhead and write it into PROFILE/dispatch.json")
+    p.add_argument("--profile-in-context", default=None, metavar="DIR",
+                   help="profile the --models' operators as they run inside the model (executor, one "
+                   "worker of --device) into the profile folder DIR, then stop; with --platform, also "
+                   "the graphs tensor-split makes")
+    p.add_argument("--device", default="cpu@1", help="device of --profile-in-context (default cpu@1)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the validation the arguments ask for; exit status 0 when it ran."""
+    from experiments.cli import CLIError
+    from runtime._executor_setup import ExecutionError
+    from runtime.backends import BackendError
+
+    try:
+        if args.calibrate:
+            return _calibrate(args)
+        if args.profile_in_context:
+            return _profile_in_context(args)
+        if args.all:
+            return _run_all(args)
+        if not args.model:
+            raise CLIError("give a MODEL (or --all, or --calibrate PROFILE)")
+        if not args.scheduler and not args.plan:
+            raise CLIError("give --scheduler NAME or --plan FILE")
+        return _run_one(args)
+    except (ExecutionError, BackendError, ValueError) as e:
+        raise CLIError(str(e)) from e
+
+
+def _device_map(items: list[str] | None) -> dict[str, str]:
+    from experiments.cli import CLIError
+
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise CLIError(f"--device-map {item!r} must look like DEV=SPEC (e.g. gpu=cuda:1)")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _model_kwargs(models: list[str], items: list[str] | None) -> dict[str, dict[str, Any]]:
+    from experiments.cli_profile import model_options
+
+    return model_options(models, items)
+
+
+def _run_one(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import schedulers
+    from graphs import zoo
+    from graphs.graph import load
+    from runtime.validate import validate
+    from sim.platform import Platform
+
+    platform = Platform.load(args.platform)
+    if args.model.endswith(".json") or Path(args.model).is_file():
+        graph = load(args.model)
+    else:
+        kw = _model_kwargs([args.model], args.arg)[args.model]
+        graph = zoo.load(args.model, batch=args.batch, granularity=args.granularity, **kw)
+    how: Any = schedulers.load_plan(args.plan) if args.plan else args.scheduler
+    res = validate(graph, platform, how, args.cost, backend=args.backend or "torch", warmup=args.warmup,
+                   repeats=args.repeats, device_map=_device_map(args.device_map),
+                   scheduler_args=parse_kv(args.scheduler_arg) if not args.plan else None)
+    print(res)
+    if args.out:
+        out = res.write(args.out)
+        print(f"wrote {out / 'sim_trace.json'} and {out / 'run_trace.json'} (open both in Perfetto)")
+    return 0
+
+
+def _run_all(args: argparse.Namespace) -> int:
+    from experiments.cli import CLIError
+    from runtime.validate import format_table, validate_all
+
+    if not args.out:
+        raise CLIError("--all needs --out DIR (validation.csv, ranking.csv and traces go there)")
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    scheds = [s.strip() for s in args.schedulers.split(",") if s.strip()] if args.schedulers else None
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    table = validate_all(models, args.platform, scheds, args.cost, backend=args.backend or "torch",
+                         warmup=args.warmup, repeats=args.repeats, batch=args.batch,
+                         model_kwargs=_model_kwargs(models, args.arg),
+                         device_map=_device_map(args.device_map), out=args.out, progress=say)
+    print(format_table(table))
+    print(f"wrote {args.out}/validation.csv and {args.out}/ranking.csv")
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from runtime.validate import calibrate_dispatch
+
+    new = calibrate_dispatch(args.calibrate, backend=args.backend)
+    for dev, t in new.items():
+        print(f"dispatch {dev}: {t * 1e6:.2f} us per op (executor overhead, kernel call included)")
+    print(f"wrote {args.calibrate}/dispatch.json")
+    return 0
+
+
+def _profile_in_context(args: argparse.Namespace) -> int:
+    from runtime.validate import profile_in_context
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    path = profile_in_context(models, args.profile_in_context, device=args.device,
+                              backend=args.backend or "torch", batch=args.batch,
+                              model_kwargs=_model_kwargs(models, args.arg), platform=args.platform)
+    print(f"wrote the in-context profile {path} ({', '.join(models)} on {args.device})")
+    return 0

@@ -1,0 +1,543 @@
+"""The run-time engine of :func:`runtime.executor.execute`: workers, ready queues, copies.
+
+Model (the simulator's, on real devices)
+----------------------------------------
+* One worker thread per device stream. A CPU worker runs its kernels itself
+  (synchronously; torch and TVM release the GIL inside kernels, so workers on
+  different cores run in parallel while their Python overhead is serialised by
+  the GIL: the simulator's single host dispatcher). A GPU worker enqueues kernels
+  on its CUDA stream (:mod:`runtime._executor_cuda`).
+* Each device has a ready heap keyed like the simulator's, ``request * n_ops +
+  rank`` (rank: position in the plan's ``(priority, topological index)`` order):
+  among ready ops a device runs the lowest first.
+* An op is ready when each input is in its device's memory. Devices whose real
+  devices share memory (every CPU worker) read each other's outputs in place; a
+  tensor crossing to another memory (CPU <-> GPU, GPU <-> GPU) is copied once per
+  destination memory, however many consumers read it there.
+* Graph inputs start in the host's memory when a request starts; graph outputs
+  must reach it: a request completes when every op has run and every output is on
+  the host. Requests (micro-batches) all start together, as in the simulator.
+* A dynamic policy places an op when all its predecessors have finished, through
+  a :class:`sim.plan.SystemView` over the live state (:class:`RunView`).
+
+Every scheduling decision happens under one lock, held for a few microseconds;
+kernels run outside it.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import sys
+import threading
+import time
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING, Any
+
+from runtime._executor_setup import ExecutionError
+from runtime._executor_view import CachedCost, RunView, link_resource, pin_cores, torch_threads
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphs.graph import Graph
+    from runtime.backends.base import Backend, DeviceSpec
+    from sim.plan import Plan
+    from sim.platform import Platform
+
+__all__ = ["Engine"]
+
+_OUT = -1  # consumer id of a graph output waiting for its copy to the host
+
+
+class _Req:
+    """State of one request in one run."""
+
+    __slots__ = ("r", "base", "vals", "pending", "loc", "mem", "cvals", "inflight", "evs",
+                 "remaining", "end", "refs")
+
+
+class Engine:
+    """One plan ready to run: indexed graph, prepared calls, worker threads.
+
+    Parameters
+    ----------
+    graph, platform, plan
+        What runs where.
+    specs
+        Platform device -> real device.
+    calls
+        Memory (torch device string) -> node -> prepared call.
+    inputs
+        Graph input name -> its value in the host's memory (backend tensor).
+    backend
+        The backend (``configure`` is called in each worker thread).
+    cost
+        Cost model for the dynamic policy's predictions.
+    active
+        Platform devices that may run ops (each gets its workers).
+    requests
+        Requests (micro-batches) per run.
+    seed
+        Seed of the dynamic policy's ``view.rng``.
+    cuda
+        :class:`runtime._executor_cuda.CudaRuntime` when a GPU is involved.
+    pin
+        Pin each CPU worker thread to its own cores (:func:`pin_cores`).
+    spin_s
+        A pinned CPU worker whose queue is empty polls it this long (releasing the
+        GIL between polls) before it blocks: it owns its core, and waking a blocked
+        thread on an idle core costs tens of microseconds (an inter-processor
+        interrupt; a VM exit on virtual machines) for every dependency between ops
+        on different workers.
+    """
+
+    def __init__(
+        self, graph: Graph, platform: Platform, plan: Plan, specs: dict[str, DeviceSpec],
+        calls: dict[str, dict[str, Any]], inputs: dict[str, Any], backend: Backend, cost: Any,
+        *, active: list[str], requests: int = 1, seed: int | None = None, cuda: Any = None,
+        pin: bool = True, spin_s: float = 2e-3,
+    ) -> None:
+        self.graph, self.platform, self.plan, self.backend = graph, platform, plan, backend
+        self.cost = CachedCost(cost)
+        self.cuda = cuda
+        self.active = set(active)
+        self.n_req = requests
+        topo = graph.topological_order()
+        n = len(topo)
+        self.n = n
+        in_names = [str(s.get("name")) for s in graph.meta.get("inputs") or []]
+        self.names = topo + in_names
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.input_values = [inputs[name] for name in in_names]
+        prio = plan.priority
+        order = sorted(range(n), key=lambda i: (float(prio.get(topo[i], i)), i))
+        self.order = order
+        self.rank = [0] * n
+        for r, i in enumerate(order):
+            self.rank[i] = r
+        # devices and memories
+        self.dev_names = platform.device_names
+        self.dev_index = {d: i for i, d in enumerate(self.dev_names)}
+        self.specs = [specs[d] for d in self.dev_names]
+        self.mem_names = list(dict.fromkeys(s.torch_device for s in self.specs))
+        self.dmem = [self.mem_names.index(s.torch_device) for s in self.specs]
+        self.host = self.dev_index[platform.host]
+        self.host_mem = self.dmem[self.host]
+        self.streams = [d.streams for d in platform.devices]
+        # wiring: producers read by each op, and which outputs of each
+        reads: list[dict[int, list[int]]] = [{} for _ in range(n)]
+        self.calls: list[list[Any]] = [[None] * n for _ in self.mem_names]
+        for m, name in enumerate(self.mem_names):
+            for node, call in calls.get(name, {}).items():
+                self.calls[m][self.index[node]] = call
+        for v in range(n):
+            call = next((c[v] for c in self.calls if c[v] is not None), None)
+            if call is None:
+                continue
+            for _, p, k in call.slots:
+                ks = reads[v].setdefault(p, [])
+                if k not in ks:
+                    ks.append(k)
+        self.reads = reads
+        self.succs: list[list[int]] = [[] for _ in self.names]
+        for v in range(n):
+            for p in reads[v]:
+                self.succs[p].append(v)
+        self.npred = [len(reads[v]) for v in range(n)]
+        # Outputs in a run where every device shares one memory (cpu2) are dropped when
+        # their last reader has run, as an eager framework does (memory is reused, the
+        # allocator keeps its pages); elsewhere they live until the run ends (a GPU
+        # consumer is only enqueued when it "finishes").
+        self.nrefs = [len(c) for c in self.succs]
+        self.free_early = False
+        self.outs: list[list[int]] = [[] for _ in self.names]
+        self.out_keys: list[tuple[int, int]] = []
+        for spec in graph.meta.get("outputs") or []:
+            u, k = self.index[spec["node"]], int(spec.get("output", 0))
+            self.out_keys.append((u, k))
+            if k not in self.outs[u]:
+                self.outs[u].append(k)
+        for u, _ in self.out_keys:
+            self.nrefs[u] = 1 << 30  # graph outputs are kept
+        self.loc0 = [self.dev_index[plan.placement[x]] if x in plan.placement else -1 for x in topo]
+        self.loc0 += [self.host] * len(in_names)
+        self.static = [d >= 0 for d in self.loc0]
+        self.dynamic = plan.policy is not None
+        self.policy = plan.policy
+        self.node_bytes = [int(graph.nx.nodes[x]["bytes"]) for x in topo]
+        self._prices: dict[tuple[int, int], float] = {}
+        self.view = RunView(self, seed)
+        # run state
+        self.lock = threading.Lock()
+        self.heaps: list[list[int]] = [[] for _ in self.dev_names]
+        self.idle: list[list[threading.Lock]] = [[] for _ in self.dev_names]
+        self.queued = [0.0] * len(self.dev_names)
+        self.stream_end = [[0.0] * s for s in self.streams]
+        self.reqs: list[_Req] = []
+        self.t0 = 0.0
+        self.t_end = 0.0
+        self.left = 0
+        self.done = threading.Lock()
+        self.error: tuple[BaseException, str] | None = None
+        self.op_recs: list[tuple] = []
+        self.xfer_recs: list[tuple] = []
+        self.threads: list[threading.Thread] = []
+        self.spin_s = spin_s
+        self.pins: dict[tuple[int, int], set[int]] = (
+            pin_cores(self.specs, self.streams, {self.dev_index[x] for x in self.active}) if pin else {})
+
+    # ----------------------------------------------------------------- pricing
+    def _price(self, u: int, d: int) -> float:
+        key = (u, d)
+        t = self._prices.get(key)
+        if t is None:
+            dev = self.platform.devices[d]
+            name = self.names[u]
+            t = self.cost.op_time(self.graph, name, dev) + self.cost.dispatch_time(self.graph, name, dev)
+            self._prices[key] = t
+        return t
+
+    # ----------------------------------------------------------------- threads
+    def start(self) -> None:
+        """Start one worker thread per device stream (and the CUDA helpers)."""
+        for d, streams in enumerate(self.streams):
+            if self.dev_names[d] not in self.active:
+                continue
+            for s in range(streams):
+                if self.specs[d].kind == "gpu":
+                    target = self.cuda.worker
+                    args: tuple = (self, d, s)
+                else:
+                    target, args = self._cpu_worker, (d, s)
+                t = threading.Thread(target=target, args=args, name=f"hetsim-{self.dev_names[d]}-{s}", daemon=True)
+                self.threads.append(t)
+        if self.cuda is not None:
+            self.cuda.start(self)
+        for t in self.threads:
+            t.start()
+
+    def stop(self) -> None:
+        """Stop the workers (each pops a sentinel, lowest key first)."""
+        with self.lock:
+            for d in range(len(self.dev_names)):
+                for _ in range(self.streams[d]):
+                    heappush(self.heaps[d], -1)
+                while self.idle[d]:
+                    self.idle[d].pop().release()
+        if self.cuda is not None:
+            self.cuda.stop()
+        for t in self.threads:
+            t.join(timeout=30)
+        self.threads = []
+
+    def fail(self, exc: BaseException, where: str) -> None:
+        """Record the first error of a worker and wake the main thread."""
+        with self.lock:
+            if self.error is None:
+                self.error = (exc, where)
+                self.done.release()
+
+    def _cpu_worker(self, d: int, s: int) -> None:
+        try:
+            cores = self.pins.get((d, s))
+            if cores:
+                os.sched_setaffinity(threading.get_native_id(), cores)
+            # torch's intra-op thread count is per thread (OpenMP), initialised lazily from
+            # a process-wide value on first use: initialise, then set this worker's own
+            torch_threads()
+            self.backend.configure(self.specs[d])
+        except BaseException as e:  # noqa: BLE001 - reported to the main thread
+            self.fail(e, f"configuring {self.specs[d].name}")
+            return
+        lock, heap, idle = self.lock, self.heaps[d], self.idle[d]
+        wake = threading.Lock()
+        wake.acquire()
+        mine = self.dmem[d]
+        calls = self.calls[mine]
+        order, n, reqs = self.order, self.n, self.reqs
+        pc = time.perf_counter
+        recs = self.op_recs
+        dyn = self.dynamic
+        finish, run_jobs = self._finish, self._run_jobs
+        spin = self.spin_s if cores else 0.0
+        sleep = time.sleep
+        while True:
+            if spin and not heap:  # spin-then-block: waking an idle core costs tens of us
+                until = pc() + spin
+                while not heap and pc() < until:
+                    sleep(0)  # releases the GIL
+            lock.acquire()
+            if not heap:
+                idle.append(wake)
+                lock.release()
+                wake.acquire()
+                continue
+            key = heappop(heap)
+            if key < 0:
+                lock.release()
+                return
+            r, rk = divmod(key, n)
+            u = order[rk]
+            if dyn:
+                t = self._price(u, d)
+                self.queued[d] -= t
+                self.stream_end[d][s] = pc() - self.t0 + t
+            st = reqs[r]
+            lock.release()
+            t_pick = pc()
+            call = calls[u]
+            args = call.tmpl.copy()
+            mem, vals = st.mem, st.vals
+            for i, p, k in call.slots:
+                args[i] = vals[p][k] if mem[p] == mine else st.cvals[(p, k, mine)][0]
+            t_call = pc()
+            try:
+                out = call(args, r)
+            except BaseException as e:  # noqa: BLE001 - reported to the main thread
+                self.fail(e, f"node {self.names[u]!r} on {self.dev_names[d]!r}")
+                return
+            t_ret = pc()
+            vals[u] = out
+            recs.append((u, r, d, s, t_pick, t_call, t_ret))
+            lock.acquire()
+            jobs = finish(st, u, mine)
+            lock.release()
+            if jobs:
+                run_jobs(st, jobs)
+
+    # ---------------------------------------------------------- bookkeeping
+    # (all of these run with self.lock held)
+    def _ready(self, st: _Req, v: int) -> None:
+        d = st.loc[v]
+        heappush(self.heaps[d], st.base + self.rank[v])
+        if self.dynamic:
+            self.queued[d] += self._price(v, d)
+        idle = self.idle[d]
+        if idle:
+            idle.pop().release()
+
+    def _need(self, st: _Req, p: int, k: int, m: int, v: int, jobs: list) -> bool:
+        """Is output ``k`` of ``p`` in memory ``m``? If not, ``v`` waits for its copy
+        (started now unless it is on its way)."""
+        key = (p, k, m)
+        if key in st.cvals:
+            return True
+        waiting = st.inflight.get(key)
+        if waiting is None:
+            st.inflight[key] = [v]
+            jobs.append(key)
+        else:
+            waiting.append(v)
+        return False
+
+    def _finish(self, st: _Req, u: int, mu: int) -> list:
+        """``u`` has run (CPU) or is enqueued (GPU) with its outputs in memory ``mu``."""
+        jobs: list = []
+        pending, loc0, dmem, reads = st.pending, self.loc0, self.dmem, self.reads
+        if st.refs is not None and u < self.n:
+            refs, vals = st.refs, st.vals
+            for p in reads[u]:
+                c = refs[p] - 1
+                refs[p] = c
+                if c == 0:
+                    vals[p] = None
+        for v in self.succs[u]:
+            if self.static[v]:
+                mv = dmem[loc0[v]]
+                c = pending[v] - 1
+                if mv != mu:
+                    for k in reads[v][u]:
+                        if not self._need(st, u, k, mv, v, jobs):
+                            c += 1
+                pending[v] = c
+                if c == 0:
+                    self._ready(st, v)
+            else:
+                c = pending[v] - 1
+                pending[v] = c
+                if c == 0:
+                    self._place(st, v, jobs)
+        for k in self.outs[u]:
+            if mu == self.host_mem or self._need(st, u, k, self.host_mem, _OUT, jobs):
+                st.remaining -= 1
+        st.remaining -= 1
+        if st.remaining == 0:
+            self._complete(st)
+        return jobs
+
+    def _place(self, st: _Req, v: int, jobs: list) -> None:
+        self.view._st = st
+        dev = self.policy.select(self.names[v], self.view)
+        d = self.dev_index.get(dev)
+        if d is None:
+            raise ExecutionError(
+                f"policy {getattr(self.policy, 'name', self.policy)!r} placed node {self.names[v]!r} "
+                f"on unknown device {dev!r}; devices: {self.dev_names}"
+            )
+        st.loc[v] = d
+        mv = self.dmem[d]
+        st.mem[v] = mv
+        c = 0
+        for p, ks in self.reads[v].items():
+            if st.mem[p] != mv:
+                for k in ks:
+                    if not self._need(st, p, k, mv, v, jobs):
+                        c += 1
+        st.pending[v] = c
+        if c == 0:
+            self._ready(st, v)
+
+    def arrive(self, st: _Req, key: tuple[int, int, int], value: Any, event: Any) -> None:
+        """A copy has reached its memory (lock held)."""
+        st.cvals[key] = (value, event)
+        for v in st.inflight.pop(key):
+            if v == _OUT:
+                st.remaining -= 1
+                if st.remaining == 0:
+                    self._complete(st)
+                continue
+            c = st.pending[v] - 1
+            st.pending[v] = c
+            if c == 0:
+                self._ready(st, v)
+
+    def _complete(self, st: _Req) -> None:
+        st.end = time.perf_counter()
+        self.left -= 1
+        if self.left == 0:
+            self.t_end = st.end
+            self.done.release()
+
+    def _run_jobs(self, st: _Req, jobs: list) -> None:
+        """Start copies (outside the lock)."""
+        try:
+            for key in jobs:
+                self.cuda.copy(self, st, key)
+        except BaseException as e:  # noqa: BLE001 - reported to the main thread
+            self.fail(e, f"copying output {key[1]} of {self.names[key[0]]!r} to {self.mem_names[key[2]]}")
+
+    # --------------------------------------------------------------------- runs
+    def _new_request(self, r: int) -> _Req:
+        st = _Req()
+        n = self.n
+        st.r, st.base = r, r * max(n, 1)
+        st.vals = [None] * len(self.names)
+        st.pending = list(self.npred)
+        st.loc = list(self.loc0)
+        st.mem = [self.dmem[d] if d >= 0 else -1 for d in self.loc0]
+        st.cvals, st.inflight = {}, {}
+        st.evs = [None] * len(self.names)
+        st.remaining = n + len(self.out_keys)
+        st.refs = list(self.nrefs) if self.free_early else None
+        st.end = math.nan
+        return st
+
+    def run_once(self, timeout_s: float | None = None, *, keep: bool = False) -> float:
+        """One run of every request; returns the makespan in seconds.
+
+        ``keep``: keep every node's outputs until the run ends (to check them), even
+        where they would be dropped after their last reader."""
+        self.free_early = not keep and len(self.mem_names) == 1 and self.cuda is None
+        self.reqs[:] = [self._new_request(r) for r in range(self.n_req)]
+        self.op_recs.clear()
+        self.xfer_recs.clear()
+        self.queued = [0.0] * len(self.dev_names)
+        self.stream_end = [[0.0] * s for s in self.streams]
+        self.left = self.n_req
+        self.done.acquire(blocking=False)
+        n = self.n
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-4)  # hand the GIL over quickly to a worker that waits
+        gc_was = gc.isenabled()
+        gc.disable()
+        try:
+            if self.cuda is not None:
+                self.cuda.begin(self)
+            self.t0 = time.perf_counter()
+            started: list[tuple[_Req, list]] = []
+            with self.lock:
+                for st in self.reqs:
+                    jobs: list = []
+                    for j, value in enumerate(self.input_values):
+                        st.vals[n + j] = (value,)
+                        jobs += self._finish_input(st, n + j)
+                    for v in range(n):
+                        if self.npred[v] == 0:
+                            if self.static[v]:
+                                self._ready(st, v)
+                            else:
+                                self._place(st, v, jobs)
+                    if n == 0:
+                        self._complete(st)
+                    if jobs:
+                        started.append((st, jobs))
+            for st, jobs in started:
+                self._run_jobs(st, jobs)
+            if not self.done.acquire(timeout=timeout_s if timeout_s is not None else -1):
+                raise ExecutionError(f"a run did not finish within {timeout_s} s (deadlock?)")
+            if self.error is not None:
+                exc, where = self.error
+                raise _Failure(exc, where)
+            makespan = self.t_end - self.t0
+            if self.cuda is not None:
+                self.cuda.end(self)
+        finally:
+            sys.setswitchinterval(switch)
+            if gc_was:
+                gc.enable()
+        return makespan
+
+    def _finish_input(self, st: _Req, p: int) -> list:
+        """Graph input ``p`` is on the host: its consumers there are one input closer."""
+        st.remaining += 1  # _finish counts p as an op; graph inputs are not ops
+        return self._finish(st, p, self.host_mem)
+
+    def outputs(self) -> list[Any]:
+        """The graph outputs of request 0 of the last run, in the host's memory."""
+        st = self.reqs[0]
+        out = []
+        for u, k in self.out_keys:
+            if st.mem[u] == self.host_mem:
+                out.append(st.vals[u][k])
+            else:
+                out.append(st.cvals[(u, k, self.host_mem)][0])
+        return out
+
+    def records(self) -> list[dict[str, Any]]:
+        """The last run's records in the simulator's format (times from its start)."""
+        t0, names, devs = self.t0, self.names, self.dev_names
+        out: list[dict[str, Any]] = []
+        op_recs = self.cuda.op_times(self) if self.cuda is not None else self.op_recs
+        workers: dict[tuple[int, int], int] = {}
+        for rec in op_recs:
+            if len(rec) == 7:  # CPU: the call ends the dispatch and starts the kernel
+                u, r, d, s, t_pick, t_call, t_ret = rec
+                d_end, o_start = t_call, t_call
+            else:  # GPU: host enqueue, then the kernel's CUDA-event times
+                u, r, d, s, t_pick, d_end, o_start, t_ret = rec
+            w = workers.setdefault((d, s), len(workers))
+            out.append(_rec("dispatch", names[u], names[u], r, "dispatch", w, t_pick - t0, d_end - t0, 0))
+            out.append(_rec("op", names[u], names[u], r, devs[d], s, o_start - t0, t_ret - t0, self.node_bytes[u]))
+        if self.cuda is not None:
+            for p, k, r, src, dst, start, end, nbytes in self.cuda.xfer_times(self):
+                name = f"{names[p]}[{k}]->{devs[dst]}"
+                out.append(_rec("transfer", name, names[p], r, link_resource(self.platform, devs[src], devs[dst]),
+                                0, start, end, nbytes, devs[dst], k, 0))
+        out.sort(key=lambda x: (x["start"], x["end"]))
+        return out
+
+
+class _Failure(Exception):
+    """A worker's exception, with where it happened."""
+
+    def __init__(self, exc: BaseException, where: str) -> None:
+        super().__init__(f"{where}: {type(exc).__name__}: {exc}")
+        self.exc, self.where = exc, where
+
+
+def _rec(kind: str, name: str, node: str, request: int, resource: str, stream: int, start: float,
+         end: float, nbytes: int, dst: str | None = None, output: int | None = None,
+         hop: int | None = None) -> dict[str, Any]:
+    return {"kind": kind, "name": name, "node": node, "request": request, "resource": resource,
+            "stream": stream, "start": start, "end": end, "bytes": nbytes, "dst": dst,
+            "output": output, "hop": hop}

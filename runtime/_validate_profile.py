@@ -1,0 +1,273 @@
+"""Profiles for validation: the executor's per-op overhead, and op times in context.
+
+* :func:`measure_overhead` -- seconds per op the executor spends on a chain of
+  one-element ``relu`` ops on one worker (and how much of it is the kernel call);
+* :func:`calibrate_dispatch` -- writes that overhead into a profile's
+  ``dispatch.json``, so that the simulator's per-op host dispatch is what the
+  executor really spends;
+* :func:`profile_in_context` -- a profile whose op times are measured *inside* the
+  model: each graph run node by node by the executor on one worker, the kernel-call
+  time of every node recorded over many runs, and each operator signature given
+  the median over its nodes and runs. Operators timed alone in a loop
+  (:mod:`runtime.profile`) find their inputs, weights and output buffer hot in
+  the caches; in the model they do not, and on the 2-core development machine
+  convolutions take 1.2-1.5x and small memory-bound ops (batch norm, relu, concat)
+  3-5x their isolated times. A profile taken in context, just before a
+  validation, also sees the machine at the same speed as the validation (shared
+  cloud machines drift by +-15 % over minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from runtime._executor_setup import Wiring
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphs.graph import Graph
+    from runtime.backends.tvm_backend import RelaxModel
+    from sim.platform import Platform
+
+__all__ = ["calibrate_dispatch", "measure_overhead", "profile_in_context"]
+
+
+def _one_device(device: str) -> tuple[Platform, dict[str, str]]:
+    """A platform with one device ``d`` running on real device ``device`` (plus a
+    CPU host when it is a GPU), and the device map that says so."""
+    from runtime.backends import parse_device
+    from sim.platform import Device, Platform
+
+    spec = parse_device(device)
+    kind = "gpu" if spec.kind == "gpu" else "cpu"
+    dev = Device(name="d", kind=kind, peak_flops=1e12, mem_bandwidth_bytes_per_s=1e11, memory_bytes=1 << 36,
+                 threads=spec.threads)
+    if kind == "cpu":
+        return Platform(name="one-device", devices=(dev,), host="d"), {"d": spec.name}
+    host = Device(name="host", kind="cpu", peak_flops=1e12, mem_bandwidth_bytes_per_s=1e11, memory_bytes=1 << 36)
+    return Platform(name="one-device", devices=(dev, host), host="host"), {"d": spec.name, "host": "cpu"}
+
+
+def measure_overhead(
+    device: str = "cpu@1",
+    backend: str = "torch",
+    *,
+    ops: int = 400,
+    repeats: int = 15,
+    kernel: bool = True,
+) -> float:
+    """Seconds per op that the executor spends on a chain of one-element ``relu``
+    ops on one worker of ``device``.
+
+    Parameters
+    ----------
+    device, backend
+        Where and with which kernels.
+    ops, repeats
+        Chain length and timed runs (the median run counts).
+    kernel
+        Include the kernel call (``True``: what the simulator's per-op dispatch
+        must be with a profile of isolated kernel times, which the profiler takes
+        net of a bare call; ``False``: the executor's work around the call only,
+        for a profile of in-context call times).
+
+    Examples
+    --------
+    >>> t = measure_overhead("cpu@1")    # doctest: +SKIP
+    >>> 1e-6 < t < 1e-4                  # doctest: +SKIP
+    True
+    """
+    from graphs.graph import Graph
+    from runtime.executor import Execution
+    from sim.plan import Plan
+
+    if ops < 2:
+        raise ValueError(f"ops must be >= 2, got {ops}")
+    g = Graph(name="overhead")
+    names = [f"{i:05d}_relu" for i in range(ops)]
+    for i, n in enumerate(names):
+        g.add_op(n, "relu", inputs=[([1], "float32")], outputs=[([1], "float32")])
+        if i:
+            g.add_edge(names[i - 1], n)
+    g.meta["inputs"] = [{"name": "x", "shape": [1], "dtype": "float32", "bytes": 4, "consumers": [names[0]]}]
+    g.meta["outputs"] = [{"node": names[-1], "output": 0, "shape": [1], "dtype": "float32", "bytes": 4}]
+    wiring = Wiring({n: [("node", (names[i - 1], 0))] if i else [("input", "x")] for i, n in enumerate(names)},
+                    {}, {}, {"x": np.ones(1, np.float32)})
+    platform, dmap = _one_device(device)
+    with Execution(g, Plan(dict.fromkeys(names, "d")), platform, wiring, backend=backend, device_map=dmap,
+                   check=False) as ex:
+        ex.run(3, timed=False)
+        ex.run(repeats)
+        run = ex.result()
+    per_op = run.median / ops
+    if kernel:
+        return per_op
+    calls = [r["end"] - r["start"] for r in run.records if r["kind"] == "op"]
+    return max(per_op - float(np.median(calls)), 0.0)
+
+
+def calibrate_dispatch(
+    profile: str | os.PathLike[str],
+    *,
+    backend: str | None = None,
+    ops: int = 400,
+    repeats: int = 15,
+) -> dict[str, float]:
+    """Replace each device's entry of a profile's ``dispatch.json`` with the
+    executor's measured per-op overhead (:func:`measure_overhead`; the kernel call
+    included unless the profile was taken in context).
+
+    Returns
+    -------
+    dict
+        Device -> seconds per op, as written.
+    """
+    from costmodel.profile import ProfileWriter
+
+    path = Path(profile)
+    manifest = json.loads((path / "manifest.json").read_text())
+    name = backend or str(manifest.get("backend", "torch"))
+    in_context = str(manifest.get("timing", "")).startswith("in-context")
+    new = json.loads((path / "dispatch.json").read_text()) if (path / "dispatch.json").is_file() else {}
+    for d in manifest["devices"]:
+        if d.get("role") == "host":
+            continue
+        new[d["name"]] = measure_overhead(d["name"], name, ops=ops, repeats=repeats, kernel=not in_context)
+    ProfileWriter(path, manifest, backend=name).open().write_dispatch(new)
+    return new
+
+
+def profile_in_context(
+    graphs: Sequence[str | Graph],
+    out: str | os.PathLike[str],
+    *,
+    device: str = "cpu@1",
+    backend: str = "torch",
+    warmup: int = 3,
+    runs: int = 15,
+    batch: int = 1,
+    model_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    models: Mapping[str, RelaxModel] | None = None,
+    platform: Platform | str | None = None,
+    transforms: Sequence[str] = ("tensor-split",),
+    name: str | None = None,
+) -> Path:
+    """Profile every operator signature of ``graphs`` as it runs inside its model.
+
+    Each graph runs ``warmup`` + ``runs`` times, every node in plan order on one
+    worker of ``device`` (:func:`runtime.execute`); an operator signature gets the
+    median, p10 and p90 of its nodes' kernel-call times over the timed runs. The
+    folder follows ``costmodel/PROFILE_FORMAT.md`` (``manifest["timing"]`` starts
+    with ``in-context``) and its ``dispatch.json`` holds the executor's per-op
+    work around the calls (:func:`measure_overhead` with ``kernel=False``).
+
+    Parameters
+    ----------
+    graphs
+        Zoo model names (imported at ``batch``, op granularity, ``model_kwargs``) or
+        graphs (zoo graphs, or graphs with their model in ``models[graph.name]``).
+    out
+        Profile folder; signatures already in it are kept (use a new folder for a
+        fresh profile).
+    device, backend
+        Where and with which kernels (``cpu@1``: one worker thread on one core).
+    warmup, runs
+        Untimed and timed runs of each graph.
+    platform, transforms
+        Also profile the graphs that these schedulers' ``transform`` makes of each
+        graph on ``platform`` (planned with this profile's own times), so that the
+        validation of e.g. ``tensor-split`` finds its split operators measured.
+    name
+        Profile name in the manifest (default: the folder's name).
+
+    Returns
+    -------
+    pathlib.Path
+        The folder.
+    """
+    import costmodel
+    import schedulers
+    from costmodel.profile import ProfileWriter
+    from runtime._executor_setup import load_model, wire
+    from runtime.backends import parse_device
+    from runtime.backends.tvm_backend import import_model
+    from runtime.executor import Execution
+    from runtime.profile import MeasureSettings, build_manifest
+    from sim.plan import Plan
+    from sim.platform import Platform as _Platform
+
+    spec = parse_device(device)
+    path = Path(out)
+    one, dmap = _one_device(device)
+    items: list[tuple[Graph, RelaxModel]] = []
+    for m in graphs:
+        if isinstance(m, str):
+            rm = import_model(m, batch=batch, **dict((model_kwargs or {}).get(m, {})))
+            items.append((rm.graph, rm))
+        else:
+            items.append((m, (models or {}).get(m.name) or load_model(m)))
+    granularity = ",".join(sorted({str(g.meta.get("granularity", "op")) for g, _ in items})) or "op"
+    manifest = build_manifest(name or path.name, backend, [spec], granularity=granularity, settings=MeasureSettings())
+    manifest["timing"] = ("in-context: median kernel-call time of each signature's nodes over runs of the "
+                          "whole graph by the executor on one worker; dispatch.json: the executor's work "
+                          "around each call")
+    writer = ProfileWriter(path, manifest, backend=backend).open()
+
+    def profile(graph: Graph, relax: RelaxModel) -> None:
+        from graphs.features import FEATURE_COLUMNS, features
+
+        done = writer.done(spec.name)
+        feats = features(graph)
+        plan = Plan(dict.fromkeys(graph.nx, "d"))
+        with Execution(graph, plan, one, wire(graph, relax), backend=backend, device_map=dmap,
+                       model=relax, check=False) as ex:
+            ex.run(warmup, timed=False)
+            ex.run(runs)
+            samples: dict[str, list[float]] = {}
+            first: dict[str, str] = {}
+            for recs in ex.runs:
+                for r in recs:
+                    if r["kind"] == "op":
+                        sig = str(feats.at[r["node"], "signature"])
+                        samples.setdefault(sig, []).append(r["end"] - r["start"])
+                        first.setdefault(sig, r["node"])
+        model = str(graph.meta.get("model") or graph.name)
+        rows = []
+        for sig, ts in samples.items():
+            if sig in done:
+                continue
+            n = first[sig]
+            med = float(np.median(ts))
+            rows.append({
+                "signature": sig, "device": spec.name, "device_kind": spec.kind, "backend": backend,
+                "model": model, "node": n, "batch": int(graph.meta.get("batch") or 1), "models": model,
+                "time_s": med, "p10_s": float(np.percentile(ts, 10)), "p90_s": float(np.percentile(ts, 90)),
+                "repeats": len(ts), **{c: feats.at[n, c] for c in ("op", *FEATURE_COLUMNS)},
+                "wall_s": med, "dispatch_s": 0.0, "timer": "in-context",
+                "threads": spec.cpu_threads() if spec.kind == "cpu" else 0,
+                "granularity": str(graph.meta.get("granularity", "op")),
+            })
+        if rows:
+            writer.append_ops(rows)
+        writer.add_models(model, samples.keys(), device=spec.name)
+
+    for graph, relax in items:
+        profile(graph, relax)
+    writer.write_dispatch({spec.name: measure_overhead(device, backend, kernel=False)})
+    if platform is not None and transforms:
+        plat = _Platform.load(platform)
+        cost = costmodel.from_spec(str(path), platform=plat)
+        for graph, relax in items:
+            for tname in transforms:
+                s = schedulers.get(tname)
+                if s.why_not(graph, plat) is not None:
+                    continue
+                g2 = s.transform(graph, plat, cost)
+                if g2 is not graph:
+                    profile(g2, relax)
+    return path

@@ -1,0 +1,549 @@
+"""Execute a plan on the real CPU and GPU(s), and time it.
+
+:func:`execute` runs a model's graph node by node on the devices a plan names, with
+one worker per device stream (CPU worker threads, CUDA streams), each op when its
+inputs are ready on its device, in plan priority order, with real copies across
+memories -- the simulator's model of the run (see :mod:`runtime._executor_run`),
+so that the measured makespan can be set against the simulated one.
+
+* Platform devices map to real ones: ``cpu`` -> ``cpu@{threads}``, the K-th ``gpu``
+  -> ``cuda:K`` (``device_map`` overrides). ``cpu2``'s two workers are two threads
+  running single-threaded kernels on the two cores. A device this machine lacks is
+  reported before anything runs.
+* Kernels come from :mod:`runtime.backends` (``torch`` or ``tvm``); the dataflow and
+  the real weights come from the model's Relax module, the weights materialised
+  once per device before timing.
+* A dynamic plan's policy places ops as they become ready, through the same
+  :class:`sim.plan.SystemView` interface as in the simulator.
+* The first run is checked: every node's outputs against the same node in a
+  single-device run (all nodes in order on the host), and the graph outputs
+  against the zoo model's own torch module: a plan executed wrongly raises
+  :class:`ExecutionError` (naming the first node that differs) instead of timing
+  fast. (The node-by-node check matters: randomly initialised GoogLeNet and
+  SqueezeNet give nearly the same logits for any input.)
+
+Examples
+--------
+>>> from graphs import zoo
+>>> import schedulers
+>>> g = zoo.load("squeezenet1_1", image_size=64)                     # doctest: +SKIP
+>>> plan = schedulers.get("heft").schedule(g, "cpu2", cost)         # doctest: +SKIP
+>>> run = execute(g, plan, "cpu2", repeats=10)                      # doctest: +SKIP
+>>> run.median, run.p10, run.p90                                    # doctest: +SKIP
+>>> run.to_chrome_trace("run_trace.json")                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from runtime._executor_check import (
+    check_run,
+    is_oom,
+    reference_outputs,
+    sequential_reference,
+    translate_error,
+)
+from runtime._executor_setup import (
+    ExecutionError,
+    Wiring,
+    build_calls,
+    check_devices,
+    load_model,
+    map_devices,
+    plan_devices,
+    wire,
+)
+from runtime._executor_view import torch_threads
+from runtime._executor_view import tune_malloc as _tune_process_malloc
+from runtime.backends.base import Backend, BackendError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from graphs.graph import Graph
+    from runtime.backends.tvm_backend import RelaxModel
+    from sim.plan import Plan
+    from sim.platform import Platform
+
+__all__ = ["ExecutionError", "Execution", "RunResult", "execute", "execute_wired", "load_model", "map_devices"]
+
+
+@dataclass
+class RunResult:
+    """What :func:`execute` measured. Times in seconds.
+
+    Attributes
+    ----------
+    graph, platform, backend, scheduler
+        What ran (``scheduler`` from ``plan.meta``, None if unnamed).
+    devices
+        Platform device -> real device it ran on (``cpu@1``, ``cuda:0``).
+    requests, warmup
+        Requests per run; untimed runs before the timed ones.
+    makespans
+        Wall-clock makespan of each timed run (all requests' outputs on the host).
+    records
+        Per-op (``kind="op"``), dispatch and transfer records of the median run, in
+        the simulator's record format (:data:`sim.result.RECORD_COLUMNS`); ``start``
+        and ``end`` from the run's start. A CPU op's dispatch record spans the
+        executor's work from taking the op off its device's queue to calling the
+        kernel; its op record, the kernel call.
+    device_busy
+        Per platform device: kernel time in the median run.
+    streams
+        Per platform device: streams (workers).
+    check
+        The check of the first run: every node's outputs against the same node in a
+        single-device run (all nodes in order on the host; ``node_error``), and the
+        graph outputs against ``reference`` (``"torch module"``: the zoo model's own
+        forward, else ``"single device"``; ``error``). Errors are the largest
+        deviation over the allowed one (<= 1 passes) with ``rtol`` and ``atol``
+        (relative to the largest reference magnitude). None when not checked.
+    setup_s
+        Seconds spent preparing (model import, kernels, weights, reference).
+    """
+
+    graph: str
+    platform: str
+    backend: str
+    scheduler: str | None
+    devices: dict[str, str]
+    requests: int
+    warmup: int
+    makespans: list[float]
+    records: list[dict[str, Any]]
+    device_busy: dict[str, float]
+    streams: dict[str, int]
+    check: dict[str, Any] | None = None
+    setup_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ stats
+    @property
+    def median(self) -> float:
+        """Median makespan over the timed runs."""
+        return float(statistics.median(self.makespans))
+
+    makespan = median
+
+    @property
+    def p10(self) -> float:
+        """10th percentile of the makespans."""
+        return float(np.percentile(self.makespans, 10))
+
+    @property
+    def p90(self) -> float:
+        """90th percentile of the makespans."""
+        return float(np.percentile(self.makespans, 90))
+
+    @property
+    def spread(self) -> float:
+        """``(p90 - p10) / median``: the run-to-run noise."""
+        return (self.p90 - self.p10) / self.median if self.median > 0 else 0.0
+
+    @property
+    def device_utilisation(self) -> dict[str, float]:
+        """Per device: busy time of the median run over its makespan x streams."""
+        span = _median_run(self.makespans)[1]
+        return {d: (b / (span * self.streams[d]) if span > 0 else 0.0) for d, b in self.device_busy.items()}
+
+    # ---------------------------------------------------------------- exports
+    def to_dataframe(self) -> pd.DataFrame:
+        """The median run's records, one row each (:data:`sim.result.RECORD_COLUMNS`)."""
+        import pandas as pd
+
+        from sim.result import RECORD_COLUMNS
+
+        return pd.DataFrame.from_records(self.records, columns=list(RECORD_COLUMNS))
+
+    def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
+        """Write the median run's records as Chrome trace JSON (as the simulator's
+        :meth:`sim.SimResult.to_chrome_trace`; tracks in the same order)."""
+        from sim.trace import write_chrome_trace
+
+        links = sorted({str(r["resource"]) for r in self.records if r["kind"] == "transfer"})
+        return write_chrome_trace(self.records, path, resources=[*self.device_busy, *links, "dispatch"])
+
+    def summary(self) -> dict[str, Any]:
+        """One flat, JSON-safe row."""
+        row: dict[str, Any] = {
+            "graph": self.graph, "platform": self.platform, "backend": self.backend,
+            "scheduler": self.scheduler, "requests": self.requests, "repeats": len(self.makespans),
+            "warmup": self.warmup, "makespan_s": self.median, "makespan_p10_s": self.p10,
+            "makespan_p90_s": self.p90, "makespan_min_s": min(self.makespans),
+            "ops": sum(1 for r in self.records if r["kind"] == "op"), "setup_s": self.setup_s,
+            "check_error": None if self.check is None else self.check["error"],
+        }
+        for d, b in self.device_busy.items():
+            row[f"busy:{d}"] = b
+        for d, u in self.device_utilisation.items():
+            row[f"util:{d}"] = u
+        return row
+
+    def __str__(self) -> str:
+        ms = 1e3
+        devs = ", ".join(f"{k}={v}" for k, v in self.devices.items())
+        lines = [
+            f"{self.graph} on {self.platform} ({devs}), backend {self.backend}"
+            + (f", plan {self.scheduler}" if self.scheduler else ""),
+            f"makespan (ms): median {self.median * ms:.3f}  p10 {self.p10 * ms:.3f}  p90 {self.p90 * ms:.3f}"
+            f"  ({len(self.makespans)} runs after {self.warmup} warm-up, {self.requests} request(s))",
+        ]
+        util = self.device_utilisation
+        for d, b in self.device_busy.items():
+            lines.append(f"  {d:<16} busy {b * ms:10.3f} ms  util {util[d]:6.1%}")
+        if self.check is not None:
+            c = self.check
+            lines.append(f"output check vs {c['reference']}: error {c['error']:.3g} of the tolerance "
+                         f"(rtol {c['rtol']:g}, atol {c['atol']:g} x max|ref|)")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _median_run(makespans: list[float]) -> tuple[int, float]:
+    """Index and makespan of the median run (the lower middle one for an even count)."""
+    order = sorted(range(len(makespans)), key=makespans.__getitem__)
+    i = order[(len(order) - 1) // 2]
+    return i, makespans[i]
+
+
+# ----------------------------------------------------------------------- execute
+def execute(
+    graph: Graph,
+    plan: Plan,
+    platform: Platform | str,
+    *,
+    backend: str | Backend = "torch",
+    warmup: int = 3,
+    repeats: int = 10,
+    seed: int | None = None,
+    device_map: Mapping[str, str] | None = None,
+    cost: Any = None,
+    model: RelaxModel | None = None,
+    requests: int | None = None,
+    check: bool = True,
+    rtol: float | None = None,
+    atol: float | None = None,
+    timeout_s: float = 600.0,
+    pin_threads: bool = True,
+    tune_malloc: bool = True,
+) -> RunResult:
+    """Run ``plan`` for ``graph`` on the real devices of ``platform`` and time it.
+
+    Parameters
+    ----------
+    graph
+        A zoo graph (``graphs.zoo.load``; its model is rebuilt for the weights and
+        dataflow), possibly rewritten by ``split_op`` (``tensor-split``), or any graph
+        with ``model=``.
+    plan
+        The plan (static placement, or a dynamic policy).
+    platform
+        Platform (or preset name / TOML path) whose devices the plan names.
+    backend
+        ``"torch"`` (vendor kernels) or ``"tvm"`` (TVM-compiled kernels), or a backend.
+    warmup, repeats
+        Untimed runs, then timed runs.
+    seed
+        Seed of the dynamic policy's ``view.rng``.
+    device_map
+        Platform device -> real device spec (``{"gpu": "cuda:1"}``, ``{"cpu1": "cpu@2"}``).
+    cost
+        Cost model the dynamic policy predicts with (and that prices the predicted
+        peak memory of an out-of-memory report); default :class:`costmodel.Roofline`.
+    model
+        The graph's Relax model (:func:`runtime.backends.tvm_backend.import_module`),
+        to skip rebuilding it (or for a graph that is not a zoo model).
+    requests
+        Requests (micro-batches) per run, all starting together; default
+        ``plan.microbatches`` or 1, as :func:`sim.simulate`.
+    check
+        Check the first run against the references (see :class:`RunResult`).
+    rtol, atol
+        Tolerance of that comparison (``atol`` relative to the largest reference
+        magnitude); default :func:`runtime._executor_check.tolerance`.
+    timeout_s
+        Give up on a run that takes longer (a deadlock would otherwise hang).
+    pin_threads
+        Pin each CPU worker thread to its own cores (consecutive cores of the
+        process's affinity mask, ``threads`` each) when they all fit.
+    tune_malloc
+        Keep freed memory in the process (glibc ``mallopt``: no ``mmap`` per large
+        tensor, no trimming) so that an op's output reuses warm, mapped pages as in
+        the profiler's loop, instead of page-faulting fresh ones on every run; what
+        PyTorch CPU deployments get from jemalloc/tcmalloc. Process-wide, kept.
+
+    Returns
+    -------
+    RunResult
+
+    Raises
+    ------
+    sim.PlanError
+        For a plan that names nodes the graph lacks, or devices the platform lacks.
+    ExecutionError
+        For a device this machine does not have (before anything runs), a model
+        that does not explain the graph, outputs that differ from the reference,
+        an out-of-memory device (with the simulator's predicted peak), a failure.
+    BackendError
+        When the backend cannot run an op (naming it, suggesting the other backend).
+    """
+    from sim.platform import Platform
+
+    platform = Platform.load(platform)
+    t_setup = time.perf_counter()
+    plan.validate(graph, platform)
+    specs = map_devices(platform, device_map)
+    active = plan_devices(plan, platform)
+    check_devices(specs, sorted(set(active) | {platform.host}))
+    if model is None:
+        model = load_model(graph)
+    wiring = wire(graph, model)
+    return execute_wired(
+        graph, plan, platform, wiring, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
+        device_map=device_map, cost=cost, model=model, requests=requests, check=check, rtol=rtol,
+        atol=atol, timeout_s=timeout_s, setup_start=t_setup, pin_threads=pin_threads,
+        tune_malloc=tune_malloc,
+    )
+
+
+def execute_wired(
+    graph: Graph,
+    plan: Plan,
+    platform: Platform | str,
+    wiring: Wiring,
+    *,
+    warmup: int = 3,
+    repeats: int = 10,
+    **kw: Any,
+) -> RunResult:
+    """:func:`execute` with the dataflow given as a :class:`~runtime._executor_setup.Wiring`
+    (for graphs that no Relax model describes, e.g. synthetic ones); ``kw`` as
+    :class:`Execution` (``model`` only gives the tvm backend its kernels and the
+    check its torch module)."""
+    for name, v, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+    with Execution(graph, plan, platform, wiring, **kw) as ex:
+        ex.run(warmup, timed=False)
+        ex.run(repeats)
+        return ex.result()
+
+
+class Execution:
+    """A plan prepared to run on the real devices: kernels built, weights on their
+    devices, references computed, workers started. :func:`execute` is ``run(warmup,
+    timed=False)``, ``run(repeats)``, ``result()``; interleaving the runs of several
+    executions (``runtime.validate.validate_all``) exposes them to the same machine
+    conditions. Close it (or use it as a context manager) to stop its threads.
+
+    Parameters are those of :func:`execute`, with the dataflow as a ``wiring``
+    (:func:`runtime._executor_setup.wire`).
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        plan: Plan,
+        platform: Platform | str,
+        wiring: Wiring,
+        *,
+        backend: str | Backend = "torch",
+        seed: int | None = None,
+        device_map: Mapping[str, str] | None = None,
+        cost: Any = None,
+        model: RelaxModel | None = None,
+        requests: int | None = None,
+        check: bool = True,
+        rtol: float | None = None,
+        atol: float | None = None,
+        timeout_s: float = 600.0,
+        setup_start: float | None = None,
+        pin_threads: bool = True,
+        tune_malloc: bool = True,
+    ) -> None:
+        from runtime._executor_run import Engine
+        from runtime.backends import get_backend
+        from sim.platform import Platform
+
+        platform = Platform.load(platform)
+        t_setup = setup_start if setup_start is not None else time.perf_counter()
+        n_req = requests if requests is not None else (plan.microbatches or 1)
+        if isinstance(n_req, bool) or not isinstance(n_req, int) or n_req < 1:
+            raise ValueError(f"requests must be an int >= 1, got {requests!r}")
+        plan.validate(graph, platform)
+        specs = map_devices(platform, device_map)
+        active = plan_devices(plan, platform)
+        check_devices(specs, sorted(set(active) | {platform.host}))
+        if specs[platform.host].kind != "cpu":
+            raise ExecutionError(f"platform host {platform.host!r} must run on a CPU, not {specs[platform.host].name!r}")
+        bk = get_backend(backend) if isinstance(backend, str) else backend
+        if cost is None:
+            from costmodel.roofline import Roofline
+
+            cost = Roofline()
+        if bk.name == "tvm":
+            _register_tvm(bk, graph, model, wiring)
+        self.graph, self.plan, self.platform, self.cost, self.backend = graph, plan, platform, cost, bk
+        self.specs, self.n_req, self.timeout_s = specs, n_req, timeout_s
+        self.check, self.rtol, self.atol = check, rtol, atol
+        self.gpu = any(specs[d].kind == "gpu" for d in active)
+        self.notes: list[str] = []
+        self.makespans: list[float] = []
+        self.runs: list[list[dict[str, Any]]] = []
+        self.warmup = 0
+        self.check_result: dict[str, Any] | None = None
+        self._ref: tuple[list, list | None] | None = None
+        self.engine: Any = None
+        if tune_malloc:
+            _tune_process_malloc()
+        threads = {specs[d].cpu_threads() for d in active if specs[d].kind == "cpu"}
+        if bk.name == "tvm" and len(threads) > 1:
+            self.notes.append(f"TVM's CPU thread pool is process-wide: CPU workers asked for {sorted(threads)} threads")
+        threads_before = torch_threads()
+        try:
+            calls = _prepare(graph, plan, platform, specs, active, wiring, bk)
+            inputs = _host_inputs(wiring, bk, graph)
+            cuda = None
+            if self.gpu:
+                from runtime._executor_cuda import CudaRuntime
+
+                cuda = CudaRuntime(bk.name)
+            self.engine = Engine(graph, platform, plan, specs, calls, inputs, bk, cost, active=active,
+                                 requests=n_req, seed=seed, cuda=cuda, pin=pin_threads)
+            if check:
+                nodes_ref = sequential_reference(graph, self.engine, wiring, bk, specs)
+                module_ref = reference_outputs(graph, model) if model is not None else None
+                self._ref = (nodes_ref, module_ref)
+            self.engine.start()
+        except BaseException as e:
+            self.close()
+            if is_oom(e) and not isinstance(e, ExecutionError | BackendError):
+                raise translate_error(e, "setup", graph, platform, plan, cost) from e
+            raise
+        finally:  # preparing configured this thread for the devices: give it back
+            torch_threads(threads_before)
+        self.setup_s = time.perf_counter() - t_setup
+
+    def run(self, n: int = 1, *, timed: bool = True) -> list[float]:
+        """Run ``n`` times (timed: kept in the result; else warm-up); the makespans.
+        The first run is checked against the references."""
+        from runtime._executor_run import _Failure
+
+        if self.engine is None:
+            raise ExecutionError("this execution is closed")
+        out = []
+        engine = self.engine
+        try:
+            for _ in range(n):
+                first = self.warmup + len(self.makespans) == 0
+                span = engine.run_once(self.timeout_s, keep=self.check and first)
+                if first and self.check:
+                    self.check_result = check_run(self.graph, engine, self._ref, self.rtol, self.atol, self.gpu)
+                    self._ref = None
+                if timed:
+                    self.makespans.append(span)
+                    self.runs.append(engine.records())
+                else:
+                    self.warmup += 1
+                out.append(span)
+        except _Failure as f:
+            self.close()
+            raise translate_error(f.exc, f.where, self.graph, self.platform, self.plan, self.cost) from f.exc
+        except BaseException:
+            self.close()
+            raise
+        return out
+
+    def result(self) -> RunResult:
+        """The timed runs so far as a :class:`RunResult` (records of the median run)."""
+        if not self.makespans:
+            raise ExecutionError("no timed run yet: call run() first")
+        platform = self.platform
+        i_med, _ = _median_run(self.makespans)
+        records = self.runs[i_med]
+        busy = dict.fromkeys(platform.device_names, 0.0)
+        for r in records:
+            if r["kind"] == "op":
+                busy[r["resource"]] += r["end"] - r["start"]
+        return RunResult(
+            graph=self.graph.name, platform=platform.name, backend=self.backend.name,
+            scheduler=self.plan.meta.get("scheduler"),
+            devices={d: self.specs[d].name for d in platform.device_names}, requests=self.n_req,
+            warmup=self.warmup, makespans=list(self.makespans), records=records, device_busy=busy,
+            streams={d.name: d.streams for d in platform.devices}, check=self.check_result,
+            setup_s=self.setup_s, notes=list(self.notes),
+        )
+
+    def close(self) -> None:
+        """Stop the worker threads (idempotent)."""
+        if self.engine is not None:
+            self.engine.stop()
+            self.engine = None
+
+    def __enter__(self) -> Execution:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _register_tvm(bk: Backend, graph: Graph, model: RelaxModel | None, wiring: Wiring) -> None:
+    if wiring.slices or any("split_of" in (graph.nx.nodes[n].get("attrs") or {}) for n in graph.nx):
+        raise BackendError(
+            f"graph {graph.name!r} has operators split by tensor-split: the tvm backend runs the "
+            "model's own kernels only; use the torch backend"
+        )
+    if model is not None and hasattr(bk, "register"):
+        bk.register(graph, model)
+
+
+def _prepare(graph: Graph, plan: Plan, platform: Platform, specs: Mapping[str, Any], active: list[str],
+             wiring: Wiring, bk: Backend) -> dict[str, dict[str, Any]]:
+    """Memory (torch device) -> node -> call, for every node that may run there."""
+    topo = graph.topological_order()
+    index = {n: i for i, n in enumerate(topo)}
+    for j, spec in enumerate(graph.meta.get("inputs") or []):
+        index[str(spec.get("name"))] = len(topo) + j
+    want: dict[str, list[str]] = {}
+    first: dict[str, Any] = {}
+    for d in active:
+        first.setdefault(specs[d].torch_device, specs[d])
+    if plan.policy is not None:
+        for mem in first:
+            want[mem] = list(topo)
+    else:
+        for n in topo:
+            want.setdefault(specs[plan.placement[n]].torch_device, []).append(n)
+    calls: dict[str, dict[str, Any]] = {}
+    for mem, nodes in want.items():
+        bk.configure(first[mem])
+        calls[mem] = build_calls(graph, wiring, bk, first[mem], nodes, index)
+    return calls
+
+
+def _host_inputs(wiring: Wiring, bk: Backend, graph: Graph) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    names = [str(s.get("name")) for s in graph.meta.get("inputs") or []]
+    for name in names:
+        if name not in wiring.inputs:
+            raise ExecutionError(f"graph input {name!r} has no value")
+        arr = wiring.inputs[name]
+        if bk.name == "torch":
+            import torch
+
+            out[name] = torch.from_numpy(arr)
+        else:
+            import tvm
+
+            out[name] = tvm.runtime.tensor(arr, tvm.cpu(0))
+    return out
