@@ -53,4 +53,8 @@ def load_model(args: argparse.Namespace) -> Graph:
         return load(target)
     from graphs import zoo
 
-    return zoo.load(target, batch=args.batch, granularity=args.granularity, **parse_kv(args.arg))
+    # cache=True: $HETSIM_CACHE, else ~/.cache/hetsim/zoo (keyed by the importer's source,
+    # so a changed importer never returns a stale graph)
+    return zoo.load(
+        target, batch=args.batch, granularity=args.granularity, cache=True, **parse_kv(args.arg)
+    )
