@@ -1,0 +1,281 @@
+"""Figure 3: pipeline-parallel training on 4 and 8 GPUs, antichain-DP partition vs one GPU.
+
+PipeDream (Narayanan et al., SOSP 2019) partitions a model's layers into pipeline
+stages, one per GPU, with a dynamic program, and streams micro-batches through
+them; the antichain-DP planners generalise the DP to branching graphs. The
+published speedups of such partitions over one GPU are 3.4 (4 GPUs) and 3.76
+(8 GPUs). The importer has no backward pass, so the training step is built by
+mirroring the forward graph (:func:`experiments.training.training_graph`: an
+approximation). For every model, platform and plan kind of ``sweep.toml`` beside
+it, this script plans the training graph, simulates ``microbatches`` micro-batches
+and appends one tidy row to ``results.csv`` in this folder (rows already there
+are skipped)::
+
+    python experiments/fig3_pipeline_training/run.py && python experiments/fig3_pipeline_training/plot.py
+
+Speedup (``plot.py``) = steady-state throughput (micro-batches/s) of a plan on N
+GPUs / that of ``all-gpu`` (everything on one GPU). ``--quick`` runs a 32-pixel
+ResNet-18 on ``multi-gpu-4`` (for the tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import csv
+import hashlib
+import itertools
+import json
+import math
+import os
+import sys
+import time
+import tomllib
+import traceback
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sim.platform import Platform
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE.parent / ".cache" / "graphs"
+PLANS = ("all-gpu", "antichain-dp", "antichain-dp-colocated")
+
+#: columns of results.csv, in order
+COLUMNS = (
+    "point_id", "status", "model", "batch", "granularity", "model_args", "platform", "gpus_only",
+    "gpus", "plan", "scheduler_args", "cost", "microbatches", "nodes", "stages", "stage_devices",
+    "mode", "stage_time_estimate_s", "throughput_per_s", "makespan_s", "latency_mean_s",
+    "gpu_util", "cpu_util", "link_util", "dispatch_util", "bytes_moved", "peak_memory_gpu_bytes",
+    "memory_overflows", "graph_time_s", "sched_time_s", "sim_time_s", "error", "sweep",
+    "git_commit", "hetsim_version", "finished_at",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Config:
+    """One row's parameters."""
+
+    model: str
+    platform: str
+    plan: str
+    batch: int = 1
+    granularity: str = "fused"
+    model_args: Mapping[str, Any] = field(default_factory=dict)
+    scheduler_args: Mapping[str, Any] = field(default_factory=dict)
+    cost: str = "roofline"
+    microbatches: int = 32
+    gpus_only: bool = False
+
+    def params(self) -> dict[str, Any]:
+        """The parameter columns (``*_args`` as canonical JSON)."""
+        out = asdict(self)
+        for k in ("model_args", "scheduler_args"):
+            out[k] = json.dumps(dict(out[k]), sort_keys=True, separators=(",", ":"))
+        return out
+
+    @property
+    def id(self) -> str:
+        """Stable hash of the parameters."""
+        text = json.dumps(self.params(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def configs_from_dict(data: Mapping[str, Any]) -> list[Config]:
+    """The cross product of ``data["grid"]`` (format: ``sweep.toml``), model-major."""
+    grid = dict(data["grid"])
+    unknown = set(grid) - {"model", "platform", "plan", "granularity", "cost", "microbatches",
+                           "gpus_only"}
+    if unknown:
+        raise ValueError(f"[grid]: unknown key(s) {sorted(unknown)}")
+    bad = [p for p in _list(grid["plan"]) if p not in PLANS]
+    if bad:
+        raise ValueError(f"[grid].plan: unknown plan kind(s) {bad}; known: {list(PLANS)}")
+    out = []
+    for m in _list(grid["model"]):
+        for p, only, plan in itertools.product(_list(grid["platform"]),
+                                               _list(grid.get("gpus_only", False)), _list(grid["plan"])):
+            out.append(Config(
+                model=m, platform=p, plan=plan, batch=int(data.get("batch", {}).get(m, 1)),
+                granularity=grid.get("granularity", "fused"),
+                model_args=dict(data.get("model_args", {}).get(m, {})),
+                scheduler_args={} if plan == "all-gpu" else dict(data.get("scheduler_args", {})),
+                cost=grid.get("cost", "roofline"), microbatches=int(grid.get("microbatches", 32)),
+                gpus_only=bool(only),
+            ))  # fmt: skip
+    return out
+
+
+def _list(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, list | tuple) else [v]
+
+
+def full_configs() -> tuple[str, list[Config]]:
+    """The sweep name and points of ``sweep.toml``."""
+    with (HERE / "sweep.toml").open("rb") as fh:
+        data = tomllib.load(fh)
+    return str(data.get("name", "fig3")), configs_from_dict(data)
+
+
+def quick_configs() -> tuple[str, list[Config]]:
+    """A 32-pixel ResNet-18, micro-batches of 8, on 4 GPUs: every plan kind."""
+    return "fig3-quick", configs_from_dict({
+        "grid": {"model": "resnet18", "platform": "multi-gpu-4", "plan": list(PLANS),
+                 "microbatches": 8},
+        "batch": {"resnet18": 8}, "model_args": {"resnet18": {"image_size": 32}},
+    })  # fmt: skip
+
+
+# ------------------------------------------------------------------- running
+def gpus_only(platform: Platform) -> Platform:
+    """``platform`` without its CPUs: the GPUs and the links between them, host ``gpu0``.
+
+    antichain-dp gives every device of a platform a stage; on the multi-GPU presets
+    that includes the host CPU. This variant is the GPUs-only pipeline PipeDream
+    builds; graph inputs then start on the first GPU (the input copy over PCIe is
+    left out).
+    """
+    from sim.platform import Platform as _Platform
+
+    gpus = tuple(d for d in platform.devices if d.kind == "gpu")
+    names = {d.name for d in gpus}
+    links = tuple(lk for lk in platform.links if lk.src in names and lk.dst in names)
+    return _Platform(name=f"{platform.name}-gpus-only", devices=gpus, links=links, host=gpus[0].name,
+                     dispatch_threads=platform.dispatch_threads,
+                     description=f"{platform.description} (GPUs only)")  # fmt: skip
+
+
+def _graphs(cfg: Config, cache: str | None) -> tuple[Any, Any, float]:
+    from experiments.points import load_graph
+    from experiments.training import training_graph
+
+    t0 = time.perf_counter()
+    fwd = load_graph(cfg.model, batch=cfg.batch, granularity=cfg.granularity,
+                     model_args=cfg.model_args, cache_dir=cache)  # fmt: skip
+    return fwd, training_graph(fwd), time.perf_counter() - t0
+
+
+def run_config(cfg: Config, cache: str | None = None) -> dict[str, Any]:
+    """Plan and simulate one point; an error becomes a row with ``status="error"``."""
+    import schedulers
+    from experiments.points import make_cost, make_platform, metrics
+    from experiments.training import colocated_plan
+    from sim import simulate
+
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(cfg.params(), point_id=cfg.id)
+    try:
+        fwd, train, t_graph = _graphs(cfg, cache)
+        platform = make_platform(cfg.platform)
+        if cfg.gpus_only:
+            platform = gpus_only(platform)
+        cost = make_cost(cfg.cost)
+        t1 = time.perf_counter()
+        if cfg.plan == "antichain-dp-colocated":
+            plan = colocated_plan(train, fwd, platform, cost, microbatches=cfg.microbatches,
+                                  **cfg.scheduler_args)  # fmt: skip
+        elif cfg.plan == "antichain-dp":
+            plan = schedulers.get("antichain-dp", microbatches=cfg.microbatches,
+                                  **cfg.scheduler_args).schedule(train, platform, cost)  # fmt: skip
+        else:
+            plan = schedulers.get(cfg.plan, **cfg.scheduler_args).schedule(train, platform, cost)
+        t2 = time.perf_counter()
+        res = simulate(train, platform, plan, cost, requests=cfg.microbatches, check_memory=False)
+        t3 = time.perf_counter()
+        row.update(metrics(res, platform))
+        devs = plan.meta.get("stage_devices") or sorted(set(plan.placement.values()))
+        row.update(
+            status="ok", error="", nodes=train.number_of_nodes(), stages=len(devs),
+            stage_devices=" ".join(devs), mode=plan.meta.get("mode", ""),
+            stage_time_estimate_s=plan.meta.get("stage_time_estimate", math.nan),
+            gpus=len(platform.devices_of_kind("gpu")), memory_overflows=len(res.failures),
+            graph_time_s=t_graph, sched_time_s=t2 - t1, sim_time_s=t3 - t2,
+        )  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - one failing point must not stop the figure
+        row.update(status="error", error=f"{type(e).__name__}: {e}".replace("\n", " | "))
+        row["traceback"] = traceback.format_exc()
+    row["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return row
+
+
+def _run_model(cfgs: list[Config], cache: str | None) -> list[dict[str, Any]]:
+    return [run_config(c, cache) for c in cfgs]
+
+
+def done_ids(path: Path) -> set[str]:
+    """Point ids of the ``ok`` rows already in ``path``."""
+    if not path.exists():
+        return set()
+    with path.open(newline="", encoding="utf-8") as fh:
+        return {r["point_id"] for r in csv.DictReader(fh) if r.get("status") == "ok"}
+
+
+def _rows_by_model(todo: list[Config], cache: str | None, workers: int) -> Iterator[dict[str, Any]]:
+    groups: dict[str, list[Config]] = {}
+    for c in todo:
+        groups.setdefault(json.dumps([c.model, c.batch, c.granularity, c.params()["model_args"]]),
+                          []).append(c)  # fmt: skip
+    if workers == 0:
+        for g in groups.values():
+            yield from _run_model(g, cache)
+        return
+    with cf.ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_run_model, g, cache) for g in groups.values()]
+        for fut in cf.as_completed(futures):
+            yield from fut.result()
+
+
+def run(name: str, configs: list[Config], out: str | os.PathLike[str], *,
+        workers: int = 2) -> pd.DataFrame:  # fmt: skip
+    """Run the points not yet ``ok`` in ``out/results.csv`` (appending a row each);
+    return the table's rows of these points (the last row per point)."""
+    from experiments.sweep import git_commit, hetsim_version
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "results.csv"
+    done = done_ids(path)
+    todo = [c for c in configs if c.id not in done]
+    cache = os.environ.get("HETSIM_CACHE") or str(CACHE)
+    meta = {"sweep": name, "git_commit": git_commit(), "hetsim_version": hetsim_version()}
+    new = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        for row in _rows_by_model(todo, cache, workers):
+            row.update(meta)
+            tb = row.pop("traceback", None)
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+            fh.flush()
+            if tb:
+                print(f"error: {row['model']} {row['platform']} {row['plan']}:\n{tb}", file=sys.stderr)
+    df = pd.read_csv(path, dtype={"point_id": str}, keep_default_na=False, na_values=[""])
+    ids = {c.id for c in configs}
+    return df[df["point_id"].isin(ids)].drop_duplicates("point_id", keep="last").reset_index(drop=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``run.py [--quick] [--out DIR] [--workers N]``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="reduced grid (smoke test)")
+    ap.add_argument("--out", type=Path, default=HERE, help="folder of results.csv")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes (0: inline)")
+    args = ap.parse_args(argv)
+    name, configs = quick_configs() if args.quick else full_configs()
+    t0 = time.perf_counter()
+    df = run(name, configs, args.out, workers=args.workers)
+    bad = df[df["status"] != "ok"]
+    print(f"{len(df)} rows ({len(bad)} errors) in {args.out / 'results.csv'}; "
+          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Figure 6: simulated vs measured makespan of every scheduler's plan (validation).
+
+Every applicable scheduler plans GoogLeNet and ResNet-18 (op granularity) on the
+``cpu2`` platform (two single-thread CPU workers: the machine this project's
+validation runs on), the plan is simulated with the cost model and executed for
+real (:func:`runtime.validate.validate_all`, torch kernels), and one tidy row per
+(model, scheduler, cost model) is appended to ``results.csv`` in this folder
+(points already there are skipped). Configuration: ``sweep.toml`` beside this
+file; with ``reuse = true`` the rows of a ``validation.csv`` already written in
+the checkout by ``hetsim validate --all`` (same platform, cost model and backend)
+are taken instead of executing again::
+
+    python experiments/fig6_sim_vs_measured/run.py && python experiments/fig6_sim_vs_measured/plot.py
+
+Measured times are wall-clock times of this machine: run it on an idle machine.
+``--quick`` validates three schedulers on a 32-pixel SqueezeNet with the roofline
+(for the tests; no reuse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+TRACES = HERE.parent / ".cache" / "fig6"
+
+#: measured-vs-simulated columns (those of runtime.validate.VALIDATION_COLUMNS)
+VALIDATION = (
+    "model", "scheduler", "status", "simulated_s", "measured_s", "error_pct", "measured_p10_s",
+    "measured_p90_s", "spread_pct", "relative_error_pct", "simulated_rank", "measured_rank", "kendall_tau", "kendall_p",
+    "ops", "requests", "platform", "backend", "cost", "note",
+)  # fmt: skip
+#: columns of results.csv, in order
+COLUMNS = ("point_id", *VALIDATION, "batch", "granularity", "warmup", "repeats", "model_args",
+           "load_average", "source", "sweep", "git_commit", "hetsim_version", "finished_at")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Config:
+    """What ``sweep.toml`` asks for."""
+
+    name: str
+    models: list[str]
+    platform: str
+    costs: list[str]
+    backend: str = "torch"
+    batch: int = 1
+    warmup: int = 3
+    repeats: int = 10
+    reuse: bool = True
+    schedulers: list[str] | None = None
+    model_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def config_from_dict(data: Mapping[str, Any]) -> Config:
+    """Read the structure of ``sweep.toml``."""
+    g = data["grid"]
+    costs = [c for c in _list(g.get("cost", ["roofline"]))
+             if c == "roofline" or (REPO / c).is_dir() or Path(c).is_dir()]  # fmt: skip
+    return Config(
+        name=str(data.get("name", "fig6")), models=_list(g["model"]), platform=str(g.get("platform", "cpu2")),
+        costs=costs, backend=str(g.get("backend", "torch")), batch=int(g.get("batch", 1)),
+        warmup=int(g.get("warmup", 3)), repeats=int(g.get("repeats", 10)), reuse=bool(g.get("reuse", True)),
+        schedulers=_list(g["scheduler"]) if "scheduler" in g else None,
+        model_args=dict(data.get("model_args", {})),
+    )  # fmt: skip
+
+
+def _list(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, list | tuple) else [v]
+
+
+def full_config() -> Config:
+    """The figure's configuration (``sweep.toml``; cost models whose profile is missing dropped)."""
+    with (HERE / "sweep.toml").open("rb") as fh:
+        return config_from_dict(tomllib.load(fh))
+
+
+def quick_config() -> Config:
+    """A 32-pixel SqueezeNet, three schedulers, roofline, 1 + 2 runs per plan."""
+    return Config(name="fig6-quick", models=["squeezenet1_1"], platform="cpu2", costs=["roofline"],
+                  warmup=1, repeats=2, reuse=False, schedulers=["all-cpu", "heft", "round-robin"],
+                  model_args={"squeezenet1_1": {"image_size": 32}})  # fmt: skip
+
+
+# ----------------------------------------------------------------- helpers
+def cost_key(cost: str) -> str:
+    """A cost spec as compared between files: ``roofline`` or the profile's folder name."""
+    return "roofline" if cost in ("", "roofline") else Path(str(cost).split(":")[0]).name
+
+
+def point_id(cfg: Config, model: str, scheduler: str, cost: str) -> str:
+    """Stable hash of one row's parameters."""
+    key = {"model": model, "scheduler": scheduler, "platform": cfg.platform, "cost": cost_key(cost),
+           "backend": cfg.backend, "batch": cfg.batch, "model_args": dict(cfg.model_args.get(model, {}))}  # fmt: skip
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def find_validation_csvs(root: Path = REPO) -> list[Path]:
+    """``validation*.csv`` files in the checkout (newest first), this folder excluded."""
+    skip = {".git", ".venv", "node_modules", "__pycache__"}
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in skip]
+        here = Path(dirpath).resolve()
+        if here == HERE or here.is_relative_to(TRACES.resolve()):
+            continue
+        found += [Path(dirpath) / f for f in filenames if f.startswith("validation") and f.endswith(".csv")]
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def reusable_rows(cfg: Config, model: str, cost: str, files: list[Path]) -> tuple[pd.DataFrame, str] | None:
+    """The rows of the newest file that validated ``model`` on this platform, backend and cost."""
+    for path in files:
+        try:
+            t = pd.read_csv(path)
+        except (OSError, ValueError, pd.errors.ParserError):
+            continue
+        if not {"model", "scheduler", "status", "platform", "backend", "cost"} <= set(t.columns):
+            continue
+        sel = t[(t["model"] == model) & (t["platform"] == cfg.platform) & (t["backend"] == cfg.backend)
+                & (t["cost"].astype(str).map(cost_key) == cost_key(cost))]  # fmt: skip
+        if len(sel) and (sel["status"] == "ok").any():
+            return sel, str(path.resolve().relative_to(REPO)) if path.resolve().is_relative_to(REPO) else str(path)
+    return None
+
+
+def done_ids(path: Path) -> set[str]:
+    """Ids of rows that need no new run (``ok``, or ``skipped``: the scheduler does not apply)."""
+    if not path.exists():
+        return set()
+    with path.open(newline="", encoding="utf-8") as fh:
+        return {r["point_id"] for r in csv.DictReader(fh) if r.get("status") in ("ok", "skipped")}
+
+
+# ------------------------------------------------------------------ running
+def run(cfg: Config, out: str | os.PathLike[str], *, progress: bool = True,
+        traces: str | os.PathLike[str] | None = None) -> pd.DataFrame:  # fmt: skip
+    """Validate (or reuse) every (model, cost) not yet in ``out/results.csv``; return the rows.
+
+    ``traces``: where :func:`~runtime.validate.validate_all` writes its tables and
+    traces (default ``experiments/.cache/fig6`` for this folder, else ``out/traces``).
+    """
+    import schedulers as sched_mod
+    from experiments.sweep import git_commit, hetsim_version
+    from runtime.validate import validate_all
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if traces is None:
+        traces = TRACES if out.resolve() == HERE else out / "traces"
+    path = out / "results.csv"
+    done = done_ids(path)
+    files = find_validation_csvs() if cfg.reuse else []
+    meta = {"sweep": cfg.name, "git_commit": git_commit(), "hetsim_version": hetsim_version(),
+            "batch": cfg.batch, "granularity": "op"}  # fmt: skip
+    names = cfg.schedulers or sched_mod.names()
+    ids: list[str] = []
+    new = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        for cost in cfg.costs:
+            for model in cfg.models:
+                want = {s: point_id(cfg, model, s, cost) for s in names}
+                ids += want.values()
+                todo = [s for s, pid in want.items() if pid not in done]
+                if not todo:
+                    continue
+                hit = reusable_rows(cfg, model, cost, files) if cfg.reuse else None
+                if hit is not None:
+                    table, source = hit
+                    table = table[table["scheduler"].isin(todo)]
+                    extra = {"warmup": "", "repeats": "", "load_average": ""}
+                else:
+                    say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+                    extra = {"warmup": cfg.warmup, "repeats": cfg.repeats,
+                             "load_average": round(os.getloadavg()[0], 2)}  # fmt: skip
+                    table = validate_all([model], cfg.platform, todo, cost, backend=cfg.backend,
+                                         warmup=cfg.warmup, repeats=cfg.repeats, batch=cfg.batch,
+                                         model_kwargs=cfg.model_args,
+                                         out=Path(traces) / cost_key(cost), progress=say)  # fmt: skip
+                    source = "validate_all"
+                stamp = datetime.now(UTC).isoformat(timespec="seconds")
+                for rec in table.to_dict("records"):
+                    row = {k: rec.get(k) for k in VALIDATION}
+                    row.update({**meta, **extra}, source=source, finished_at=stamp, model=model, cost=cost,
+                               model_args=json.dumps(dict(cfg.model_args.get(model, {})), sort_keys=True),
+                               point_id=want[rec["scheduler"]])  # fmt: skip
+                    writer.writerow({k: ("" if v is None or (isinstance(v, float) and math.isnan(v))
+                                         else v) for k, v in row.items()})  # fmt: skip
+                fh.flush()
+    df = pd.read_csv(path, dtype={"point_id": str}, keep_default_na=False, na_values=[""])
+    return df[df["point_id"].isin(set(ids))].drop_duplicates("point_id", keep="last").reset_index(drop=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``run.py [--quick] [--out DIR]``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="reduced grid (smoke test)")
+    ap.add_argument("--out", type=Path, default=HERE, help="folder of results.csv")
+    args = ap.parse_args(argv)
+    cfg = quick_config() if args.quick else full_config()
+    t0 = time.perf_counter()
+    df = run(cfg, args.out)
+    ok = df[df["status"] == "ok"]
+    print(f"{len(df)} rows ({len(ok)} ok) in {args.out / 'results.csv'}; {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
