@@ -10,14 +10,14 @@ Writes ``fig1_cnn_partitioning.{png,pdf}`` and prints the headline numbers::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from experiments.plots import COLUMN_WIDTH_IN, makespan_bars, save_figure, speedup_lines
+from experiments.figures import plot_main
+from experiments.plots import COLUMN_WIDTH_IN, makespan_bars, speedup_lines
 from experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent
@@ -88,16 +88,7 @@ def figure(df: pd.DataFrame) -> Figure:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``plot.py [--results CSV] [--out DIR]``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=Path, default=HERE / "results.csv")
-    ap.add_argument("--out", type=Path, default=HERE)
-    args = ap.parse_args(argv)
-    df = load_results(args.results)
-    for path in save_figure(figure(df), args.out / NAME):
-        print(f"wrote {path}")
-    for key, value in headline(df).items():
-        print(f"{key}: {value}")
-    return 0
+    return plot_main(__doc__, HERE, NAME, figure, headline, load_results, argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ gives the CPU a stage) or on its GPUs only. Writes
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -22,7 +21,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from experiments.plots import COLUMN_WIDTH_IN, makespan_bars, save_figure
+from experiments.figures import plot_main
+from experiments.plots import COLUMN_WIDTH_IN, makespan_bars
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig3_pipeline_training"
@@ -99,16 +99,7 @@ def figure(df: pd.DataFrame) -> Figure:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``plot.py [--results CSV] [--out DIR]``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=Path, default=HERE / "results.csv")
-    ap.add_argument("--out", type=Path, default=HERE)
-    args = ap.parse_args(argv)
-    df = load(args.results)
-    for path in save_figure(figure(df), args.out / NAME):
-        print(f"wrote {path}")
-    for key, value in headline(df).items():
-        print(f"{key}: {value}")
-    return 0
+    return plot_main(__doc__, HERE, NAME, figure, headline, load, argv)
 
 
 if __name__ == "__main__":

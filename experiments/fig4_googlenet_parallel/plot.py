@@ -10,14 +10,14 @@ granularity rows are in the headline table only. Writes
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from experiments.plots import COLUMN_WIDTH_IN, makespan_bars, save_figure
+from experiments.figures import plot_main
+from experiments.plots import COLUMN_WIDTH_IN, makespan_bars
 from experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent
@@ -75,16 +75,7 @@ def figure(df: pd.DataFrame, granularity: str = "fused") -> Figure:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``plot.py [--results CSV] [--out DIR]``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=Path, default=HERE / "results.csv")
-    ap.add_argument("--out", type=Path, default=HERE)
-    args = ap.parse_args(argv)
-    df = load_results(args.results)
-    for path in save_figure(figure(df), args.out / NAME):
-        print(f"wrote {path}")
-    for key, value in headline(df).items():
-        print(f"{key}: {value}")
-    return 0
+    return plot_main(__doc__, HERE, NAME, figure, headline, load_results, argv)
 
 
 if __name__ == "__main__":

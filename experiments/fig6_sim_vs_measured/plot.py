@@ -11,7 +11,6 @@ the schedulers of each model. Writes ``fig6_sim_vs_measured.{png,pdf}``::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from scipy.stats import kendalltau
 
-from experiments.plots import COLUMN_WIDTH_IN, save_figure, sim_vs_measured
+from experiments.figures import plot_main
+from experiments.plots import COLUMN_WIDTH_IN, sim_vs_measured
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig6_sim_vs_measured"
@@ -87,16 +87,7 @@ def figure(df: pd.DataFrame) -> Figure:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``plot.py [--results CSV] [--out DIR]``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=Path, default=HERE / "results.csv")
-    ap.add_argument("--out", type=Path, default=HERE)
-    args = ap.parse_args(argv)
-    df = load(args.results)
-    for path in save_figure(figure(df), args.out / NAME):
-        print(f"wrote {path}")
-    for key, value in headline(df).items():
-        print(f"{key}: {value}")
-    return 0
+    return plot_main(__doc__, HERE, NAME, figure, headline, load, argv)
 
 
 if __name__ == "__main__":
