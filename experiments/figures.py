@@ -3,11 +3,71 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["plot_main"]
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from experiments.sweep import Sweep
+
+__all__ = ["GRAPH_CACHE", "graph_cache", "plot_main", "run_sweeps", "sweep_main"]
+
+#: graph cache shared by the figure scripts (``$HETSIM_CACHE`` overrides it)
+GRAPH_CACHE = Path(__file__).resolve().parent / ".cache" / "graphs"
+
+
+def graph_cache() -> str:
+    """Folder of the imported-graph cache: ``$HETSIM_CACHE``, else :data:`GRAPH_CACHE`."""
+    return os.environ.get("HETSIM_CACHE") or str(GRAPH_CACHE)
+
+
+def run_sweeps(
+    sweeps: Sequence[Sweep], out: str | os.PathLike[str], *, workers: int = 2, progress: bool = True
+) -> pd.DataFrame:
+    """Run the points of each sweep not yet in ``out/results.csv``; return their rows."""
+    import pandas as pd
+
+    from experiments.sweep import run_sweep
+
+    frames = [
+        run_sweep(s, out, workers=workers, cache_dir=graph_cache(), parquet=False, progress=progress)
+        for s in sweeps
+    ]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def sweep_main(
+    doc: str | None,
+    here: Path,
+    full: Callable[[], Any],
+    quick: Callable[[], Any],
+    run: Callable[..., pd.DataFrame],
+    describe: Callable[[Any], str],
+    argv: Sequence[str] | None = None,
+) -> int:
+    """Command line of a sweep-based figure's ``run.py``: ``[--quick] [--out DIR] [--workers N]``.
+
+    ``run(full() or quick(), out, workers=N)`` runs the grid; each error row is
+    printed as ``describe(row)`` with its message.
+    """
+    ap = argparse.ArgumentParser(description=(doc or "run").splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="reduced grid (smoke test)")
+    ap.add_argument("--out", type=Path, default=here, help="folder of results.csv")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes (0: inline)")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    df = run(quick() if args.quick else full(), args.out, workers=args.workers)
+    bad = df[df["status"] != "ok"]
+    print(f"{len(df)} rows ({len(bad)} errors) in {args.out / 'results.csv'}; "
+          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    for r in bad.itertuples():
+        print(f"  error: {describe(r)}: {r.error}", file=sys.stderr)
+    return 0
 
 
 def plot_main(

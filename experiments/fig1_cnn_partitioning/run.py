@@ -18,21 +18,18 @@ overrides it).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.sweep import Sweep, run_sweep
+from experiments.figures import run_sweeps, sweep_main
+from experiments.sweep import Sweep
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 HERE = Path(__file__).resolve().parent
-#: graph cache shared by the figure scripts
-CACHE = HERE.parent / ".cache" / "graphs"
 
 
 def full_sweep() -> Sweep:
@@ -53,27 +50,13 @@ def quick_sweep() -> Sweep:
 def run(sweep: Sweep, out: str | os.PathLike[str], *, workers: int = 2,
         progress: bool = True) -> pd.DataFrame:  # fmt: skip
     """Run the points of ``sweep`` not yet in ``out/results.csv``; return its rows."""
-    cache = os.environ.get("HETSIM_CACHE") or str(CACHE)
-    return run_sweep(sweep, out, workers=workers, cache_dir=cache, parquet=False,
-                     progress=progress)  # fmt: skip
+    return run_sweeps([sweep], out, workers=workers, progress=progress)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``run.py [--quick] [--out DIR] [--workers N]``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="reduced grid (smoke test)")
-    ap.add_argument("--out", type=Path, default=HERE, help="folder of results.csv")
-    ap.add_argument("--workers", type=int, default=2, help="worker processes (0: inline)")
-    args = ap.parse_args(argv)
-    sweep = quick_sweep() if args.quick else full_sweep()
-    t0 = time.perf_counter()
-    df = run(sweep, args.out, workers=args.workers)
-    bad = df[df["status"] != "ok"]
-    print(f"{len(df)} rows ({len(bad)} errors) in {args.out / 'results.csv'}; "
-          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
-    for r in bad.itertuples():
-        print(f"  error: {r.model} b{r.batch} {r.scheduler}: {r.error}", file=sys.stderr)
-    return 0
+    return sweep_main(__doc__, HERE, full_sweep, quick_sweep, run,
+                      lambda r: f"{r.model} b{r.batch} {r.scheduler}", argv)  # fmt: skip
 
 
 if __name__ == "__main__":

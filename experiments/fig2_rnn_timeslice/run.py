@@ -16,11 +16,9 @@ row per point to ``results.csv`` in this folder (points already there are skippe
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import sys
-import time
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,10 +26,10 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.sweep import Sweep, SweepError, run_sweep
+from experiments.figures import run_sweeps, sweep_main
+from experiments.sweep import Sweep, SweepError
 
 HERE = Path(__file__).resolve().parent
-CACHE = HERE.parent / ".cache" / "graphs"
 
 
 def expand_variants(variants: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -86,29 +84,14 @@ def quick_sweeps() -> list[Sweep]:
 
 def run(sweeps: list[Sweep], out: str | os.PathLike[str], *, workers: int = 2,
         progress: bool = True) -> pd.DataFrame:  # fmt: skip
-    """Run every sweep into ``out/results.csv`` (skipping points done); return the rows."""
-    cache = os.environ.get("HETSIM_CACHE") or str(CACHE)
-    frames = [run_sweep(s, out, workers=workers, cache_dir=cache, parquet=False, progress=progress)
-              for s in sweeps]  # fmt: skip
-    return pd.concat(frames, ignore_index=True)
+    """Run the points of ``sweeps`` not yet in ``out/results.csv``; return their rows."""
+    return run_sweeps(sweeps, out, workers=workers, progress=progress)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``run.py [--quick] [--out DIR] [--workers N]``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="reduced grid (smoke test)")
-    ap.add_argument("--out", type=Path, default=HERE, help="folder of results.csv")
-    ap.add_argument("--workers", type=int, default=2, help="worker processes (0: inline)")
-    args = ap.parse_args(argv)
-    sweeps = quick_sweeps() if args.quick else full_sweeps()
-    t0 = time.perf_counter()
-    df = run(sweeps, args.out, workers=args.workers)
-    bad = df[df["status"] != "ok"]
-    print(f"{len(df)} rows ({len(bad)} errors) in {args.out / 'results.csv'}; "
-          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
-    for r in bad.itertuples():
-        print(f"  error: {r.model} {r.model_args} {r.scheduler}: {r.error}", file=sys.stderr)
-    return 0
+    return sweep_main(__doc__, HERE, full_sweeps, quick_sweeps, run,
+                      lambda r: f"{r.model} {r.model_args} {r.scheduler}", argv)  # fmt: skip
 
 
 if __name__ == "__main__":

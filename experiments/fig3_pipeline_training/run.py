@@ -40,11 +40,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from experiments.figures import graph_cache
+
 if TYPE_CHECKING:  # pragma: no cover
     from sim.platform import Platform
 
 HERE = Path(__file__).resolve().parent
-CACHE = HERE.parent / ".cache" / "graphs"
 PLANS = ("all-gpu", "antichain-dp", "antichain-dp-colocated")
 
 #: columns of results.csv, in order
@@ -242,7 +243,7 @@ def run(name: str, configs: list[Config], out: str | os.PathLike[str], *,
     path = out / "results.csv"
     done = done_ids(path)
     todo = [c for c in configs if c.id not in done]
-    cache = os.environ.get("HETSIM_CACHE") or str(CACHE)
+    cache = graph_cache()
     meta = {"sweep": name, "git_commit": git_commit(), "hetsim_version": hetsim_version()}
     new = not path.exists() or path.stat().st_size == 0
     with path.open("a", newline="", encoding="utf-8") as fh:

@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from experiments.figures import graph_cache
 from graphs.graph import Graph, tensor_bytes
 
 HERE = Path(__file__).resolve().parent
-CACHE = HERE.parent / ".cache" / "graphs"
 
 #: columns of results.csv, in order
 COLUMNS = (
@@ -266,7 +266,7 @@ def run(config: Config, out: str | os.PathLike[str], *, progress: bool = True) -
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.csv"
     done = done_ids(path)
-    cache = os.environ.get("HETSIM_CACHE") or str(CACHE)
+    cache = graph_cache()
     meta = {"sweep": config.name, "git_commit": git_commit(), "hetsim_version": hetsim_version()}
     opt_args = dict(config.optimal)
     jobs = [(s, {}) for s in config.schedulers] + [("optimal", opt_args)]
