@@ -6,7 +6,10 @@ on the rows that do: the operators of a network the model has never seen, which 
 how a cost model is used on a new network. For every predictor kind, held-out
 model, device and op kind (and ``ALL`` op kinds), the report gives the number of
 test rows and the mean, median and 90th-percentile absolute percentage error
-(``|predicted - measured| / measured``, in percent). ``held_out == "ALL"`` pools
+(``|predicted - measured| / measured``, in percent) of the op's time per call,
+:meth:`~costmodel.profile.Profile.call_times` (CPU: the wall time of one call,
+dispatch included; GPU: the kernel's CUDA-event time), which is what the
+predictors are fitted on. ``held_out == "ALL"`` pools
 the test rows of every held-out model (a row shared by two models counts twice:
 once per model it was held out with).
 
@@ -109,8 +112,8 @@ def loo_predictions(
             if train_rows.empty or test_rows.empty:
                 continue
             pred = make_predictor(kind, **dict(params.get(kind, {})))
-            pred.fit(train_rows, train_rows["time_s"].to_numpy())
-            measured = test_rows["time_s"].to_numpy(float)
+            pred.fit(train_rows, prof.call_times(train_rows))
+            measured = prof.call_times(test_rows)
             predicted = pred.predict(test_rows)
             frames.append(pd.DataFrame({
                 "predictor": kind, "held_out": m, "device": test_rows["device"].to_numpy(),

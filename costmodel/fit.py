@@ -101,7 +101,7 @@ def fit(
     prof = _as_profile(profile)
     predictor = make_predictor(kind, **params)
     rows = prof.training_rows(backend)
-    predictor.fit(rows, rows["time_s"].to_numpy())
+    predictor.fit(rows, prof.call_times(rows))
     return MeasuredCostModel.from_profile(prof, predictor, device_map=device_map, platform=platform)
 
 

@@ -8,8 +8,11 @@ A *predictor* (:class:`~costmodel.table.Table`, :class:`~costmodel.polynomial.Po
 seconds; it keeps one sub-model per profile device. :class:`MeasuredCostModel`
 wraps a fitted predictor with what else the profile measured and prices graphs:
 
-* **op_time** -- the predictor's time for the node's features (measured kernel
-  times include the launch overhead, so nothing is added). A platform device is
+* **op_time** -- the predictor's time for the node's features. Predictors are
+  fitted on :meth:`~costmodel.profile.Profile.call_times` (a CPU op's wall time per
+  call, dispatch included; a GPU op's kernel time), so the dispatch those hold
+  (``call_overhead``, :meth:`~costmodel.profile.Profile.call_overhead`) is taken
+  off again: the simulator charges it to the host. A platform device is
   priced as a profile device: ``device_map[device.name]`` when given, else the first
   profile device of the same kind that the predictor has data for. A device with
   none (a GPU on a CPU-only profile) is priced by the fallback
@@ -299,6 +302,7 @@ class MeasuredCostModel:
         device_kinds: Mapping[str, str],
         link_fits: Mapping[str, tuple[float, float]] | None = None,
         dispatch: Mapping[str, float] | None = None,
+        call_overhead: Mapping[str, float] | None = None,
         device_map: Mapping[str, str] | None = None,
         platform: Platform | None = None,
         fallback: Any = None,
@@ -310,6 +314,10 @@ class MeasuredCostModel:
         self.device_kinds = dict(device_kinds)
         self.link_fits = {k: (float(v[0]), float(v[1])) for k, v in (link_fits or {}).items()}
         self.dispatch = dict(dispatch or {})
+        self.call_overhead = {str(k): float(v) for k, v in (call_overhead or {}).items()}
+        bad = {k: v for k, v in self.call_overhead.items() if not (np.isfinite(v) and v >= 0)}
+        if bad:
+            raise CostModelError(f"call_overhead: need finite seconds >= 0, got {bad}")
         self.device_map = dict(device_map or {})
         for plat, prof in self.device_map.items():
             if prof not in self.device_kinds:
@@ -329,11 +337,15 @@ class MeasuredCostModel:
         cls, profile: Profile, predictor: Predictor, *, device_map: Mapping[str, str] | None = None,
         platform: Platform | None = None, fallback: Any = None,
     ) -> MeasuredCostModel:
-        """Wrap ``predictor`` (fitted on ``profile``) with the profile's devices,
-        link fits and dispatch times."""
+        """Wrap ``predictor`` (fitted on ``profile.call_times()``) with the profile's
+        devices, link fits and dispatch times; ``call_overhead`` is
+        :meth:`~costmodel.profile.Profile.call_overhead` (taken off the predicted
+        per-call time)."""
         fits = {f"{a}->{b}": v for (a, b), v in profile.kind_link_fits().items()}
+        overhead = profile.call_overhead()
         return cls(predictor, device_kinds=profile.device_kinds, link_fits=fits, dispatch=profile.dispatch,
-                   device_map=device_map, platform=platform, fallback=fallback, name=profile.name)
+                   call_overhead=overhead, device_map=device_map, platform=platform, fallback=fallback,
+                   name=profile.name)
 
     def __repr__(self) -> str:
         return f"MeasuredCostModel({self.name!r}, {self.predictor!r}, devices={list(self.device_kinds)})"
@@ -377,6 +389,9 @@ class MeasuredCostModel:
         if pdev not in entry.times:
             X = entry.X.assign(device=pdev)
             times = np.asarray(self.predictor.predict(X), dtype=float)
+            overhead = self.call_overhead.get(pdev, 0.0)
+            if overhead:
+                times = np.maximum(times - overhead, TIME_FLOOR_S)
             reasons = self.predictor.fallback_reasons(X)
             entry.times[pdev] = times
             entry.reasons[pdev] = reasons
@@ -394,7 +409,9 @@ class MeasuredCostModel:
         return entry
 
     def op_time(self, graph: Graph, node: str, device: Device) -> float:
-        """Predicted kernel time of ``node`` on ``device`` (launch overhead included)."""
+        """Predicted kernel time of ``node`` on ``device``: the predictor's per-call
+        time less the profile device's ``call_overhead`` (its dispatch, which the
+        simulator charges to the host)."""
         pdev = self.profile_device(device)
         if pdev is None:
             entry = self._entry(graph, node)
@@ -462,6 +479,7 @@ class MeasuredCostModel:
             "device_kinds": self.device_kinds,
             "link_fits": {k: list(v) for k, v in self.link_fits.items()},
             "dispatch": self.dispatch,
+            "call_overhead": self.call_overhead,
             "device_map": self.device_map,
             "fallback": fb.to_dict() if isinstance(fb, Roofline) else None,
             "predictor": self.predictor.get_state(),
@@ -482,7 +500,8 @@ class MeasuredCostModel:
             pred = predictor_from_state(state["predictor"], where=where)
             fb = Roofline.from_dict(state["fallback"]) if state.get("fallback") else None
             return cls(pred, device_kinds=state["device_kinds"], link_fits=state.get("link_fits"),
-                       dispatch=state.get("dispatch"), device_map=state.get("device_map"),
+                       dispatch=state.get("dispatch"), call_overhead=state.get("call_overhead"),
+                       device_map=state.get("device_map"),
                        fallback=fb, name=state.get("name", "measured"))
         except (KeyError, TypeError) as e:
             raise CostModelError(f"{where}: malformed measured cost model ({type(e).__name__}: {e})") from None

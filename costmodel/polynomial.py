@@ -19,8 +19,14 @@ form. ``selection()`` states what was chosen. Op kinds with fewer than
 ``min_samples`` rows on a device use that device's global polynomial (fitted on
 all its rows the same way), reported by ``fallback_reasons``.
 
-Predictions are always positive: where a polynomial extrapolates to a time <= 0
-(outside the range it was fitted on), the fastest time measured on the device in
+Outside the range of its training rows a form of degree >= 2 is evaluated at the
+nearest point of that range (degree 0 and 1 forms, linear or power laws, extrapolate
+as they are); above the largest input it was fitted on, the result is scaled in
+proportion to the input's excess (time linear in the work beyond what was
+measured), below the smallest it is kept (a smaller kernel is no slower). A
+degree-3 polynomial evaluated 10x past its data would otherwise answer with
+anything, 10^30 s included. Predictions are always positive:
+where a polynomial gives a time <= 0, the fastest time measured on the device in
 the training rows replaces it (no kernel is faster than the launch floor).
 """
 
@@ -56,29 +62,44 @@ def _monomials(k: int, degree: int) -> list[tuple[int, ...]]:
 class _Form:
     """One fitted polynomial: space, degree, input scales and coefficients."""
 
-    __slots__ = ("space", "degree", "scale", "coef", "n", "cv_mape")
+    __slots__ = ("space", "degree", "scale", "coef", "n", "cv_mape", "lo", "hi")
 
-    def __init__(self, space: str, degree: int, scale: np.ndarray, coef: np.ndarray, n: int, cv_mape: float) -> None:
+    def __init__(self, space: str, degree: int, scale: np.ndarray, coef: np.ndarray, n: int, cv_mape: float,
+                 lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> None:
         self.space, self.degree, self.scale, self.coef = space, degree, scale, coef
         self.n, self.cv_mape = n, cv_mape
+        self.lo, self.hi = lo, hi  # the inputs' range in the training rows (None: unguarded)
 
     def design(self, F: np.ndarray) -> np.ndarray:
         return _design(F, self.space, self.degree, self.scale)
 
-    def predict(self, F: np.ndarray) -> np.ndarray:
+    def _raw_predict(self, F: np.ndarray) -> np.ndarray:
         z = self.design(F) @ self.coef
         if self.space == "log":
             return 10.0 ** np.minimum(z, _MAX_LOG10)
         return z
 
+    def predict(self, F: np.ndarray) -> np.ndarray:
+        if self.lo is None or self.hi is None or self.degree <= 1:  # linear / power law: extrapolates sanely
+            return self._raw_predict(F)
+        Fc = np.clip(F, self.lo, self.hi)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(Fc > 0, F / Fc, 1.0)
+        return self._raw_predict(Fc) * np.maximum(ratio.max(axis=1), 1.0)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"space": self.space, "degree": self.degree, "scale": self.scale.tolist(),
-                "coef": self.coef.tolist(), "n": self.n, "cv_mape": self.cv_mape}
+        d = {"space": self.space, "degree": self.degree, "scale": self.scale.tolist(),
+             "coef": self.coef.tolist(), "n": self.n, "cv_mape": self.cv_mape}
+        if self.lo is not None and self.hi is not None:
+            d["lo"], d["hi"] = self.lo.tolist(), self.hi.tolist()
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> _Form:
+        lo, hi = d.get("lo"), d.get("hi")
         return cls(str(d["space"]), int(d["degree"]), np.asarray(d["scale"], float),
-                   np.asarray(d["coef"], float), int(d["n"]), float(d["cv_mape"]))
+                   np.asarray(d["coef"], float), int(d["n"]), float(d["cv_mape"]),
+                   None if lo is None else np.asarray(lo, float), None if hi is None else np.asarray(hi, float))
 
 
 def _design(F: np.ndarray, space: str, degree: int, scale: np.ndarray) -> np.ndarray:
@@ -204,7 +225,8 @@ class Polynomial(Predictor):
             for f in range(k):
                 tr = fold != f
                 scale, coef = _solve(F[tr], t[tr], space, degree)
-                pred[~tr] = _Form(space, degree, scale, coef, 0, 0.0).predict(F[~tr])
+                pred[~tr] = _Form(space, degree, scale, coef, 0, 0.0, F[tr].min(axis=0),
+                                  F[tr].max(axis=0)).predict(F[~tr])
             ape = np.abs(np.where(pred > 0, pred, floor) - t) / t
             scores.append((float(np.mean(ape)) if np.all(np.isfinite(ape)) else np.inf, space, degree))
         if not scores:  # too few rows for any candidate under CV: the simplest one, unchecked
@@ -212,11 +234,11 @@ class Polynomial(Predictor):
             if len(_monomials(F.shape[1], degree)) > n:
                 space, degree = candidates[0][0], 0
             scale, coef = _solve(F, t, space, degree)
-            return _Form(space, degree, scale, coef, n, float("nan"))
+            return _Form(space, degree, scale, coef, n, float("nan"), F.min(axis=0), F.max(axis=0))
         best = min(s for s, _, _ in scores)
         score, space, degree = next(c for c in scores if c[0] <= best * (1 + _REL_TOL) + _ABS_TOL)
         scale, coef = _solve(F, t, space, degree)
-        return _Form(space, degree, scale, coef, n, score)
+        return _Form(space, degree, scale, coef, n, score, F.min(axis=0), F.max(axis=0))
 
     # ---------------------------------------------------------------- predict
     def predict(self, X: pd.DataFrame) -> np.ndarray:

@@ -105,6 +105,49 @@ class Profile:
         """Boolean mask of the ``ops`` rows whose ``models`` include ``model``."""
         return self.ops["models"].map(lambda c: model in split_models(c)).to_numpy(dtype=bool)
 
+    def call_times(self, rows: pd.DataFrame | None = None) -> np.ndarray:
+        """What the learned predictors fit and are judged on: the time one call of
+        the op costs its device (seconds, one per row of ``rows``, default ``ops``).
+
+        A GPU row's is its kernel time (CUDA events; the host's dispatch overlaps
+        it). A CPU row's is the measured wall time per call (``wall_s``; without
+        that column, ``time_s`` plus the dispatch time): a CPU worker issues its own kernels, and a
+        view op (``reshape``) or a tiny kernel has no kernel time left once the
+        dispatch is taken off (``time_s`` at its floor), which no relative error can
+        be asked of. :class:`~costmodel.measured.MeasuredCostModel` takes the
+        dispatch off again when it prices a node, because the simulator charges
+        the dispatch to the host separately.
+        """
+        rows = self.ops if rows is None else rows
+        t = rows["time_s"].to_numpy(dtype=float)
+        kinds = self.device_kinds
+        cpu = rows["device"].map(lambda d: kinds.get(str(d)) == "cpu").to_numpy(dtype=bool)
+        nan = np.full(len(rows), np.nan)
+        # the raw median per call where the profiler kept it (time_s is floored where
+        # the wall time did not exceed the dispatch time), else time_s + dispatch
+        wall = pd.to_numeric(rows["wall_s"], errors="coerce").to_numpy(dtype=float) if "wall_s" in rows else nan
+        disp = pd.to_numeric(rows["dispatch_s"], errors="coerce").to_numpy(dtype=float) if "dispatch_s" in rows else nan
+        from_json = rows["device"].map(lambda d: self.dispatch.get(str(d), 0.0)).to_numpy(dtype=float)
+        disp = np.where(np.isfinite(disp) & (disp >= 0), disp, from_json)
+        call = np.where(np.isfinite(wall) & (wall > 0), wall, t + disp)
+        return np.where(cpu, call, t)
+
+    def call_overhead(self) -> dict[str, float]:
+        """Per CPU device: what :meth:`call_times` holds beyond the kernel time (the
+        median ``dispatch_s`` of its rows, else ``dispatch.json``; 0 for a profile
+        taken in context, whose rows are kernel calls). GPU devices: nothing."""
+        out: dict[str, float] = {}
+        for d, kind in self.device_kinds.items():
+            if kind != "cpu":
+                continue
+            rows = self.ops[self.ops["device"] == d]
+            col = pd.to_numeric(rows["dispatch_s"], errors="coerce") if "dispatch_s" in rows else None
+            if col is not None and col.notna().any():
+                out[d] = float(col.dropna().median())
+            else:
+                out[d] = float(self.dispatch.get(d, 0.0))
+        return out
+
     def kind_link_fits(self) -> dict[tuple[str, str], tuple[float, float]]:
         """``(src kind, dst kind) -> (latency_s, bandwidth_bytes_per_s)``: the first
         ``links.json`` fit for each pair of device kinds."""

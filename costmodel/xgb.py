@@ -7,11 +7,28 @@ member count) plus a one-hot of the op kind (``op=...``) and of its class
 (``class=conv2d|matmul|elementwise|...``, which still says something about an op
 kind the training rows never had).
 
-Target: ``log(time)``; with ``baseline=True`` (default) ``log(time / t0)`` where
-``t0 = c0 + c1 * flops + c2 * bytes`` is a non-negative least-squares fit (relative
-error) per device. Trees cannot extrapolate: an operator larger than any in the
-training rows would get the time of the largest one. With the baseline, the trees
-learn an efficiency ratio, which stays in range when the sizes do not.
+Derived inputs (ratios trees cannot form themselves, computed from those columns):
+work per output element (``flops / out_elems``: the reduction length of a matmul or
+convolution, ~1 for an elementwise op), bytes per output element, the output's
+rows and last dim (M and N of a matmul), the first input's last dim (K), and the
+log of the arithmetic intensity.
+
+Target: ``log(time / t0)``, where ``t0`` is a per-device baseline:
+
+* ``baseline="roofline"`` (default): ``t0 = c0 + max(flops / P, bytes / B)``,
+  ``t0 = c0`` for view ops (``reshape``, ``broadcast_to``...: no data moves). ``c0``
+  is 0.9x the 1st percentile of the training times (the per-call floor), ``P`` and
+  ``B`` the 95th percentile of the achieved FLOP/s and byte/s of the training rows:
+  the trees then learn each op's efficiency against the device's own roofline,
+  which stays in range when an operator is larger than any in the training rows
+  (trees alone cannot extrapolate: they would give it the time of the largest one).
+  View ops (``reshape``, ``squeeze``, ``expand_dims``, ``flatten``) skip the trees:
+  no data moves, so their time is the call itself, whatever their size, and they
+  are priced by the median of their training rows (per op kind, else of all views).
+* ``baseline="linear"``: ``t0 = c0 + c1 * flops + c2 * bytes``, a non-negative
+  least-squares fit of relative error (``True`` means this, for models saved before
+  the roofline baseline).
+* ``baseline="none"`` (or ``False``): ``t0`` is the smallest training time.
 
 ``save(path)`` writes ``path`` (JSON sidecar: hyper-parameters, columns, baselines,
 one booster file name per device) and, beside it, each device's booster in
@@ -39,9 +56,66 @@ from costmodel.measured import (
     _write_json,
     read_model_file,
 )
-from costmodel.roofline import op_class, op_key
+from costmodel.roofline import VIEW_OPS, op_class, op_key
 
 __all__ = ["XGBoost"]
+
+
+#: ops whose roofline baseline is the per-call floor alone: views, no data moves
+#: (``broadcast_to`` is a view in torch; with TVM the trees learn its copy time)
+VIEW_OPS_BASELINE = frozenset({*VIEW_OPS, "broadcast_to"})
+#: names of the derived inputs (see the module docstring), in design-matrix order
+DERIVED_FEATURES = ["flops_per_out", "bytes_per_out", "out_rows", "out_last", "in0_last", "log_intensity",
+                    "moves_last_axis"]
+#: gathers: only the rows they pick move, not the whole table their bytes count
+GATHER_OPS = frozenset({"take", "gather", "gather_elements", "gather_nd", "embedding"})
+
+
+def _baseline_mode(baseline: Any) -> str | None:
+    if baseline is True:
+        return "linear"
+    if baseline is False or baseline is None:
+        return "none"
+    return baseline if baseline in ("roofline", "linear", "none") else None
+
+
+def derived_features(X: pd.DataFrame) -> np.ndarray:
+    """The :data:`DERIVED_FEATURES` of profile or feature rows ``X``."""
+    flops = X["flops"].to_numpy(float)
+    nbytes = X["bytes"].to_numpy(float)
+    out = np.maximum(X["out_elems"].to_numpy(float), 1.0)
+    last = np.maximum(X["out0_d3"].to_numpy(float), 1.0)
+    return np.column_stack([flops / out, nbytes / out, out / last, last, X["in0_d3"].to_numpy(float),
+                            np.log1p(flops) - np.log1p(nbytes), _moves_last_axis(X)])
+
+
+def _moves_last_axis(X: pd.DataFrame) -> np.ndarray:
+    """1 for a transpose that moves the innermost axis (a strided copy), else 0."""
+    out = np.zeros(len(X))
+    if "signature" not in X:
+        return out
+    ops = X["op"].astype(str).to_numpy()
+    for i in np.flatnonzero((ops == "permute_dims") | (ops == "transpose")):
+        try:
+            axes = json.loads(str(X["signature"].iloc[i]).split("|")[1]).get("axes")
+        except (IndexError, ValueError, AttributeError):
+            continue
+        if isinstance(axes, list) and axes and axes[-1] not in (-1, len(axes) - 1):
+            out[i] = 1.0
+    return out
+
+
+def _moved_bytes(X: pd.DataFrame) -> np.ndarray:
+    """Bytes the roofline baseline charges: ``bytes``, but for a gather twice the
+    bytes of what it picks (its table is counted whole in ``bytes``)."""
+    nbytes = X["bytes"].to_numpy(float)
+    ops = X["op"].astype(str)
+    gather = ops.isin(GATHER_OPS).to_numpy()
+    if gather.any():
+        elems = np.maximum(X["in_elems"].to_numpy(float) + X["out_elems"].to_numpy(float), 1.0)
+        picked = 2.0 * X["out_elems"].to_numpy(float) * nbytes / elems
+        nbytes = np.where(gather, picked, nbytes)
+    return nbytes
 
 
 def op_class_of(op: str) -> str:
@@ -81,8 +155,8 @@ class XGBoost(Predictor):
         regularisation); one regressor is fitted per device on a squared-error
         objective, and its booster is kept for prediction and saving.
     baseline
-        Learn ``log(time / t0)`` over a per-device linear baseline (see the module
-        docstring) instead of ``log(time)``.
+        ``"roofline"``, ``"linear"`` or ``"none"``: the per-device ``t0`` that the
+        trees learn ``log(time / t0)`` over (see the module docstring).
     features
         Numeric feature columns (default :data:`~costmodel.measured.KERNEL_FEATURES`).
     n_jobs
@@ -108,7 +182,7 @@ class XGBoost(Predictor):
         colsample_bytree: float = 0.8,
         min_child_weight: float = 1.0,
         reg_lambda: float = 1.0,
-        baseline: bool = True,
+        baseline: str | bool = "roofline",
         features: Sequence[str] | None = None,
         n_jobs: int = 1,
         random_state: int | None = 0,
@@ -120,6 +194,8 @@ class XGBoost(Predictor):
         self.colsample_bytree = colsample_bytree
         self.min_child_weight = min_child_weight
         self.reg_lambda = reg_lambda
+        if _baseline_mode(baseline) is None:
+            raise CostModelError(f"XGBoost: baseline must be 'roofline', 'linear' or 'none', got {baseline!r}")
         self.baseline = baseline
         self.features = features
         self.n_jobs = n_jobs
@@ -153,12 +229,37 @@ class XGBoost(Predictor):
         classes = np.array([op_class_of(o) for o in ops])
         hot_op = (ops[:, None] == np.array(self.ops_, dtype=object)[None, :]).astype(np.float64)
         hot_cls = (classes[:, None] == np.array(self.classes_, dtype=object)[None, :]).astype(np.float64)
-        return np.hstack([num, hot_op, hot_cls])
+        parts = [num, hot_op, hot_cls]
+        if self.derived_:
+            parts.insert(1, derived_features(X))
+        return np.hstack(parts)
 
     def _base(self, X: pd.DataFrame, device: str) -> np.ndarray:
         c = np.asarray(self.baseline_[device])
-        t0 = c[0] + c[1] * X["flops"].to_numpy(float) + c[2] * X["bytes"].to_numpy(float)
+        flops, nbytes = X["flops"].to_numpy(float), X["bytes"].to_numpy(float)
+        if self.baseline_mode_ == "roofline":
+            nbytes = _moved_bytes(X)
+            view = X["op"].astype(str).isin(VIEW_OPS_BASELINE).to_numpy()
+            t0 = c[0] + np.where(view, 0.0, np.maximum(flops / c[1], nbytes / c[2]))
+        else:
+            t0 = c[0] + c[1] * flops + c[2] * nbytes
         return np.maximum(t0, self.floor_[device])
+
+    def _fit_baseline(self, Xd: pd.DataFrame, td: np.ndarray) -> list[float]:
+        flops, nbytes = Xd["flops"].to_numpy(float), Xd["bytes"].to_numpy(float)
+        if self.baseline_mode_ == "roofline":
+            nbytes = _moved_bytes(Xd)
+            c0 = 0.9 * float(np.percentile(td, 1))
+            moving = ~Xd["op"].astype(str).isin(VIEW_OPS_BASELINE).to_numpy()
+            busy = np.maximum(td[moving] - c0, 1e-12)
+            peak = [float(np.percentile(v[moving] / busy, 95)) for v in (flops, nbytes)]
+            return [c0, *(p if p > 0 else 1.0 for p in peak)]
+        if self.baseline_mode_ == "linear":
+            A = np.column_stack([np.ones(len(td)), flops, nbytes])
+            scale = np.where(A.max(axis=0) > 0, A.max(axis=0), 1.0)
+            coef, _ = nnls((A / scale) / td[:, None], np.ones(len(td)))
+            return (coef / scale).tolist()
+        return [float(td.min()), 0.0, 0.0]
 
     # -------------------------------------------------------------------- fit
     def fit(self, X: pd.DataFrame, y: Any) -> XGBoost:
@@ -167,26 +268,28 @@ class XGBoost(Predictor):
         self.features_: list[str] = self._feature_list()
         self.ops_: list[str] = sorted(set(X["op"].astype(str)))
         self.classes_: list[str] = sorted({op_class_of(o) for o in self.ops_})
-        self.columns_: list[str] = [*self.features_, *(f"op={o}" for o in self.ops_),
+        self.columns_: list[str] = [*self.features_, *DERIVED_FEATURES, *(f"op={o}" for o in self.ops_),
                                     *(f"class={c}" for c in self.classes_)]
         dev = X["device"].astype(str).to_numpy()
         devices = sorted(set(dev))
         self.floor_: dict[str, float] = {}
         self.baseline_: dict[str, list[float]] = {}
         self.seen_ops_: dict[str, list[str]] = {}
+        self.baseline_mode_: str = str(_baseline_mode(self.baseline))
+        self.derived_: bool = True
+        self.view_time_: dict[str, dict[str, float]] = {}
         models: dict[str, Any] = {}
         for d in devices:
             on = dev == d
             Xd, td = X[on], t[on]
             self.floor_[d] = float(td.min())
             self.seen_ops_[d] = sorted(set(Xd["op"].astype(str)))
-            if self.baseline:
-                A = np.column_stack([np.ones(len(td)), Xd["flops"].to_numpy(float), Xd["bytes"].to_numpy(float)])
-                scale = np.where(A.max(axis=0) > 0, A.max(axis=0), 1.0)
-                coef, _ = nnls((A / scale) / td[:, None], np.ones(len(td)))
-                self.baseline_[d] = (coef / scale).tolist()
-            else:
-                self.baseline_[d] = [float(td.min()), 0.0, 0.0]
+            self.baseline_[d] = self._fit_baseline(Xd, td)
+            ops_d = Xd["op"].astype(str).to_numpy()
+            views = np.isin(ops_d, list(VIEW_OPS))
+            self.view_time_[d] = {op: float(np.median(td[ops_d == op])) for op in sorted(set(ops_d[views]))}
+            if views.any():
+                self.view_time_[d]["*"] = float(np.median(td[views]))
             target = np.log(td) - np.log(self._base(Xd, d))
             models[d] = _train(self._xgb_params(), self.n_estimators, self._design(Xd), target)
         self.models_: dict[str, Any] = models
@@ -204,7 +307,13 @@ class XGBoost(Predictor):
             on = dev == d
             Xd = X[on]
             z = np.asarray(self.models_[d].inplace_predict(self._design(Xd)), dtype=np.float64)
-            out[on] = np.exp(z) * self._base(Xd, d)
+            t = np.exp(z) * self._base(Xd, d)
+            views = self.view_time_.get(d)
+            if views:  # a view's time is its call, whatever its size
+                ops = Xd["op"].astype(str).to_numpy()
+                for i in np.flatnonzero(np.isin(ops, list(VIEW_OPS))):
+                    t[i] = views.get(ops[i], views["*"])
+            out[on] = t
         return out
 
     def fallback_reasons(self, X: pd.DataFrame) -> list[str]:
@@ -230,7 +339,9 @@ class XGBoost(Predictor):
     def _meta_state(self) -> dict[str, Any]:
         return {"devices": self.devices_, "features": self.features_, "ops": self.ops_,
                 "classes": self.classes_, "columns": self.columns_, "floor": self.floor_,
-                "baseline": self.baseline_, "seen_ops": self.seen_ops_}
+                "baseline": self.baseline_, "seen_ops": self.seen_ops_,
+                "baseline_mode": self.baseline_mode_, "derived": self.derived_,
+                "view_time": self.view_time_}
 
     def _load_fitted(self, state: Mapping[str, Any]) -> None:
         self.features_ = list(state["features"])
@@ -240,6 +351,10 @@ class XGBoost(Predictor):
         self.floor_ = {d: float(v) for d, v in state["floor"].items()}
         self.baseline_ = {d: [float(c) for c in v] for d, v in state["baseline"].items()}
         self.seen_ops_ = {d: list(v) for d, v in state["seen_ops"].items()}
+        # models saved before the roofline baseline and the derived inputs
+        self.baseline_mode_ = str(state.get("baseline_mode") or _baseline_mode(self.baseline))
+        self.derived_ = bool(state.get("derived", False))
+        self.view_time_ = {d: {op: float(t) for op, t in v.items()} for d, v in state.get("view_time", {}).items()}
         models = {}
         for d, booster in state["boosters"].items():
             raw = booster if isinstance(booster, bytes | bytearray) else json.dumps(booster).encode()

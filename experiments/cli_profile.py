@@ -61,6 +61,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="stop timing an op after N calls (default 2000)")
     p.add_argument("--rtol", type=float, default=0.02,
                    help="stop when the median moves less than this between rounds (default 0.02)")
+    p.add_argument("--passes", type=int, default=1, metavar="N",
+                   help="measure every signature N times, in N passes over all of them, and keep the "
+                   "median: averages out a shared machine's drift (default 1)")
     p.add_argument("--no-links", action="store_true", help="skip the host<->GPU copy measurements")
     p.add_argument("--keep-going", action="store_true",
                    help="skip (and list) nodes the backend cannot run instead of stopping")
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         for d in devices:  # before anything is imported or measured
             check_available(d)
         settings = MeasureSettings(min_time_s=args.min_time, max_time_s=args.max_time,
-                                   max_repeats=args.max_repeats, rtol=args.rtol,
+                                   max_repeats=args.max_repeats, rtol=args.rtol, passes=args.passes,
                                    min_repeats=min(5, args.max_repeats))
     except (BackendError, ValueError) as e:
         raise CLIError(str(e)) from e

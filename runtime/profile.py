@@ -18,6 +18,11 @@ What is measured
   dispatch is priced once, from ``dispatch.json`` (``wall_s`` keeps the raw median).
   GPU: CUDA events around each call, with the GPU kept busy (``torch.cuda._sleep``)
   while the calls are queued, so that the events see kernel time, not launch gaps.
+  With ``passes=N`` (``--passes N``) every signature is measured N times, in N
+  passes over all of them, and the medians of the passes make the row (``passes``,
+  ``pass_spread`` = (max - min) / median of the pass medians): on a shared machine
+  a kernel's speed wanders by 10-20 % over seconds, and passes minutes apart average
+  that out. A run stopped part-way keeps each signature with the passes it had.
 * **dispatch** -- host time of one kernel call through the backend's Kernel object
   for a one-element ``relu``: CPU, the whole call (Python + framework dispatch; the
   kernel itself is ~0); GPU, the host time to enqueue it.
@@ -69,8 +74,12 @@ class MeasureSettings:
     min_repeats: int = 5
     max_repeats: int = 2000
     rtol: float = 0.02
+    #: times every signature is measured, in separate passes over all of them
+    passes: int = 1
 
     def __post_init__(self) -> None:
+        if not isinstance(self.passes, int) or self.passes < 1:
+            raise ValueError(f"passes must be an int >= 1, got {self.passes!r}")
         for k in ("warmup_s", "min_time_s", "max_time_s", "rtol"):
             if not getattr(self, k) >= 0:
                 raise ValueError(f"{k} must be >= 0, got {getattr(self, k)!r}")
@@ -463,14 +472,36 @@ def profile_graphs(
 
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=sum(len(v) for v in todo.values()), unit="op", desc=f"profile {path.name}",
+    bar = tqdm(total=st.passes * sum(len(v) for v in todo.values()), unit="op", desc=f"profile {path.name}",
                disable=not progress, dynamic_ncols=True)
     buffer: list[dict[str, Any]] = []
+    # (device, signature) -> the timings of the passes so far
+    partial: dict[tuple[str, str], list[Timing]] = {}
 
     def flush() -> None:
         if buffer:
             writer.append_ops(buffer)
             buffer.clear()
+
+    def row(d: DeviceSpec, sig: str, tms: list[Timing], disp: float) -> dict[str, Any]:
+        g, n, feat = first[sig]
+        shift = disp if d.kind == "cpu" else 0.0
+        med = [t.time_s for t in tms]
+        tm = Timing(float(np.median(med)), float(np.median([t.p10_s for t in tms])),
+                    float(np.median([t.p90_s for t in tms])), sum(t.repeats for t in tms),
+                    float(np.median([t.wall_s for t in tms])))
+        return {
+            "signature": sig, "device": d.name, "device_kind": d.kind, "backend": backend,
+            "model": str(g.meta.get("model") or g.name), "node": n,
+            "batch": int(g.meta.get("batch") or 1), "models": ";".join(holders[sig]),
+            "time_s": max(tm.time_s - shift, _FLOOR_S), "p10_s": max(tm.p10_s - shift, _FLOOR_S),
+            "p90_s": max(tm.p90_s - shift, _FLOOR_S), "repeats": tm.repeats, **feat,
+            "wall_s": tm.wall_s, "dispatch_s": disp,
+            "timer": "cuda_event" if d.kind == "gpu" else "wall",
+            "threads": d.cpu_threads() if d.kind == "cpu" else 0,
+            "granularity": str(g.meta.get("granularity", "op")),
+            "passes": len(tms), "pass_spread": (max(med) - min(med)) / max(tm.time_s, 1e-12),
+        }
 
     import torch
 
@@ -482,39 +513,41 @@ def profile_graphs(
             run.dispatch[d.name] = disp
             timer = _cuda_timer(d) if d.kind == "gpu" else None
             sync = (lambda d=d: bk.synchronize(d)) if d.kind == "gpu" else None
-            for sig in todo[d.name]:
-                g, n, feat = first[sig]
-                bar.set_postfix_str(f"{d.name} {feat['op']}"[:40], refresh=False)
-                try:
-                    kernel = bk.prepare(g, n, d, seed=seed)
-                except BackendError as e:
-                    if on_error == "raise":
-                        raise
-                    run.failed.append(f"{d.name} {g.name}/{n}: {e}")
+            failed: set[str] = set()
+            for p in range(st.passes):
+                last = p == st.passes - 1
+                for sig in todo[d.name]:
+                    if sig in failed:
+                        continue
+                    g, n, feat = first[sig]
+                    bar.set_postfix_str(f"{d.name} {feat['op']}" + (f" pass {p + 1}" if st.passes > 1 else ""),
+                                        refresh=False)
+                    try:
+                        kernel = bk.prepare(g, n, d, seed=seed)
+                    except BackendError as e:
+                        if on_error == "raise":
+                            raise
+                        run.failed.append(f"{d.name} {g.name}/{n}: {e}")
+                        failed.add(sig)
+                        bar.update(st.passes - p)
+                        continue
+                    tm = time_kernel(kernel, d, st, sync=sync, timer=timer)
+                    del kernel
+                    tms = partial.setdefault((d.name, sig), [])
+                    tms.append(tm)
+                    if last:
+                        buffer.append(row(d, sig, partial.pop((d.name, sig)), disp))
+                        run.measured += 1
                     bar.update(1)
-                    continue
-                tm = time_kernel(kernel, d, st, sync=sync, timer=timer)
-                del kernel
-                shift = disp if d.kind == "cpu" else 0.0
-                buffer.append({
-                    "signature": sig, "device": d.name, "device_kind": d.kind, "backend": backend,
-                    "model": str(g.meta.get("model") or g.name), "node": n,
-                    "batch": int(g.meta.get("batch") or 1), "models": ";".join(holders[sig]),
-                    "time_s": max(tm.time_s - shift, _FLOOR_S), "p10_s": max(tm.p10_s - shift, _FLOOR_S),
-                    "p90_s": max(tm.p90_s - shift, _FLOOR_S), "repeats": tm.repeats, **feat,
-                    "wall_s": tm.wall_s, "dispatch_s": disp,
-                    "timer": "cuda_event" if d.kind == "gpu" else "wall",
-                    "threads": d.cpu_threads() if d.kind == "cpu" else 0,
-                    "granularity": str(g.meta.get("granularity", "op")),
-                })
-                run.measured += 1
-                bar.update(1)
-                if len(buffer) >= flush_every:
-                    flush()
+                    if len(buffer) >= flush_every:
+                        flush()
         flush()
     except BaseException:
-        try:
-            flush()  # complete measurements are kept; the files stay whole either way
+        try:  # complete measurements are kept (with the passes they had); the files stay whole
+            devices = {x.name: x for x in devs}
+            buffer.extend(row(devices[dn], sig, tms, run.dispatch.get(dn, 0.0))
+                          for (dn, sig), tms in partial.items())
+            flush()
         except Exception:  # noqa: S110 - the original error matters more
             pass
         raise

@@ -242,8 +242,9 @@ def test_fit_rejects_bad_inputs(profile: costmodel.Profile) -> None:
 # -------------------------------------------------------------------------- Table
 def test_table_exact_lookup_and_recorded_fallback(profile: costmodel.Profile, model_graphs: list[Graph]) -> None:
     rows = profile.ops
-    table = Table().fit(rows, rows["time_s"])
-    assert np.array_equal(table.predict(rows), rows["time_s"].to_numpy())
+    calls = profile.call_times()  # CPU rows: kernel + dispatch; the cost model takes the dispatch off again
+    table = Table().fit(rows, calls)
+    assert np.array_equal(table.predict(rows), calls)
     cost = MeasuredCostModel.from_profile(profile, table)
     cpu = Device("cpu0", "cpu", peak_flops=1e11, mem_bandwidth_bytes_per_s=1e10, memory_bytes=2**33)
     g = model_graphs[0]
@@ -322,7 +323,7 @@ def test_measured_maps_devices_links_and_dispatch(profile: costmodel.Profile, mo
 
 def test_device_missing_from_profile_uses_roofline(profile: costmodel.Profile, model_graphs: list[Graph]) -> None:
     cpu_only = profile.ops[profile.ops["device"] == "cpu"]
-    cost = MeasuredCostModel.from_profile(profile, Polynomial().fit(cpu_only, cpu_only["time_s"]))
+    cost = MeasuredCostModel.from_profile(profile, Polynomial().fit(cpu_only, profile.call_times(cpu_only)))
     gpu = _platform().device("gpu")
     g = model_graphs[2]
     with pytest.warns(CostModelWarning, match="no data for a gpu device"):
@@ -442,3 +443,95 @@ def test_cli_eval_and_fit(profile_dir: Path, tmp_path: Path, capsys: pytest.Capt
     assert isinstance(costmodel.load(model_file), MeasuredCostModel)
     with pytest.raises(SystemExit):
         parser.parse_args(["costmodel", "eval", str(profile_dir), "--kinds", "forest"])
+
+
+# ------------------------------------------------------------- per-call targets
+def test_call_times_add_the_dispatch_to_cpu_rows_only(profile: costmodel.Profile) -> None:
+    t = profile.call_times()
+    cpu = (profile.ops["device"] == "cpu").to_numpy()
+    np.testing.assert_allclose(t[cpu], profile.ops["time_s"].to_numpy()[cpu] + DISPATCH["cpu"])
+    np.testing.assert_allclose(t[~cpu], profile.ops["time_s"].to_numpy()[~cpu])
+    assert profile.call_overhead() == {"cpu": DISPATCH["cpu"]}
+
+
+def test_call_times_prefer_the_raw_wall_time_and_pricing_takes_the_dispatch_off(
+    tmp_path: Path, model_graphs: list[Graph]
+) -> None:
+    rows = synthetic_rows(model_graphs)
+    cpu = (rows["device"] == "cpu").to_numpy()
+    rows["dispatch_s"] = np.where(cpu, 3e-6, 0.0)
+    rows["wall_s"] = rows["time_s"] + rows["dispatch_s"]
+    # row 0 (cpu): a kernel too short to tell from the dispatch: time_s at the
+    # profiler's floor, the raw median per call kept in wall_s
+    assert cpu[0]
+    rows.loc[0, ["time_s", "wall_s"]] = [1e-8, 2.5e-6]
+    write_profile(tmp_path / "p", manifest(MODELS), rows, dispatch=DISPATCH)
+    prof = read_profile(tmp_path / "p")
+    t = prof.call_times()
+    assert t[0] == 2.5e-6
+    np.testing.assert_allclose(t[cpu][1:], rows["wall_s"].to_numpy()[cpu][1:])
+    np.testing.assert_allclose(t[~cpu], rows["time_s"].to_numpy()[~cpu])
+    assert prof.call_overhead() == {"cpu": 3e-6}  # what the rows hold, not dispatch.json
+    cost = costmodel.fit(prof, "table")
+    assert cost.call_overhead == {"cpu": 3e-6}
+    g = next(x for x in model_graphs if x.name == rows.loc[5, "model"])
+    host = Device("cpu", "cpu", peak_flops=1e11, mem_bandwidth_bytes_per_s=1e10, memory_bytes=2**34)
+    assert cost.op_time(g, rows.loc[5, "node"], host) == pytest.approx(rows.loc[5, "time_s"], rel=1e-9)
+    g0 = next(x for x in model_graphs if x.name == rows.loc[0, "model"])
+    assert cost.op_time(g0, rows.loc[0, "node"], host) == pytest.approx(1e-9)  # never negative
+    again = costmodel.load(cost.save(tmp_path / "cost.json"))
+    assert again.call_overhead == {"cpu": 3e-6}
+
+
+def _elementwise_rows(sizes: list[int], *, view_time: float = 2e-6) -> pd.DataFrame:
+    """relu rows (time = 2 us + bytes / 10 GB/s) and reshape rows (a view: 2 us)."""
+    g = Graph(name="sizes", meta={"granularity": "op"})
+    for n in sizes:
+        g.add_op(f"relu{n}", "relu", inputs=[_t(1, n)], outputs=[_t(1, n)], flops=float(n))
+        g.add_op(f"view{n}", "reshape", inputs=[_t(1, n)], outputs=[_t(n, 1)], attrs={"shape": [n, 1]})
+    f = graphs.features(g).reset_index(drop=True)
+    f["device"] = "cpu"
+    f["t"] = np.where(f["op"] == "relu", 2e-6 + f["bytes"] / 1e10, view_time)
+    return f
+
+
+def test_xgboost_roofline_baseline_extrapolates_and_views_cost_their_call() -> None:
+    train = _elementwise_rows([2**k for k in range(8, 20)])
+    test = _elementwise_rows([2**22, 2**24])
+    model = XGBoost(**FAST_XGB).fit(train, train["t"])
+    pred = model.predict(test)
+    relu = (test["op"] == "relu").to_numpy()
+    # 4x and 16x larger than any training relu: within 25 % through the baseline
+    assert np.all(np.abs(pred[relu] / test["t"].to_numpy()[relu] - 1) < 0.25)
+    # views: their training rows' time whatever the size
+    np.testing.assert_allclose(pred[~relu], 2e-6)
+    # trees alone stay at the largest training time: 4x-16x too fast
+    flat = XGBoost(**FAST_XGB, baseline="none").fit(train, train["t"]).predict(test)
+    assert np.all(flat[relu] < 0.4 * test["t"].to_numpy()[relu])
+    assert model.baseline_mode_ == "roofline" and model.view_time_["cpu"]["reshape"] == pytest.approx(2e-6)
+    with pytest.raises(CostModelError, match="baseline must be"):
+        XGBoost(baseline="quadratic")
+
+
+def test_xgboost_state_of_the_linear_baseline_still_loads(profile: costmodel.Profile, tmp_path: Path) -> None:
+    rows = profile.ops
+    legacy = XGBoost(**FAST_XGB, baseline=True).fit(rows, rows["time_s"])
+    assert legacy.baseline_mode_ == "linear"
+    state = legacy.get_state()
+    for key in ("baseline_mode", "derived", "view_time"):  # what a model saved before them lacks
+        state["fitted"].pop(key)
+    state["fitted"]["derived"] = True  # (this one had the derived inputs)
+    again = costmodel.measured.predictor_from_state(state)
+    assert np.array_equal(again.predict(rows), legacy.predict(rows))
+
+
+def test_polynomial_is_proportional_beyond_its_data() -> None:
+    rows = _elementwise_rows([2**k for k in range(8, 20)])
+    relu = rows[rows["op"] == "relu"]
+    poly = Polynomial(degrees=(3,), spaces=("log",)).fit(relu, relu["t"])
+    far = _elementwise_rows([2**19, 2**23])
+    far = far[far["op"] == "relu"]
+    p = poly.predict(far)
+    assert p[1] / p[0] == pytest.approx(far["bytes"].iloc[1] / far["bytes"].iloc[0], rel=1e-6)
+    near = _elementwise_rows([2**4])
+    assert poly.predict(near[near["op"] == "relu"])[0] == pytest.approx(poly.predict(relu.head(1))[0])
