@@ -4,6 +4,7 @@ Examples
 --------
 ``hetsim validate googlenet --platform cpu2 --scheduler heft --cost profiles/cpu2-torch --out out/v``
 ``hetsim validate --all --models googlenet,resnet18 --platform cpu2 --cost profiles/cpu2-torch --out out/validation``
+``hetsim validate --all --models googlenet,resnet18 --platform cpu2 --cost profiles/cpu2-torch-ctx --in-context out/ctx --host-calibration squeezenet1_1 --out out/validation``
 ``hetsim validate --calibrate profiles/cpu2-torch`` (executor per-op overhead -> dispatch.json)
 ``hetsim validate --profile-in-context profiles/cpu2-torch-ctx --models googlenet,resnet18 --platform cpu2``
 """
@@ -64,6 +65,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    "worker of --device) into the profile folder DIR, then stop; with --platform, also "
                    "the graphs tensor-split makes")
     p.add_argument("--device", default="cpu@1", help="device of --profile-in-context (default cpu@1)")
+    p.add_argument("--in-context", default=None, metavar="DIR",
+                   help="with --all: also run each model on one worker in every round, write those op times "
+                   "to the profile folder DIR and simulate with them (--cost then only plans)")
+    p.add_argument("--host-calibration", default=None, metavar="MODEL",
+                   help="with --all: also run MODEL (one not validated, e.g. squeezenet1_1) on one worker and "
+                   "with every edge crossing in every round, and simulate with the handoff and read rate "
+                   "measured so")
     return p
 
 
@@ -148,8 +156,12 @@ def _run_all(args: argparse.Namespace) -> int:
     table = validate_all(models, args.platform, scheds, args.cost, backend=args.backend or "torch",
                          warmup=args.warmup, repeats=args.repeats, batch=args.batch,
                          model_kwargs=_model_kwargs(models, args.arg),
-                         device_map=_device_map(args.device_map), out=args.out, progress=say)
+                         device_map=_device_map(args.device_map), out=args.out, progress=say,
+                         in_context=args.in_context, calibrate=args.host_calibration)
     print(format_table(table))
+    cal = table.attrs.get("calibration")
+    if cal is not None:
+        print("\nhost costs measured in the rounds:\n" + cal.to_string(index=False))
     print(f"wrote {args.out}/validation.csv and {args.out}/ranking.csv")
     return 0
 

@@ -563,6 +563,8 @@ def run_sweep(
         raise SweepError(f"limit must be >= 0, got {limit}")
     if chunksize < 1:
         raise SweepError(f"chunksize must be >= 1, got {chunksize}")
+    if parquet and importlib.util.find_spec("pyarrow") is None:
+        raise SweepError("parquet=True needs pyarrow: pip install 'hetsim[parquet]' (results.csv needs nothing)")
     out = Path(out)
     cache = str(Path(cache_dir or os.environ.get("HETSIM_CACHE") or out / ".cache").resolve())
     points = sweep.points()

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from runtime.backends.tvm_backend import RelaxModel
     from sim.platform import Platform
 
-__all__ = ["calibrate_dispatch", "measure_overhead", "profile_in_context"]
+__all__ = ["ContextProfiler", "calibrate_dispatch", "measure_overhead", "profile_in_context"]
 
 
 def _one_device(device: str) -> tuple[Platform, dict[str, str]]:
@@ -142,6 +142,139 @@ def calibrate_dispatch(
     return new
 
 
+class ContextProfiler:
+    """Op times measured inside running models, one single-worker execution per graph.
+
+    The profiling runs are left to the caller, so that they can be interleaved with
+    other runs: :func:`runtime.validate.validate_all` with ``in_context=`` runs each
+    graph once per validation round, next to the plans it validates, so that the
+    op times and the measured makespans see the machine at the same speed.
+
+    Parameters
+    ----------
+    out
+        Profile folder (``costmodel/PROFILE_FORMAT.md``; ``manifest["timing"]`` starts
+        with ``in-context``); signatures already in it are kept.
+    device, backend
+        Where and with which kernels (``cpu@1``: one worker thread on one core).
+    granularity
+        The graphs' granularity, for the manifest.
+    name
+        Profile name in the manifest (default: the folder's name).
+
+    Examples
+    --------
+    >>> prof = ContextProfiler("out/ctx")                         # doctest: +SKIP
+    >>> ex = prof.add(graph, relax_model); ex.run(15)             # doctest: +SKIP
+    >>> prof.write()                                              # doctest: +SKIP
+    """
+
+    def __init__(self, out: str | os.PathLike[str], *, device: str = "cpu@1", backend: str = "torch",
+                 granularity: str = "op", name: str | None = None) -> None:
+        from costmodel.profile import ProfileWriter
+        from runtime.backends import parse_device
+        from runtime.profile import MeasureSettings, build_manifest
+
+        self.device, self.backend = device, backend
+        self.spec = parse_device(device)
+        self.path = Path(out)
+        self._one, self._dmap = _one_device(device)
+        manifest = build_manifest(name or self.path.name, backend, [self.spec], granularity=granularity,
+                                  settings=MeasureSettings())
+        manifest["timing"] = ("in-context: median kernel-call time of each signature's nodes over runs of the "
+                              "whole graph by the executor on one worker; dispatch.json: the executor's work "
+                              "around each call")
+        self.writer = ProfileWriter(self.path, manifest, backend=backend).open()
+        self._live: list[tuple[Graph, Any, Any]] = []
+        self._overhead: list[float] = []
+
+    def add(self, graph: Graph, relax: RelaxModel, *, warmup: int = 3) -> Any:
+        """Prepare a single-worker execution of ``graph`` (all nodes in plan order),
+        run it ``warmup`` times untimed and return it; its timed runs
+        (``execution.run(n)``) are what :meth:`write` reads."""
+        from graphs.features import features
+        from runtime._executor_setup import wire
+        from runtime.executor import Execution
+        from sim.plan import Plan
+
+        plan = Plan(dict.fromkeys(graph.nx, "d"))
+        ex = Execution(graph, plan, self._one, wire(graph, relax), backend=self.backend, device_map=self._dmap,
+                       model=relax, check=False)
+        self._live.append((graph, features(graph), ex))
+        try:
+            ex.run(warmup, timed=False)
+        except BaseException:
+            self.close()
+            raise
+        return ex
+
+    def write(self) -> Path:
+        """Append every signature the added executions ran and the folder lacks (the
+        median, p10 and p90 of its nodes' kernel-call times over all timed runs of all
+        added graphs), record which model uses which, write ``dispatch.json`` (the
+        median over all timed runs so far of the run's time outside the kernel
+        calls, per op: the executor's work around each call in context), then close
+        the executions."""
+        from graphs.features import FEATURE_COLUMNS
+
+        spec = self.spec
+        samples: dict[str, list[float]] = {}
+        first: dict[str, tuple[Graph, Any, str]] = {}
+        used: dict[str, set[str]] = {}
+        for graph, feats, ex in self._live:
+            model = str(graph.meta.get("model") or graph.name)
+            for recs, makespan in zip(ex.runs, ex.makespans):
+                ops = [r for r in recs if r["kind"] == "op"]
+                for r in ops:
+                    sig = str(feats.at[r["node"], "signature"])
+                    samples.setdefault(sig, []).append(r["end"] - r["start"])
+                    first.setdefault(sig, (graph, feats, r["node"]))
+                    used.setdefault(model, set()).add(sig)
+                if ops:  # the run's time outside the kernel calls, per op
+                    self._overhead.append(max(makespan - sum(r["end"] - r["start"] for r in ops), 0.0) / len(ops))
+        self.close()
+        if self._overhead:
+            self.writer.write_dispatch({spec.name: float(np.median(self._overhead))})
+        done = self.writer.done(spec.name)
+        rows = []
+        for sig, ts in samples.items():
+            if sig in done:
+                continue
+            graph, feats, n = first[sig]
+            model = str(graph.meta.get("model") or graph.name)
+            med = float(np.median(ts))
+            rows.append({
+                "signature": sig, "device": spec.name, "device_kind": spec.kind, "backend": self.backend,
+                "model": model, "node": n, "batch": int(graph.meta.get("batch") or 1), "models": model,
+                "time_s": med, "p10_s": float(np.percentile(ts, 10)), "p90_s": float(np.percentile(ts, 90)),
+                "repeats": len(ts), **{c: feats.at[n, c] for c in ("op", *FEATURE_COLUMNS)},
+                "wall_s": med, "dispatch_s": 0.0, "timer": "in-context",
+                "threads": spec.cpu_threads() if spec.kind == "cpu" else 0,
+                "granularity": str(graph.meta.get("granularity", "op")),
+            })
+        if rows:
+            self.writer.append_ops(rows)
+        for model, sigs in used.items():
+            self.writer.add_models(model, sigs, device=spec.name)
+        return self.path
+
+    def write_dispatch(self) -> float:
+        """Measure the executor's work around each call on a chain of one-element
+        ops (:func:`measure_overhead`, ``kernel=False``) and write it as the
+        profile's ``dispatch.json`` (:meth:`write` replaces it with the overhead of
+        the graphs' own runs, which is larger: ops with more inputs and consumers
+        cost the executor more)."""
+        s = measure_overhead(self.device, self.backend, kernel=False)
+        self.writer.write_dispatch({self.spec.name: s})
+        return s
+
+    def close(self) -> None:
+        """Close the added executions (their timed runs are dropped)."""
+        live, self._live = self._live, []
+        for *_, ex in live:
+            ex.close()
+
+
 def profile_in_context(
     graphs: Sequence[str | Graph],
     out: str | os.PathLike[str],
@@ -164,7 +297,9 @@ def profile_in_context(
     median, p10 and p90 of its nodes' kernel-call times over the timed runs. The
     folder follows ``costmodel/PROFILE_FORMAT.md`` (``manifest["timing"]`` starts
     with ``in-context``) and its ``dispatch.json`` holds the executor's per-op
-    work around the calls (:func:`measure_overhead` with ``kernel=False``).
+    work around the calls in those runs (their makespan less their kernel-call
+    time, per op). See :class:`ContextProfiler` for profiling runs interleaved with
+    others.
 
     Parameters
     ----------
@@ -192,18 +327,10 @@ def profile_in_context(
     """
     import costmodel
     import schedulers
-    from costmodel.profile import ProfileWriter
-    from runtime._executor_setup import load_model, wire
-    from runtime.backends import parse_device
+    from runtime._executor_setup import load_model
     from runtime.backends.tvm_backend import import_model
-    from runtime.executor import Execution
-    from runtime.profile import MeasureSettings, build_manifest
-    from sim.plan import Plan
     from sim.platform import Platform as _Platform
 
-    spec = parse_device(device)
-    path = Path(out)
-    one, dmap = _one_device(device)
     items: list[tuple[Graph, RelaxModel]] = []
     for m in graphs:
         if isinstance(m, str):
@@ -212,56 +339,17 @@ def profile_in_context(
         else:
             items.append((m, (models or {}).get(m.name) or load_model(m)))
     granularity = ",".join(sorted({str(g.meta.get("granularity", "op")) for g, _ in items})) or "op"
-    manifest = build_manifest(name or path.name, backend, [spec], granularity=granularity, settings=MeasureSettings())
-    manifest["timing"] = ("in-context: median kernel-call time of each signature's nodes over runs of the "
-                          "whole graph by the executor on one worker; dispatch.json: the executor's work "
-                          "around each call")
-    writer = ProfileWriter(path, manifest, backend=backend).open()
+    prof = ContextProfiler(out, device=device, backend=backend, granularity=granularity, name=name)
 
     def profile(graph: Graph, relax: RelaxModel) -> None:
-        from graphs.features import FEATURE_COLUMNS, features
-
-        done = writer.done(spec.name)
-        feats = features(graph)
-        plan = Plan(dict.fromkeys(graph.nx, "d"))
-        with Execution(graph, plan, one, wire(graph, relax), backend=backend, device_map=dmap,
-                       model=relax, check=False) as ex:
-            ex.run(warmup, timed=False)
-            ex.run(runs)
-            samples: dict[str, list[float]] = {}
-            first: dict[str, str] = {}
-            for recs in ex.runs:
-                for r in recs:
-                    if r["kind"] == "op":
-                        sig = str(feats.at[r["node"], "signature"])
-                        samples.setdefault(sig, []).append(r["end"] - r["start"])
-                        first.setdefault(sig, r["node"])
-        model = str(graph.meta.get("model") or graph.name)
-        rows = []
-        for sig, ts in samples.items():
-            if sig in done:
-                continue
-            n = first[sig]
-            med = float(np.median(ts))
-            rows.append({
-                "signature": sig, "device": spec.name, "device_kind": spec.kind, "backend": backend,
-                "model": model, "node": n, "batch": int(graph.meta.get("batch") or 1), "models": model,
-                "time_s": med, "p10_s": float(np.percentile(ts, 10)), "p90_s": float(np.percentile(ts, 90)),
-                "repeats": len(ts), **{c: feats.at[n, c] for c in ("op", *FEATURE_COLUMNS)},
-                "wall_s": med, "dispatch_s": 0.0, "timer": "in-context",
-                "threads": spec.cpu_threads() if spec.kind == "cpu" else 0,
-                "granularity": str(graph.meta.get("granularity", "op")),
-            })
-        if rows:
-            writer.append_ops(rows)
-        writer.add_models(model, samples.keys(), device=spec.name)
+        prof.add(graph, relax, warmup=warmup).run(runs)
+        prof.write()
 
     for graph, relax in items:
         profile(graph, relax)
-    writer.write_dispatch({spec.name: measure_overhead(device, backend, kernel=False)})
     if platform is not None and transforms:
         plat = _Platform.load(platform)
-        cost = costmodel.from_spec(str(path), platform=plat)
+        cost = costmodel.from_spec(str(prof.path), platform=plat)
         for graph, relax in items:
             for tname in transforms:
                 s = schedulers.get(tname)
@@ -270,4 +358,4 @@ def profile_in_context(
                 g2 = s.transform(graph, plat, cost)
                 if g2 is not graph:
                     profile(g2, relax)
-    return path
+    return prof.path

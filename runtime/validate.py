@@ -13,7 +13,11 @@ users of the simulator rely on.
 one-element ops); :func:`calibrate_dispatch` writes it into a profile's
 ``dispatch.json`` so that the simulator's per-op host dispatch is what the
 executor really spends; :func:`profile_in_context` measures operator times inside
-the running model (see :mod:`runtime._validate_profile`).
+the running model (see :mod:`runtime._validate_profile`); :func:`measure_handoff`
+measures how long an op waits for an input from another worker beyond one from
+its own (``Device.handoff_s`` in the simulator) and :func:`measure_read_bandwidth`
+how much longer it runs reading it (``Device.handoff_bandwidth_bytes_per_s``; see
+:mod:`runtime._handoff`).
 
 Examples
 --------
@@ -38,7 +42,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from runtime._executor_setup import ExecutionError
-from runtime._validate_profile import calibrate_dispatch, measure_overhead, profile_in_context
+from runtime._handoff import HostCalibration, handoff_gaps, measure_handoff, measure_read_bandwidth
+from runtime._validate_profile import (
+    ContextProfiler,
+    calibrate_dispatch,
+    measure_overhead,
+    profile_in_context,
+)
 from runtime.backends.base import BackendError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,10 +63,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "VALIDATION_COLUMNS",
+    "ContextProfiler",
+    "HostCalibration",
     "ValidationResult",
     "calibrate_dispatch",
     "format_table",
+    "handoff_gaps",
+    "measure_handoff",
     "measure_overhead",
+    "measure_read_bandwidth",
     "profile_in_context",
     "ranking",
     "validate",
@@ -285,6 +300,8 @@ def validate_all(
     device_map: Mapping[str, str] | None = None,
     out: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    in_context: str | os.PathLike[str] | None = None,
+    calibrate: str | None = None,
 ) -> pd.DataFrame:
     """Validate every applicable scheduler on each model; one row per (model, scheduler).
 
@@ -307,6 +324,26 @@ def validate_all(
         (``MODEL/SCHEDULER/{sim,run}_trace.json``).
     progress
         Called with a line of text per (model, scheduler).
+    in_context
+        A folder for an in-context profile measured *during* the validation: each
+        round also runs every graph once node by node on one worker
+        (:class:`~runtime._validate_profile.ContextProfiler`), the op times of those
+        runs are written there, and the plans are simulated with that profile
+        (``cost`` then only plans them, and prices the dynamic policy's run-time
+        decisions). The op times and the makespans are then measured under the same
+        machine conditions, which a profile taken minutes earlier is not (a shared
+        VM drifts by +-10 % over minutes). A folder that already holds signatures
+        keeps them.
+    calibrate
+        A zoo model name (e.g. ``"squeezenet1_1"``; pick one that is not validated):
+        each round also runs it on the first two devices of ``platform``, once on
+        one worker and once with every edge crossing
+        (:class:`~runtime._handoff.HostCalibration`), and each model's plans are
+        simulated on ``platform`` with the handoff (``Device.handoff_s``) and read
+        bandwidth (``Device.handoff_bandwidth_bytes_per_s``) measured in its
+        rounds: the host costs of the same minutes, which on a shared VM vary
+        2-3x with the other tenants' load. ``df.attrs["calibration"]`` (and
+        ``calibration.csv`` under ``out``) holds them per model.
 
     Notes
     -----
@@ -337,25 +374,42 @@ def validate_all(
     cost_model, cost_name = _cost(cost, platform)
     rows: list[dict[str, Any]] = []
     out_dir = Path(out) if out is not None else None
-    for m in models:
-        if isinstance(m, str):  # one import gives the graph and its weights
-            relax_model = import_model(m, batch=batch, **dict((model_kwargs or {}).get(m, {})))
-            graph = relax_model.graph
-        else:
-            graph, relax_model = m, load_model(m)
-        mname = str(graph.meta.get("model") or graph.name)
-        names = list(schedulers) if schedulers is not None else sched_mod.names()
-        rows += _validate_model(graph, relax_model, mname, names, platform, cost_model, cost_name,
-                                backend=backend, warmup=warmup, repeats=repeats, device_map=device_map,
-                                out_dir=out_dir, progress=progress)
+    profiler = None
+    if in_context is not None:
+        profiler = ContextProfiler(in_context, backend=backend)
+    calibration = None
+    if calibrate is not None:
+        cal_model = import_model(calibrate, batch=batch)
+        calibration = HostCalibration(cal_model.graph, cal_model, platform, backend=backend, warmup=warmup)
+    cal_rows: list[dict[str, Any]] = []
+    try:
+        for m in models:
+            if isinstance(m, str):  # one import gives the graph and its weights
+                relax_model = import_model(m, batch=batch, **dict((model_kwargs or {}).get(m, {})))
+                graph = relax_model.graph
+            else:
+                graph, relax_model = m, load_model(m)
+            mname = str(graph.meta.get("model") or graph.name)
+            names = list(schedulers) if schedulers is not None else sched_mod.names()
+            rows += _validate_model(graph, relax_model, mname, names, platform, cost_model, cost_name,
+                                    backend=backend, warmup=warmup, repeats=repeats, device_map=device_map,
+                                    out_dir=out_dir, progress=progress, profiler=profiler,
+                                    calibration=calibration, cal_rows=cal_rows)
+    finally:
+        if calibration is not None:
+            calibration.close()
     table = pd.DataFrame(rows)
     rank = ranking(table)
     table = _with_ranks(table, rank)
     table.attrs["ranking"] = rank
+    if calibration is not None:
+        table.attrs["calibration"] = pd.DataFrame(cal_rows)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         _write_csv(table, out_dir / "validation.csv")
         _write_csv(rank, out_dir / "ranking.csv")
+        if calibration is not None:
+            _write_csv(table.attrs["calibration"], out_dir / "calibration.csv")
     return table
 
 
@@ -363,17 +417,24 @@ def _validate_model(
     graph: Graph, relax_model: RelaxModel, mname: str, names: Sequence[str], platform: Platform,
     cost: Any, cost_name: str, *, backend: str, warmup: int, repeats: int,
     device_map: Mapping[str, str] | None, out_dir: Path | None, progress: Callable[[str], None] | None,
+    profiler: ContextProfiler | None = None, calibration: HostCalibration | None = None,
+    cal_rows: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Plan and simulate with every scheduler, prepare every execution, then run them
     interleaved (round ``r`` runs each plan once, starting at plan ``r``), so that
-    every plan is measured under the same machine conditions."""
+    every plan is measured under the same machine conditions. With a ``profiler``,
+    each round also runs every planned graph on one worker, and the plans are
+    simulated afterwards with the op times so measured; with a ``calibration``,
+    each round also runs its two executions, and the plans are simulated on the
+    platform with the host costs so measured."""
     import schedulers as sched_mod
     from runtime._executor_setup import wire
     from runtime.executor import Execution
     from sim.engine import simulate
 
     rows: dict[str, dict[str, Any]] = {}
-    live: list[tuple[str, Graph, Plan, SimResult, Execution]] = []
+    live: list[tuple[str, Graph, Plan, SimResult | None, Execution]] = []
+    profiling: list[tuple[str, Graph, Plan | None, SimResult | None, Execution]] = []
     try:
         for name in names:
             row: dict[str, Any] = {"model": mname, "scheduler": name, "platform": platform.name,
@@ -390,7 +451,8 @@ def _validate_model(
                 _say(progress, f"{mname} {name}: skipped ({e})")
                 continue
             try:
-                sim = simulate(g, platform, plan, cost, record=True)
+                late = profiler is not None or calibration is not None  # simulated after the runs
+                sim = None if late else simulate(g, platform, plan, cost, record=True)
                 ex = Execution(g, plan, platform, wire(g, relax_model), backend=backend, cost=cost,
                                model=relax_model, device_map=device_map)
                 live.append((name, g, plan, sim, ex))
@@ -400,15 +462,39 @@ def _validate_model(
                     live.pop()
                 row.update(status="failed", note=str(e))
                 _say(progress, f"{mname} {name}: FAILED: {e}")
+        if profiler is not None:
+            for g in {id(item[1]): item[1] for item in live}.values():
+                profiling.append(("(in-context profile)", g, None, None, profiler.add(g, relax_model)))
+        if calibration is not None:
+            since = len(calibration.crossing.runs)
+            profiling += [("(host calibration)", calibration.graph, None, None, ex) for ex in calibration.executions]
         for r in range(repeats):
-            for item in [live[(i + r) % len(live)] for i in range(len(live))]:
+            both: list[tuple[str, Graph, Plan | None, SimResult | None, Execution]] = [*live, *profiling]
+            for item in [both[(i + r) % len(both)] for i in range(len(both))]:
                 try:
                     item[-1].run(1)
                 except (ExecutionError, BackendError) as e:
+                    if item in profiling:
+                        raise
                     live.remove(item)
                     rows[item[0]].update(status="failed", note=str(e))
                     _say(progress, f"{mname} {item[0]}: FAILED: {e}")
+        if calibration is not None and live:
+            res = calibration.result(since)
+            platform = calibration.apply(platform, res)
+            if cal_rows is not None:
+                cal_rows.append({"model": mname, "calibration": calibration.graph.name,
+                                 **{k: v for k, v in res.items() if k != "extra_s"}})
+            _say(progress, f"{mname}: host calibration on {calibration.graph.name}: handoff "
+                           f"{res['handoff_s'] * 1e6:.1f} us, read {res['handoff_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s")
+        if profiler is not None:
+            import costmodel
+
+            cost = costmodel.from_spec(str(profiler.write()), platform=platform)
+            cost_name = f"in-context {profiler.path} (planned with {cost_name})"
         for name, g, plan, sim, ex in live:
+            if sim is None:
+                sim = simulate(g, platform, plan, cost, record=True)
             res = ValidationResult(g, plan, sim, ex.result(), cost_name)
             rows[name] = {**res.row(), "cost": cost_name}
             if out_dir is not None:
@@ -418,6 +504,8 @@ def _validate_model(
     finally:
         for *_, ex in live:
             ex.close()
+        if profiler is not None:
+            profiler.close()
     return list(rows.values())
 
 

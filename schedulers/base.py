@@ -192,13 +192,34 @@ class CostTable:
         return out
 
     def comm(self, nbytes: int, src: str, dst: str) -> float:
-        """Contention-free time to move ``nbytes`` from ``src`` to ``dst`` (all hops)."""
+        """Contention-free time to move ``nbytes`` from ``src`` to ``dst`` (all hops);
+        between two devices of one memory domain, :meth:`handoff` plus
+        :meth:`read_time` (the simulator's wake-up of the consuming worker and its
+        slower read of the other core's output)."""
         key = (nbytes, src, dst)
         hit = self._comm.get(key)
         if hit is None:
-            hit = sum(float(self.cost.transfer_time(nbytes, lk)) for _, lk in self.hops(src, dst))
+            hops = self.hops(src, dst)
+            if hops:
+                hit = sum(float(self.cost.transfer_time(nbytes, lk)) for _, lk in hops)
+            else:
+                hit = self.handoff(src, dst) + self.read_time(nbytes, src, dst)
             self._comm[key] = hit
         return hit
+
+    def handoff(self, src: str, dst: str) -> float:
+        """Delay of an input produced on ``src`` for an op on ``dst`` when both share
+        memory: ``dst``'s ``handoff_s``, 0 on the same device."""
+        return 0.0 if src == dst else float(self.platform.device(dst).handoff_s)
+
+    def read_time(self, nbytes: int, src: str, dst: str) -> float:
+        """Extra time an op on ``dst`` spends reading ``nbytes`` that ``src`` produced
+        when both share memory (``dst``'s ``handoff_bandwidth_bytes_per_s``); 0 on
+        the same device, across memory domains (a transfer) or without that rate."""
+        bw = self.platform.device(dst).handoff_bandwidth_bytes_per_s
+        if src == dst or not bw or not self.platform.shares_memory(src, dst):
+            return 0.0
+        return nbytes / bw
 
     def mean_comm(self, nbytes: int) -> float:
         """Mean of :meth:`comm` over ordered pairs of distinct devices (HEFT's c-bar)."""

@@ -11,6 +11,10 @@ The problem is the one the simulator (:mod:`sim.engine`) executes, for one reque
   forward); every hop is an optional interval on its link-direction resource
   (one per direction of a duplex link, one shared by a half-duplex link), present
   iff the producer is on the source and some consumer on the destination;
+* a tensor read on another device of its producer's memory domain moves for free
+  but arrives ``handoff_s`` (the reader's device's) after its producer ended, and
+  its reader (unless a zero-time view) takes ``bytes / handoff_bandwidth_bytes_per_s``
+  longer: its interval's size is a variable there;
 * a consumer starts after its tensors have arrived; graph inputs leave the host at
   time 0 and graph outputs travel back to it; the makespan is the end of the last
   op or output transfer;
@@ -229,8 +233,20 @@ class _Model:
         chains = sum(
             max((sum(q(cost.transfer_time(t.nbytes, lk)) for _, lk in table.hops(s, d)) for s in devs), default=0)
             for t in table.tensors.values() for d in [*devs, host]
-        )
-        self.h = h = sum(max(dur[n, d] for d in devs if (n, d) in dur) for n in topo) + chains + 1
+        ) + len(table.tensors) * max((q(platform.device(d).handoff_s) for d in devs), default=0)
+        # (n, d) -> [(producer, extra time units)]: inputs n reads slower when their
+        # producer ran on another device of d's memory (Device.handoff_bandwidth_bytes_per_s)
+        self.reads: dict[tuple[str, str], list[tuple[str, int]]] = {}
+        for n, d in dur:
+            peer = next((s2 for s2 in devs if s2 != d and platform.shares_memory(s2, d)), None)
+            if peer is None or table.w[n][d] <= 0.0:
+                continue  # nobody shares d's memory, or a zero-time view (it reads nothing)
+            tensors = [table.tensors[k] for k in table.reads[n]]
+            terms = [(tk.producer, q(table.read_time(tk.nbytes, peer, d))) for tk in tensors if tk.producer]
+            if any(c > 0 for _, c in terms):
+                self.reads[n, d] = [(pr, c) for pr, c in terms if c > 0]
+        h_read = sum(max((sum(c for _, c in self.reads.get((n, d), ())) for d in devs), default=0) for n in topo)
+        self.h = h = sum(max(dur[n, d] for d in devs if (n, d) in dur) for n in topo) + chains + h_read + 1
         self.key_scale = nv + 1
         self.big = (h + 1) * (nv + 1) + nv
         self.x: dict[tuple[str, str], Any] = {}
@@ -238,21 +254,49 @@ class _Model:
         self.end = {n: m.NewIntVar(0, h, f"E[{n}]") for n in topo}
         self.makespan = m.NewIntVar(0, h, "makespan")
         self.dev_jobs: dict[str, list[tuple]] = {d: [] for d in devs}
+        #: (n, d) -> n's time on d: a constant, or a variable when it reads inputs of
+        #: another device of d's memory (see ``reads``)
+        self.size: dict[tuple[str, str], Any] = {}
         host_iv = []
         for n in topo:
+            extra = []
             for d in devs:
                 if (n, d) not in dur:
                     continue
                 lit = self.x[n, d] = m.NewBoolVar(f"x[{n},{d}]")
                 size, s = dur[n, d], self.start[n]
-                if size > 0:
+                terms = []
+                for pr, c in self.reads.get((n, d), ()):
+                    # z: n on d and its producer pr on another device sharing d's memory
+                    away = [self.x[pr, s2] for s2 in devs
+                            if s2 != d and (pr, s2) in self.x and platform.shares_memory(s2, d)]
+                    if not away:
+                        continue
+                    z = m.NewBoolVar(f"r[{pr},{n},{d}]")
+                    m.AddImplication(z, lit)
+                    m.Add(sum(away) >= 1).OnlyEnforceIf(z)
+                    m.Add(z >= lit + sum(away) - 1)
+                    terms.append((c, z))
+                if terms:
+                    var = m.NewIntVar(size, size + sum(c for c, _ in terms), f"L[{n},{d}]")
+                    m.Add(var == size + sum(c * z for c, z in terms))
+                    extra += terms
+                    size = var
+                self.size[n, d] = size
+                if terms:
+                    e = m.NewIntVar(0, h, f"e[{n},{d}]")
+                    m.Add(e == s + size)
+                    iv = m.NewOptionalIntervalVar(s, size, e, lit, f"I[{n},{d}]")
+                    self.dev_jobs[d].append((iv, lit, s, size, n))
+                elif size > 0:
                     iv = m.NewOptionalIntervalVar(s, size, s + size, lit, f"I[{n},{d}]")
                     self.dev_jobs[d].append((iv, lit, s, size, n))
                 dq = q(table.disp[n][d])
                 if model_dispatch and dq > 0:
                     host_iv.append(m.NewOptionalIntervalVar(s, dq, s + dq, lit, f"D[{n},{d}]"))
             m.AddExactlyOne([self.x[n, d] for d in devs if (n, d) in self.x])
-            m.Add(self.end[n] == self.start[n] + sum(dur[n, d] * self.x[n, d] for d in devs if (n, d) in self.x))
+            m.Add(self.end[n] == self.start[n] + sum(dur[n, d] * self.x[n, d] for d in devs if (n, d) in self.x)
+                  + sum(c * z for c, z in extra))
             m.Add(self.makespan >= self.end[n])
         for d in devs:
             ivs = [j[0] for j in self.dev_jobs[d]]
@@ -308,7 +352,9 @@ class _Model:
                     continue
                 hops = table.hops(s, d) if s != d else []
                 if not hops:
-                    m.Add(arr == ready).OnlyEnforceIf(src_lit)
+                    # shared memory: another device's output reaches d after d's handoff
+                    wake = self.q(table.handoff(s, d)) if t.producer is not None and d in table.devices else 0
+                    m.Add(arr == ready + wake).OnlyEnforceIf(src_lit)
                     continue
                 pres = m.NewBoolVar(f"y[{t.key},{s},{d}]")
                 m.AddBoolAnd([src_lit, need]).OnlyEnforceIf(pres)
@@ -343,7 +389,7 @@ class _Model:
                 if self.dur[n, d] == 0:
                     m.Add(self.start[n] == rel).OnlyEnforceIf(self.x[n, d])
                 else:
-                    jobs.append((self.x[n, d], self.start[n], self.dur[n, d], rel, None))
+                    jobs.append((self.x[n, d], self.start[n], self.size[n, d], rel, None))
             if table.platform.device(d).streams == 1:
                 self._non_delay(jobs)
         for jobs in self.link_jobs.values():

@@ -64,6 +64,7 @@ class Fanout:
     dead: list[tuple[int, int]]  # (k, size) of outputs nobody reads: freed at finish
     held: list[int]  # outputs kept on du (host domain) until the request ends
     local: list[int]  # static successors in du's memory domain (one entry per edge)
+    handoff: list[tuple[int, float]]  # (successor, delay): on another device of du's domain
     dyn: list[int]  # dynamically placed successors
     groups: list[Group]  # cross-domain transfers, one per (output, destination device)
     total: int = 0  # bytes allocated on du when u starts (alloc and dead)
@@ -283,6 +284,9 @@ def build_fanout(
     same = prep.domain_same[du]
     refs: dict[int, int] = {}
     local: list[int] = []
+    handoff: list[tuple[int, float]] = []
+    # graph inputs (u >= n_ops) are in place when a request starts: nobody waits on them
+    delay = [float(d.handoff_s) if u < prep.n_ops else 0.0 for d in platform.devices]
     dyn: list[int] = []
     groups: dict[tuple[int, int], Group] = {}
     rank = prep.rank
@@ -300,6 +304,8 @@ def build_fanout(
         refs[k] = refs.get(k, 0) + 1
         if dv < 0:
             dyn.append(v)
+        elif dv != du and delay[dv] > 0.0:
+            handoff.append((v, delay[dv]))
         else:
             local.append(v)
     held: list[int] = []
@@ -327,7 +333,7 @@ def build_fanout(
             g.rank = rank[u] if u < prep.n_ops else 0
     dead_total = sum(size for _, size in dead)
     total = dead_total + sum(size for _, size, _ in alloc)
-    return Fanout(alloc, dead, held, local, dyn, ordered, total, dead_total)
+    return Fanout(alloc, dead, held, local, handoff, dyn, ordered, total, dead_total)
 
 
 def _group(

@@ -60,6 +60,8 @@ def stream(run: _Run, di: int, s: int) -> Generator[simpy.Event, Any, None]:
             t, ds = top[u], tdsp[u]
         else:
             t, ds = run._price(u, di)
+        if req.extra:
+            t += req.extra.get(u, 0.0)
         queued[di] -= t + ds
         start(req, u, di)
         if ds > 0.0:

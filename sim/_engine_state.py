@@ -29,7 +29,9 @@ class _Req:
     buffer; ``loc[v]`` device of v; ``remaining`` ops and output transfers left;
     ``held`` graph outputs kept until the end; ``xfers`` transfers in flight by
     (producer, output, destination), for policy-placed readers to join;
-    ``factors``/``rng`` the noise of this request.
+    ``factors``/``rng`` the noise of this request; ``extra[v]`` the time v spends
+    reading inputs from another device of its memory domain, for the ops whose
+    placement (or whose producers' placement) a policy chose.
     """
 
     __slots__ = (
@@ -45,6 +47,7 @@ class _Req:
         "xfers",
         "factors",
         "rng",
+        "extra",
     )
 
 

@@ -12,7 +12,12 @@ Model
 * An op is ready when every input tensor is on its device. A tensor crossing memory
   domains is a transfer over the links of ``platform.route(src, dst)``, hop by hop
   (store and forward); a tensor ``(producer, output)`` moves once per destination
-  device, however many consumers read it there.
+  device, however many consumers read it there. An input produced by another
+  device of the same memory domain needs no transfer, but reaches the consumer
+  ``device.handoff_s`` (the consumer's) after its producer finished: a worker
+  thread's wake-up on another core; and the consumer (unless it is a zero-time
+  view) runs ``bytes / device.handoff_bandwidth_bytes_per_s`` longer, reading that
+  input from the other core's caches.
 * Every kernel launch first holds the host dispatcher (``platform.dispatch_threads``
   slots, FIFO) for ``cost.dispatch_time(...)`` (``device.dispatch_s`` when the cost
   model has no ``dispatch_time``) while its stream waits, then runs ``op_time``.
@@ -26,7 +31,10 @@ Model
   reader on that device has finished (the source copy: when its transfers have
   arrived). Graph outputs stay on the host until the request completes.
 * A dynamic plan's ``policy.select(node, view)`` places a node when all its
-  predecessors have finished; ``view`` is a :class:`sim.plan.SystemView`.
+  predecessors have finished; ``view`` is a :class:`sim.plan.SystemView`. The node
+  is ready on its device ``platform.decision_s`` later (the runtime's time to run
+  the policy), plus the device's ``handoff_s`` when an input comes from another
+  device of its memory domain.
 """
 
 from __future__ import annotations
@@ -172,6 +180,8 @@ class _Run:
         self.n_dev = n_dev
         self.dev_index = {d: i for i, d in enumerate(prep.dev_names)}
         self.dispatch_fn = getattr(cost, "dispatch_time", None)
+        self.handoff = [float(d.handoff_s) for d in platform.devices]
+        self.decision = float(getattr(platform, "decision_s", 0.0))
         self.dynamic = plan.policy is not None
         self.policy = plan.policy
         self._prices: dict[tuple[int, int], tuple[float, float]] = {}
@@ -187,6 +197,19 @@ class _Run:
             d = prep.loc0[u]
             if d >= 0:
                 self.top[u], self.tdsp[u] = self._price(u, d, cache=False)
+        # reading inputs that another device of the same memory produced: priced into a
+        # static op's time here when every producer is static, else when it is ready
+        self.spb = [1.0 / d.handoff_bandwidth_bytes_per_s if d.handoff_bandwidth_bytes_per_s else 0.0
+                    for d in platform.devices]
+        self.baked = [True] * n
+        if any(self.spb):
+            for u in range(n):
+                d = prep.loc0[u]
+                if d >= 0 and all(prep.loc0[p] >= 0 for p, _ in prep.preds[u] if p < n):
+                    if self.top[u] > 0.0:
+                        self.top[u] += self._xread(u, d, prep.loc0)
+                else:
+                    self.baked[u] = False
         self.npred = [len(p) for p in prep.preds] + [0] * (len(prep.names) - n)
         self.roots = [u for u in range(n) if not prep.preds[u]]
         # memory
@@ -258,6 +281,16 @@ class _Run:
             if cache:
                 self._prices[(u, d)] = hit
         return hit
+
+    def _xread(self, v: int, dv: int, loc: list[int]) -> float:
+        """Time op ``v`` on device ``dv`` spends reading inputs produced on other devices
+        of its memory domain (placements ``loc``)."""
+        spb = self.spb[dv]
+        if spb == 0.0:
+            return 0.0
+        prep = self.prep
+        same, n, size = prep.domain_same[dv], prep.n_ops, prep.out_size
+        return spb * sum(size[p][k] for p, k in prep.preds[v] if p < n and loc[p] != dv and same[loc[p]])
 
     def _fanout(self, u: int, du: int) -> Fanout:
         fo = self._fanouts[du][u]
@@ -344,6 +377,8 @@ class _Run:
             pend[v] = c
             if c == 0:
                 self._ready(req, v)
+        for v, h in fo.handoff:
+            self.env.timeout(h).callbacks.append(lambda _e, req=req, v=v: self._handed(req, v))
         for g in fo.groups:
             x = _Xfer(
                 req,
@@ -369,12 +404,25 @@ class _Run:
             if c == 0:
                 self._place(req, v)
 
+    def _handed(self, req: _Req, v: int) -> None:
+        """An input from another device of ``v``'s memory domain, after the handoff."""
+        c = req.pending[v] - 1
+        req.pending[v] = c
+        if c == 0:
+            self._ready(req, v)
+            self._drain()
+
     def _ready(self, req: _Req, v: int) -> None:
         di = req.loc[v]
         if self.static[v]:
             t, ds = self.top[v], self.tdsp[v]
         else:
             t, ds = self._price(v, di)
+        if not self.baked[v] and t > 0.0:
+            x = self._xread(v, di, req.loc)
+            if x > 0.0:
+                req.extra[v] = x
+                t += x
         if t == 0.0 and ds == 0.0:
             self.zero.append((req, v, di))
             return
@@ -436,6 +484,13 @@ class _Run:
                 req.xfers[key] = x
                 count += 1
                 self._queue_hop(x)
+        # the decision itself (platform.decision_s), then waking a worker on another core
+        h = self.handoff[di]
+        delay = self.decision + (h if h > 0.0 and any(
+            same[req.loc[p]] and req.loc[p] != di for p, _ in prep.preds[v] if p < prep.n_ops) else 0.0)
+        if delay > 0.0:
+            count += 1
+            self.env.timeout(delay).callbacks.append(lambda _e, req=req, v=v: self._handed(req, v))
         req.pending[v] = count
         if count == 0:
             self._ready(req, v)
@@ -496,6 +551,7 @@ class _Run:
         req.loc = list(prep.loc0) if self.dynamic else prep.loc0
         req.remaining = prep.n_ops
         req.factors, req.rng = None, None
+        req.extra = {}
         if self.seeds is not None:
             req.rng = np.random.default_rng(self.seeds[r])
             req.factors = req.rng.lognormal(-(self.sigma**2) / 2, self.sigma, prep.n_ops).tolist()

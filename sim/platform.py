@@ -5,6 +5,7 @@ A platform is loaded from TOML (:meth:`Platform.from_toml`) or a built-in preset
 
     name = "my-box"
     host = "cpu"                       # device that dispatches kernels and holds inputs
+    decision_s = 2e-5                  # host time of one run-time placement decision (dynamic plans)
 
     [[devices]]
     name = "cpu"
@@ -23,7 +24,10 @@ A platform is loaded from TOML (:meth:`Platform.from_toml`) or a built-in preset
     duplex = true                      # one resource per direction
 
 Devices with the same ``memory_domain`` share memory: tensors move between them for
-free and need no link.
+free and need no link; an op waiting for another such device's output starts
+``handoff_s`` (of the consumer's device) after it is ready, the time to wake a
+worker on another core, and takes ``bytes / handoff_bandwidth_bytes_per_s`` longer
+to read that output from the other core's caches.
 """
 
 from __future__ import annotations
@@ -74,6 +78,16 @@ class Device:
     memory_domain
         Devices with the same domain share memory (free transfers). Defaults to
         the device name.
+    handoff_s
+        Delay between an input that another device of the same memory domain
+        produced and this device starting the op that reads it: the wake-up of a
+        worker thread waiting on another core (tens of microseconds on a cloud
+        VM). Inputs that arrive by a transfer are priced by the link instead.
+    handoff_bandwidth_bytes_per_s
+        Rate at which an op on this device reads an input that another device of
+        its memory domain produced: such an op runs ``bytes / rate`` longer than
+        its measured time (which had its inputs in its own core's caches). None:
+        no such cost. Ops of zero time (views) read nothing and pay nothing.
     """
 
     name: str
@@ -87,6 +101,8 @@ class Device:
     threads: int | None = None
     memory_domain: str | None = None
     description: str = ""
+    handoff_s: float = 0.0
+    handoff_bandwidth_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         where = f"device {self.name!r}"
@@ -96,8 +112,10 @@ class Device:
             raise PlatformError(f"{where}: 'kind' must be 'cpu' or 'gpu', got {self.kind!r}")
         for key in ("peak_flops", "mem_bandwidth_bytes_per_s", "memory_bytes"):
             _positive(where, key, getattr(self, key))
-        for key in ("launch_overhead_s", "dispatch_s"):
+        for key in ("launch_overhead_s", "dispatch_s", "handoff_s"):
             _non_negative(where, key, getattr(self, key))
+        if self.handoff_bandwidth_bytes_per_s is not None:
+            _positive(where, "handoff_bandwidth_bytes_per_s", self.handoff_bandwidth_bytes_per_s)
         if isinstance(self.streams, bool) or not isinstance(self.streams, int) or self.streams < 1:
             raise PlatformError(f"{where}: 'streams' must be an int >= 1, got {self.streams!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
@@ -152,6 +170,10 @@ class Platform:
     host: str | None = None
     dispatch_threads: int = 1
     description: str = ""
+    #: host time one run-time placement decision takes (the ``policy.select`` of a
+    #: dynamic plan, run in the runtime's interpreter): the node becomes ready for
+    #: its device this long after the policy is asked.
+    decision_s: float = 0.0
     _by_name: dict[str, Device] = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
     _routes: dict[tuple[str, str], tuple[Link, ...]] = field(
         default=None, init=False, repr=False, compare=False
@@ -191,6 +213,10 @@ class Platform:
             )
         if not isinstance(self.dispatch_threads, int) or self.dispatch_threads < 1:
             raise PlatformError(f"platform {self.name!r}: 'dispatch_threads' must be an int >= 1")
+        if not isinstance(self.decision_s, (int, float)) or not 0.0 <= float(self.decision_s) < math.inf:
+            raise PlatformError(f"platform {self.name!r}: 'decision_s' must be a finite number >= 0, "
+                                f"got {self.decision_s!r}")
+        object.__setattr__(self, "decision_s", float(self.decision_s))
         object.__setattr__(self, "_routes", {})
 
     # ------------------------------------------------------------------ queries
@@ -307,7 +333,7 @@ class Platform:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<dict>") -> Platform:
         """Build from the TOML structure; unknown keys raise :class:`PlatformError`."""
-        top = {"name", "host", "dispatch_threads", "description", "devices", "links"}
+        top = {"name", "host", "dispatch_threads", "decision_s", "description", "devices", "links"}
         _no_unknown(source, "platform", data, top)
         devs = data.get("devices")
         if not isinstance(devs, list) or not devs:
@@ -342,6 +368,7 @@ class Platform:
                 host=data.get("host"),
                 dispatch_threads=data.get("dispatch_threads", 1),
                 description=data.get("description", ""),
+                decision_s=data.get("decision_s", 0.0),
             )
         except PlatformError as e:
             raise PlatformError(f"{source}: {e}") from None
@@ -373,6 +400,7 @@ class Platform:
             "name": self.name,
             "host": self.host,
             "dispatch_threads": self.dispatch_threads,
+            "decision_s": self.decision_s,
             "description": self.description,
             "devices": [clean(d) for d in self.devices],
             "links": [clean(lk) for lk in self.links],

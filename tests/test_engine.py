@@ -9,6 +9,7 @@ Test platform (``two_dev``): devices ``cpu`` and ``gpu``, one link with latency
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -289,6 +290,87 @@ def test_multi_hop_route_and_shared_memory():
         g, p, Plan({"a": "cpu", "b": "cpu1", "c": "cpu"}), ConstantCost(dict.fromkeys("abc", 1))
     )
     assert free.makespan == 3.0 and free.total_bytes_moved == 0
+
+
+def shared_pair(handoff: float, bandwidth: float | None = None) -> Platform:
+    """Two workers of one memory (cpu0, cpu1); cpu1 wakes ``handoff`` s after an input
+    from cpu0 and reads it at ``bandwidth`` bytes/s."""
+    d0 = dev("cpu0", domain="host")
+    d1 = Device("cpu1", "cpu", peak_flops=1e12, mem_bandwidth_bytes_per_s=1e11, memory_bytes=10**9,
+                memory_domain="host", handoff_s=handoff, handoff_bandwidth_bytes_per_s=bandwidth)
+    return Platform(name="pair", devices=(d0, d1), host="cpu0")
+
+
+def test_reading_another_workers_output_lengthens_the_op():
+    # a (cpu0) feeds b and v (cpu1) with KB bytes each; v is a zero-time view: it reads
+    # nothing. b (1 s) reads KB at KB/4 bytes/s: 4 s more, after the 0.25 s handoff;
+    # c on cpu1 reads b on its own worker (nothing more); d on cpu0 reads c: cpu0 has
+    # no handoff bandwidth (nothing more either)
+    g = graph(["a", "b", "v", "c", "d"], [("a", "b"), ("a", "v"), ("b", "c"), ("c", "d")])
+    plan = Plan({"a": "cpu0", "b": "cpu1", "v": "cpu1", "c": "cpu1", "d": "cpu0"})
+    cost = ConstantCost({"a": 1, "b": 1, "v": 0, "c": 1, "d": 1})
+    res = simulate(g, shared_pair(0.25, KB / 4), plan, cost, record=True)
+    t = op_times(res)
+    assert t[("b", 0)] == (1.25, 6.25) and t[("v", 0)] == (1.25, 1.25) and t[("c", 0)] == (6.25, 7.25)
+    assert t[("d", 0)] == (7.25, 8.25) and res.makespan == 8.25
+    assert res.device_busy == {"cpu0": 2.0, "cpu1": 6.0} and res.total_bytes_moved == 0
+    # the same plan placed by a policy pays the same, priced when each op is ready
+    class Fixed:
+        name = "fixed"
+
+        def select(self, node: str, view) -> str:  # noqa: ANN001
+            return plan.placement[node]
+
+        def to_dict(self) -> dict:
+            return {"name": self.name, "params": {}}
+
+    dyn = simulate(g, shared_pair(0.25, KB / 4), Plan({}, policy=Fixed()), cost, record=True)
+    assert op_times(dyn) == t and dyn.device_busy == res.device_busy
+    # two requests: each one's b pays its own read
+    two = simulate(g, shared_pair(0.25, KB / 4), plan, cost, requests=2)
+    assert two.device_busy["cpu1"] == 12.0
+
+
+def test_handoff_delays_an_input_from_another_worker_of_the_same_memory():
+    # a (cpu0, 1 s) -> b (cpu1, 1 s) -> c (cpu1, 1 s): b starts 0.25 s after a ends;
+    # c reads b on its own worker (no handoff); d on cpu0 reads a on cpu0 (none either)
+    g = graph(["a", "b", "c", "d"], [("a", "b"), ("b", "c"), ("a", "d")])
+    plan = Plan({"a": "cpu0", "b": "cpu1", "c": "cpu1", "d": "cpu0"})
+    res = simulate(g, shared_pair(0.25), plan, ConstantCost(dict.fromkeys("abcd", 1)), record=True)
+    t = op_times(res)
+    assert t[("b", 0)] == (1.25, 2.25) and t[("c", 0)] == (2.25, 3.25) and t[("d", 0)] == (1.0, 2.0)
+    assert res.makespan == 3.25 and res.total_bytes_moved == 0
+    # graph inputs are in place when the request starts: no handoff for a root on cpu1
+    root = simulate(graph(["a"], []), shared_pair(0.25), Plan({"a": "cpu1"}), ConstantCost({"a": 1}))
+    assert root.makespan == 1.0
+    # without a handoff the same plan is the plain chain
+    assert simulate(g, shared_pair(0.0), plan, ConstantCost(dict.fromkeys("abcd", 1))).makespan == 3.0
+
+
+def test_handoff_applies_to_dynamically_placed_ops():
+    class Alternate:
+        name = "alternate"
+
+        def select(self, node: str, view) -> str:  # noqa: ANN001
+            return "cpu1" if node == "b" else "cpu0"
+
+        def to_dict(self) -> dict:
+            return {"name": self.name, "params": {}}
+
+    g = graph(["a", "b", "c"], [("a", "b"), ("b", "c")])
+    res = simulate(g, shared_pair(0.5), Plan({}, policy=Alternate()), ConstantCost(dict.fromkeys("abc", 1)),
+                   record=True)
+    t = op_times(res)
+    # a 0-1 on cpu0; b on cpu1 from 1.5; c back on cpu0 (cpu0 has no handoff) from 2.5
+    assert t[("b", 0)] == (1.5, 2.5) and t[("c", 0)] == (2.5, 3.5)
+    # the platform's decision time delays every dynamically placed op, the root included
+    slow = dataclasses.replace(shared_pair(0.5), decision_s=0.125)
+    t = op_times(simulate(g, slow, Plan({}, policy=Alternate()), ConstantCost(dict.fromkeys("abc", 1)),
+                          record=True))
+    assert t[("a", 0)] == (0.125, 1.125) and t[("b", 0)] == (1.75, 2.75) and t[("c", 0)] == (2.875, 3.875)
+    # a static plan asks no policy: no decision time
+    static = simulate(g, slow, Plan({"a": "cpu0", "b": "cpu1", "c": "cpu0"}), ConstantCost(dict.fromkeys("abc", 1)))
+    assert static.makespan == 3.5
 
 
 def test_zero_cost_view_op_skips_the_busy_device():

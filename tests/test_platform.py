@@ -130,6 +130,8 @@ def test_minimal_file_defaults(tmp_path: Path):
         ("devices.1.streams", 0, r"'streams' must be an int >= 1"),
         ("host", "gpu7", r"host 'gpu7' is not a device"),
         ("dispatch_threads", 0, r"'dispatch_threads' must be an int >= 1"),
+        ("decision_s", -1e-6, r"'decision_s' must be a finite number >= 0"),
+        ("devices.0.handoff_s", -1e-6, r"'handoff_s'"),
     ],
 )
 def test_invalid_platforms_name_the_key(tmp_path: Path, path: str, value: Any, match: str):

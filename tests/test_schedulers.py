@@ -443,10 +443,20 @@ def test_upward_rank_of_a_chain_is_the_remaining_mean_work() -> None:
     graph, platform = chain_graph(), Platform.preset("cpu2")
     table = CostTable(graph, platform, Roofline())
     rank = upward_rank(table)
-    # cpu2 shares memory: mean transfer cost 0
+    # cpu2 shares memory: no transfer, but every edge between the two workers costs the
+    # consumer's handoff and its slower read of the other core's output (the same on
+    # both), so c-bar of an edge of b bytes is handoff + b / read rate
+    handoff = platform.device("cpu1").handoff_s
+    bw = platform.device("cpu1").handoff_bandwidth_bytes_per_s
+    assert handoff > 0 and platform.device("cpu0").handoff_s == handoff
+    assert bw and platform.device("cpu0").handoff_bandwidth_bytes_per_s == bw
     topo = graph.topological_order()
+    edge = [graph.nx.edges[u, v]["bytes"] for u, v in zip(topo, topo[1:])]
     for i, n in enumerate(topo):
-        assert rank[n] == pytest.approx(sum(table.wbar(m) for m in topo[i:]))
+        cbar = sum(handoff + b / bw for b in edge[i:])
+        assert rank[n] == pytest.approx(sum(table.wbar(m) for m in topo[i:]) + cbar)
+    assert table.comm(4096, "cpu0", "cpu1") == pytest.approx(handoff + 4096 / bw)
+    assert table.comm(4096, "cpu1", "cpu1") == 0.0
 
 
 def test_tensors_move_once_per_device() -> None:

@@ -202,7 +202,11 @@ def test_local_pool_writes_one_tidy_row_per_point(local_run: tuple[Path, pd.Data
     assert sorted(df.link_bandwidth.unique()) == [0.5, 2.0]
     assert (df.sweep == "tiny").all() and df.git_commit.str.len().gt(5).all()
     assert df.hetsim_version.notna().all() and df.worker.nunique() >= 1
-    assert (out / "results.parquet").exists() and (out / "tiny.sweep.json").exists()
+    assert (out / "tiny.sweep.json").exists()
+    # results.parquet (pyarrow is in the dev extra): the same rows as results.csv
+    pq = load_results(out / "results.parquet")
+    assert list(pq.columns) == list(COLUMNS) and len(pq) == len(df)
+    assert sorted(pq.point_id) == sorted(df.point_id)
     # link bandwidth matters to heft on the CPU-GPU box, not on the CPU-only one
     heft = ok[ok.scheduler == "heft"].set_index(["platform", "link_bandwidth"]).makespan_s
     assert heft[("xeon-p2200", 0.5)] > heft[("xeon-p2200", 2.0)]

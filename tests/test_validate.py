@@ -1,13 +1,17 @@
 """Validation (runtime.validate, ``hetsim validate``): simulate, execute on cpu2, compare.
 
-The googlenet/resnet18 tests use the CPU profile committed in ``profiles/cpu2-torch``
-(measured on the 2-core development machine with ``hetsim profile googlenet
-resnet18 --devices cpu@1 --backend torch``). The <= 10 % accuracy target is a
-``slow`` test: timings on shared CI machines are noisy.
+The googlenet/resnet18 validation profiles both models in context on the machine
+that runs the tests (``runtime.validate.profile_in_context``, ~25 s), as a user
+validates, then simulates and executes every plan. Its error bound only catches
+gross modelling errors (a dispatch counted twice, a lost handoff): a shared CI
+machine's speed drifts by 10-20 %. The <= 10 % figure is measured on a quiet machine
+by ``python benchmarks/validate_cpu2.py``. ``profiles/cpu2-torch`` (isolated op
+times) serves the tests that need a profile but no timing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -30,10 +34,7 @@ from runtime.validate import (  # noqa: E402
 )
 
 PROFILE = Path(__file__).resolve().parents[1] / "profiles" / "cpu2-torch"
-#: operator times measured inside the running models (runtime.validate.profile_in_context)
-PROFILE_CTX = PROFILE.with_name("cpu2-torch-ctx")
 needs_profile = pytest.mark.skipif(not (PROFILE / "ops.csv").is_file(), reason=f"no profile at {PROFILE}")
-needs_ctx_profile = pytest.mark.skipif(not (PROFILE_CTX / "ops.csv").is_file(), reason=f"no profile at {PROFILE_CTX}")
 
 
 @pytest.fixture(scope="module")
@@ -86,28 +87,112 @@ def test_validate_one_plan(squeeze, tmp_path):
     assert "simulated" in text and "measured" in text and "error" in text
 
 
-@needs_profile
-def test_validate_all_googlenet_resnet18_with_cpu_profile(tmp_path):
+@pytest.fixture(scope="module")
+def ctx_profile(tmp_path_factory):
+    """googlenet and resnet18 profiled in context on this machine, now."""
+    from runtime.validate import profile_in_context
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = validate_all(["googlenet", "resnet18"], "cpu2", ["all-cpu", "heft", "dynamic", "all-gpu"],
-                             str(PROFILE), warmup=1, repeats=2, out=tmp_path)
+        return profile_in_context(["googlenet", "resnet18"], tmp_path_factory.mktemp("ctx") / "cpu2-ctx",
+                                  platform="cpu2", runs=10)
+
+
+def test_validate_all_googlenet_resnet18_profiled_here(ctx_profile, tmp_path):
+    schedulers = ["all-cpu", "heft", "round-robin", "dynamic", "all-gpu"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = validate_all(["googlenet", "resnet18"], "cpu2", schedulers, str(ctx_profile),
+                             warmup=2, repeats=5, out=tmp_path)
     assert list(table.columns[: len(VALIDATION_COLUMNS)]) == VALIDATION_COLUMNS
-    assert len(table) == 8
+    assert len(table) == 10
     skipped = table[table["scheduler"] == "all-gpu"]
     assert set(skipped["status"]) == {"skipped"} and skipped["note"].str.contains("no GPU").all()
     ok = table[table["status"] == "ok"]
-    assert len(ok) == 6 and set(ok["model"]) == {"googlenet", "resnet18"}
+    assert len(ok) == 8 and set(ok["model"]) == {"googlenet", "resnet18"}
     assert (ok["simulated_s"] > 0).all() and (ok["measured_s"] > 0).all()
     assert ok["error_pct"].map(math.isfinite).all()
+    # gross errors only (see the module docstring)
+    assert ok["error_pct"].abs().max() < 35.0, ok[["model", "scheduler", "error_pct"]]
     assert ok["kendall_tau"].map(lambda t: -1.0 <= t <= 1.0).all()
     for col in ("simulated_rank", "measured_rank"):
-        assert set(ok[col]) <= {1.0, 2.0, 3.0} and (ok.groupby("model")[col].min() == 1).all()
+        assert set(ok[col]) <= {1.0, 2.0, 3.0, 4.0} and (ok.groupby("model")[col].min() == 1).all()
     assert (tmp_path / "validation.csv").is_file() and (tmp_path / "ranking.csv").is_file()
     assert (tmp_path / "googlenet" / "heft" / "run_trace.json").is_file()
     assert len(pd.read_csv(tmp_path / "ranking.csv")) == 2
     text = format_table(table)
     assert "Kendall tau" in text and "googlenet" in text
+
+
+def test_context_profiler_writes_op_times_and_overhead_of_its_runs(squeeze, tmp_path):
+    import numpy as np
+
+    from graphs.features import features
+    from runtime.validate import ContextProfiler
+
+    prof = ContextProfiler(tmp_path / "ctx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ex = prof.add(squeeze.graph, squeeze, warmup=1)
+        ex.run(3)
+    feats = features(squeeze.graph)
+    want: dict[str, list[float]] = {}
+    over = []
+    for recs, makespan in zip(ex.runs, ex.makespans):
+        ops = [r for r in recs if r["kind"] == "op"]
+        for r in ops:
+            want.setdefault(str(feats.at[r["node"], "signature"]), []).append(r["end"] - r["start"])
+        over.append((makespan - sum(r["end"] - r["start"] for r in ops)) / len(ops))
+    prof.write()
+    ops = pd.read_csv(tmp_path / "ctx" / "ops.csv").set_index("signature")
+    assert set(ops.index) == set(want)
+    for sig, ts in want.items():
+        assert ops.at[sig, "time_s"] == pytest.approx(float(np.median(ts)))
+        assert ops.at[sig, "repeats"] == len(ts)
+    disp = json.loads((tmp_path / "ctx" / "dispatch.json").read_text())["cpu@1"]
+    assert disp == pytest.approx(float(np.median(over))) and disp > 0
+
+
+def test_validate_all_in_context_and_calibrated(squeeze, tmp_path):
+    """Op times and host costs measured in the validation's own rounds, and the
+    plans simulated with them."""
+    from costmodel import from_spec
+    from graphs.features import features
+    from sim.engine import simulate
+    from sim.plan import Plan
+    from sim.platform import Platform
+
+    ctx = tmp_path / "ctx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = validate_all([squeeze.graph], "cpu2", ["all-cpu", "round-robin"], "roofline", warmup=1,
+                             repeats=3, out=tmp_path / "v", in_context=ctx, calibrate="squeezenet1_1")
+    ok = table[table["status"] == "ok"]
+    assert len(ok) == 2 and ok["cost"].str.startswith(f"in-context {ctx}").all()
+    assert ok["cost"].str.contains("planned with roofline").all()
+    # the in-context profile holds every signature of the graph, measured in the rounds
+    ops = pd.read_csv(ctx / "ops.csv")
+    sigs = set(features(squeeze.graph)["signature"])
+    assert set(ops["signature"]) == sigs and (ops["time_s"] > 0).all()
+    assert json.loads((ctx / "manifest.json").read_text())["timing"].startswith("in-context")
+    assert (ops["repeats"] >= 3).all()  # one run per round, every node of the signature
+    cal = table.attrs["calibration"]
+    assert list(cal["model"]) == [squeeze.graph.name] and list(cal["calibration"]) == ["squeezenet1_1"]
+    assert int(cal["rounds"].iloc[0]) == 3 and cal["n_cross"].iloc[0] > 0
+    assert cal["handoff_s"].iloc[0] == pytest.approx(max(cal["cross_s"].iloc[0] - cal["same_s"].iloc[0], 0.0))
+    assert (tmp_path / "v" / "calibration.csv").is_file()
+    # the plans were simulated on cpu2 with the measured handoff and read rate, priced by the profile
+    base = Platform.load("cpu2")
+    bw = float(cal["handoff_bandwidth_bytes_per_s"].iloc[0])
+    plat = base.replace(devices=tuple(
+        dataclasses.replace(d, handoff_s=float(cal["handoff_s"].iloc[0]),
+                            handoff_bandwidth_bytes_per_s=None if math.isinf(bw) else bw)
+        for d in base.devices))
+    cost = from_spec(str(ctx), platform=plat)
+    for name in ("all-cpu", "round-robin"):
+        plan = Plan.from_json(tmp_path / "v" / squeeze.graph.name / name / "plan.json")
+        want = simulate(squeeze.graph, plat, plan, cost).makespan
+        assert float(ok.set_index("scheduler").loc[name, "simulated_s"]) == pytest.approx(want, rel=1e-9)
 
 
 def test_cli_validate_one(tmp_path, capsys):
@@ -137,6 +222,18 @@ def test_cli_validate_all_and_errors(tmp_path, capsys):
         assert "cuda:0" in err
 
 
+def test_cli_validate_all_in_context(tmp_path, capsys):
+    ctx = tmp_path / "ctx"
+    rc = main(["validate", "--all", "--models", "squeezenet1_1", "--arg", "image_size=64", "--platform", "cpu2",
+               "--schedulers", "all-cpu,round-robin", "--warmup", "0", "--repeats", "2", "--out",
+               str(tmp_path / "v"), "--in-context", str(ctx), "--host-calibration", "squeezenet1_1"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "host costs measured in the rounds" in out and "handoff_s" in out
+    assert (ctx / "ops.csv").is_file() and (tmp_path / "v" / "calibration.csv").is_file()
+    table = pd.read_csv(tmp_path / "v" / "validation.csv")
+    assert table["cost"].str.startswith("in-context").all()
+
+
 @needs_profile
 def test_calibrate_dispatch(tmp_path):
     from runtime.validate import calibrate_dispatch
@@ -147,3 +244,81 @@ def test_calibrate_dispatch(tmp_path):
     stored = json.loads((prof / "dispatch.json").read_text())
     assert stored == pytest.approx(new)
     assert set(new) == {"cpu@1"} and 1e-7 < new["cpu@1"] < 1e-3
+
+
+def _rec(kind, node, resource, start, end, stream=0):  # noqa: ANN001, ANN202
+    return {"kind": kind, "node": node, "request": 0, "resource": resource, "stream": stream,
+            "start": start, "end": end}
+
+
+def test_handoff_gaps_from_records():
+    from graphs import Graph
+    from runtime.validate import handoff_gaps
+
+    g = Graph(name="diamond")
+    for n in "abcde":
+        g.add_op(n, "relu")
+    for u, v in [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d"), ("b", "e")]:
+        g.add_edge(u, v, bytes=4)
+    recs = [
+        _rec("op", "a", "cpu0", 0.0, 1.0),
+        _rec("dispatch", "b", "dispatch", 1.05, 1.1), _rec("op", "b", "cpu0", 1.1, 2.0),
+        _rec("dispatch", "c", "dispatch", 1.2, 1.3), _rec("op", "c", "cpu1", 1.3, 2.1),
+        _rec("dispatch", "d", "dispatch", 2.4, 2.5), _rec("op", "d", "cpu1", 2.5, 3.0),
+        # e's input (b, t=2) was ready while cpu1 was busy with d: no handoff to measure
+        _rec("op", "e", "cpu1", 3.0, 3.5),
+    ]
+    gaps = handoff_gaps(recs, g).set_index("node")
+    assert list(gaps.index) == ["b", "c", "d"]
+    assert gaps.loc["b", "gap_s"] == pytest.approx(0.05) and not gaps.loc["b", "cross"]
+    assert gaps.loc["c", "gap_s"] == pytest.approx(0.2) and gaps.loc["c", "cross"]
+    assert gaps.loc["c", "source"] == "cpu0" and gaps.loc["c", "device"] == "cpu1"
+    # d's last input is c on its own worker (b, on the other, was ready earlier)
+    assert gaps.loc["d", "gap_s"] == pytest.approx(0.3) and not gaps.loc["d", "cross"]
+
+
+def test_measure_handoff_on_cpu2(squeeze):
+    import schedulers
+    from costmodel.roofline import Roofline
+    from runtime.validate import measure_handoff
+    from sim.plan import Plan
+
+    g = squeeze.graph
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = schedulers.get("round-robin").schedule(g, _cpu2(), Roofline())
+        out = measure_handoff(g, plan, "cpu2", warmup=1, repeats=2)
+    assert out["n_cross"] > 0 and out["n_same"] > 0
+    assert out["handoff_s"] >= 0.0 and out["handoff_s"] == max(out["cross_s"] - out["same_s"], 0.0)
+    assert set(out["gaps"]["device"]) <= {"cpu0", "cpu1"}
+    with pytest.raises(ValueError, match="no op waited for an input from another worker"):
+        measure_handoff(g, Plan(dict.fromkeys(g.nx, "cpu0")), "cpu2", warmup=0, repeats=1)
+
+
+def test_measure_read_bandwidth_on_cpu2(squeeze):
+    from runtime.validate import measure_read_bandwidth
+
+    g = squeeze.graph
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = measure_read_bandwidth(g, "cpu2", rounds=2, warmup=1, repeats=2)
+    order = g.topological_order()
+    side = {n: i % 2 for i, n in enumerate(order)}
+    assert out["cross_bytes"] == sum(d["bytes"] for u, v, d in g.nx.edges(data=True) if side[u] != side[v]) > 0
+    assert len(out["busy_s"]["one"]) == len(out["busy_s"]["crossing"]) == len(out["extra_s"]) == 2
+    assert all(b > 0 for b in out["busy_s"]["one"] + out["busy_s"]["crossing"])
+    assert out["extra_s"] == [c - o for c, o in zip(out["busy_s"]["crossing"], out["busy_s"]["one"])]
+    # the median of two rounds is their mean
+    assert out["s_per_byte"] == pytest.approx(sum(out["extra_s"]) / 2 / out["cross_bytes"])
+    if out["s_per_byte"] > 0:
+        assert out["bandwidth_bytes_per_s"] == pytest.approx(1 / out["s_per_byte"])
+    else:
+        assert out["bandwidth_bytes_per_s"] == math.inf
+    with pytest.raises(ValueError, match="do not share memory"):
+        measure_read_bandwidth(g, "xeon-p2200", devices=("cpu", "gpu"))
+
+
+def _cpu2():  # noqa: ANN202
+    from sim.platform import Platform
+
+    return Platform.load("cpu2")

@@ -4,26 +4,32 @@ Every model is defined in this package (no torchvision / transformers dependency
 follows its paper and reference implementation, and has random weights drawn from
 a seed argument (global RNG state is left untouched).
 
-=============  ==================================================
-name           model
-=============  ==================================================
-alexnet        AlexNet, torchvision variant
-densenet121    DenseNet-121
-googlenet      GoogLeNet / Inception v1, torchvision (BN, no aux)
-mobilenet_v2   MobileNetV2 1.0
-resnet18       ResNet-18
-resnet50       ResNet-50 v1.5
-squeezenet1_1  SqueezeNet 1.1
-vgg16          VGG-16 (no BN)
-lstm, gru      stacked, explicit cells unrolled over time
-bert_base      BERT-base encoder + pooler
-gpt2           GPT-2 small, tied LM head, causal mask
-=============  ==================================================
+==================  ==================================================
+name                model
+==================  ==================================================
+alexnet             AlexNet, torchvision variant
+densenet121         DenseNet-121
+googlenet           GoogLeNet / Inception v1, torchvision (BN, no aux)
+inception_v3        Inception v3, torchvision (no aux classifier)
+mobilenet_v2        MobileNetV2 1.0
+mobilenet_v3_large  MobileNetV3-Large 1.0 (hardswish, SE)
+efficientnet_b0     EfficientNet-B0 (SiLU, SE)
+shufflenet_v2_x1_0  ShuffleNet V2 1.0x (channel split and shuffle)
+resnet18            ResNet-18
+resnet50            ResNet-50 v1.5
+squeezenet1_1       SqueezeNet 1.1
+vgg16               VGG-16 (no BN)
+lstm, gru           stacked, explicit cells unrolled over time
+bert_base           BERT-base encoder + pooler
+gpt2                GPT-2 small, tied LM head, causal mask
+vit_b_16            ViT-B/16, torchvision variant
+==================  ==================================================
 
-Options (``**kw``): CNNs take ``image_size`` (224) and ``num_classes`` (1000); lstm
-and gru take ``seq_len`` (16), ``hidden`` (256), ``layers`` (2), ``input_size`` and
-``out_features`` (both default to ``hidden``); bert_base and gpt2 take ``seq_len``
-(128).
+Options (``**kw``): CNNs take ``image_size`` (224; inception_v3: 299, at least 75) and
+``num_classes`` (1000); lstm and gru take ``seq_len`` (16), ``hidden`` (256),
+``layers`` (2), ``input_size`` and ``out_features`` (both default to ``hidden``);
+bert_base and gpt2 take ``seq_len`` (128); vit_b_16 takes ``image_size`` (224, a
+multiple of 16) and ``num_classes`` (1000).
 
 Examples
 --------
@@ -56,7 +62,7 @@ from torch import nn
 
 from graphs.graph import SCHEMA_VERSION, Graph, GraphError
 from graphs.graph import load as _load_graph
-from graphs.zoo import cnn, rnn, transformer
+from graphs.zoo import cnn, mobile, rnn, transformer
 from graphs.zoo.rnn import tag_steps
 
 __all__ = ["names", "build", "load", "params", "tag_steps", "RECURRENT", "cache_path"]
@@ -64,7 +70,7 @@ __all__ = ["names", "build", "load", "params", "tag_steps", "RECURRENT", "cache_
 #: Bump when a model definition changes in a way that changes its graph.
 ZOO_VERSION = 1
 
-_FAMILIES: tuple[ModuleType, ...] = (cnn, rnn, transformer)
+_FAMILIES: tuple[ModuleType, ...] = (cnn, mobile, rnn, transformer)
 _REGISTRY: dict[str, tuple[Callable[..., nn.Module], ModuleType]] = {
     name: (ctor, fam) for fam in _FAMILIES for name, ctor in fam.MODELS.items()
 }

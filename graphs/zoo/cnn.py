@@ -17,12 +17,16 @@ googlenet       6,624,904    1.50             Szegedy et al. 2015 (Inception v1)
 resnet18        11,689,512   1.81             He et al. 2016
 resnet50        25,557,032   4.09             He et al. 2016, v1.5 (stride on the 3x3)
 densenet121     7,978,856    2.83             Huang et al. 2017, growth 32, (6,12,24,16)
-mobilenet_v2    3,504,872    0.30             Sandler et al. 2018, width 1.0
+inception_v3    23,834,568   5.71 (299x299)   Szegedy et al. 2016 as in torchvision: BN
+                                              after every conv, factorised 1x7/7x1
+                                              convs, no aux classifier
 squeezenet1_1   1,235,496    0.35             Iandola et al. 2016, v1.1
 ==============  ===========  ===============  ==========================================
 
 Dropout layers are kept (they are identities in eval mode and vanish from exported
-graphs). GoogLeNet's optional input transform (``transform_input``) is not applied.
+graphs). The optional input transforms of GoogLeNet and Inception v3
+(``transform_input``) are not applied. The depthwise-convolution models (MobileNets,
+EfficientNet, ShuffleNet) are in :mod:`graphs.zoo.mobile`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 __all__ = [
     "MODELS",
@@ -38,10 +43,10 @@ __all__ = [
     "alexnet",
     "vgg16",
     "googlenet",
+    "inception_v3",
     "resnet18",
     "resnet50",
     "densenet121",
-    "mobilenet_v2",
     "squeezenet1_1",
 ]
 
@@ -205,10 +210,15 @@ class AlexNet(nn.Module):
 
 
 # ------------------------------------------------------------------------ GoogLeNet
+_Size = int | tuple[int, int]
+
+
 class BasicConv2d(nn.Sequential):
     """Convolution (no bias), batch norm (eps 1e-3), ReLU: torchvision's GoogLeNet unit."""
 
-    def __init__(self, cin: int, cout: int, kernel_size: int, stride: int = 1, padding: int = 0):
+    def __init__(
+        self, cin: int, cout: int, kernel_size: _Size, stride: int = 1, padding: _Size = 0
+    ) -> None:
         super().__init__(
             nn.Conv2d(cin, cout, kernel_size, stride, padding, bias=False),
             nn.BatchNorm2d(cout, eps=0.001),
@@ -271,6 +281,156 @@ class GoogLeNet(nn.Module):
         x = self.inception4c(self.inception4b(self.inception4a(x)))
         x = self.maxpool4(self.inception4e(self.inception4d(x)))
         x = self.inception5b(self.inception5a(x))
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(self.dropout(x))
+
+
+# --------------------------------------------------------------------- Inception v3
+class InceptionA(nn.Module):
+    """35x35 module: 1x1 | 1x1-5x5 | 1x1-3x3-3x3 | avg pool 3x3 (stride 1)-1x1."""
+
+    def __init__(self, cin: int, pool_features: int) -> None:
+        super().__init__()
+        self.branch1x1 = BasicConv2d(cin, 64, 1)
+        self.branch5x5_1 = BasicConv2d(cin, 48, 1)
+        self.branch5x5_2 = BasicConv2d(48, 64, 5, padding=2)
+        self.branch3x3dbl_1 = BasicConv2d(cin, 64, 1)
+        self.branch3x3dbl_2 = BasicConv2d(64, 96, 3, padding=1)
+        self.branch3x3dbl_3 = BasicConv2d(96, 96, 3, padding=1)
+        self.branch_pool = BasicConv2d(cin, pool_features, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b1 = self.branch1x1(x)
+        b5 = self.branch5x5_2(self.branch5x5_1(x))
+        b3 = self.branch3x3dbl_3(self.branch3x3dbl_2(self.branch3x3dbl_1(x)))
+        bp = self.branch_pool(F.avg_pool2d(x, 3, 1, 1))
+        return torch.cat((b1, b5, b3, bp), 1)
+
+
+class InceptionB(nn.Module):
+    """35 -> 17 grid reduction: 3x3/2 | 1x1-3x3-3x3/2 | max pool 3x3/2."""
+
+    def __init__(self, cin: int) -> None:
+        super().__init__()
+        self.branch3x3 = BasicConv2d(cin, 384, 3, stride=2)
+        self.branch3x3dbl_1 = BasicConv2d(cin, 64, 1)
+        self.branch3x3dbl_2 = BasicConv2d(64, 96, 3, padding=1)
+        self.branch3x3dbl_3 = BasicConv2d(96, 96, 3, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b3 = self.branch3x3(x)
+        b3dbl = self.branch3x3dbl_3(self.branch3x3dbl_2(self.branch3x3dbl_1(x)))
+        return torch.cat((b3, b3dbl, F.max_pool2d(x, 3, 2)), 1)
+
+
+class InceptionC(nn.Module):
+    """17x17 module with 7x7 convolutions factorised into 1x7 and 7x1 (``c7`` channels)."""
+
+    def __init__(self, cin: int, c7: int) -> None:
+        super().__init__()
+        self.branch1x1 = BasicConv2d(cin, 192, 1)
+        self.branch7x7_1 = BasicConv2d(cin, c7, 1)
+        self.branch7x7_2 = BasicConv2d(c7, c7, (1, 7), padding=(0, 3))
+        self.branch7x7_3 = BasicConv2d(c7, 192, (7, 1), padding=(3, 0))
+        self.branch7x7dbl_1 = BasicConv2d(cin, c7, 1)
+        self.branch7x7dbl_2 = BasicConv2d(c7, c7, (7, 1), padding=(3, 0))
+        self.branch7x7dbl_3 = BasicConv2d(c7, c7, (1, 7), padding=(0, 3))
+        self.branch7x7dbl_4 = BasicConv2d(c7, c7, (7, 1), padding=(3, 0))
+        self.branch7x7dbl_5 = BasicConv2d(c7, 192, (1, 7), padding=(0, 3))
+        self.branch_pool = BasicConv2d(cin, 192, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b1 = self.branch1x1(x)
+        b7 = self.branch7x7_3(self.branch7x7_2(self.branch7x7_1(x)))
+        b7dbl = self.branch7x7dbl_2(self.branch7x7dbl_1(x))
+        b7dbl = self.branch7x7dbl_5(self.branch7x7dbl_4(self.branch7x7dbl_3(b7dbl)))
+        bp = self.branch_pool(F.avg_pool2d(x, 3, 1, 1))
+        return torch.cat((b1, b7, b7dbl, bp), 1)
+
+
+class InceptionD(nn.Module):
+    """17 -> 8 grid reduction: 1x1-3x3/2 | 1x1-1x7-7x1-3x3/2 | max pool 3x3/2."""
+
+    def __init__(self, cin: int) -> None:
+        super().__init__()
+        self.branch3x3_1 = BasicConv2d(cin, 192, 1)
+        self.branch3x3_2 = BasicConv2d(192, 320, 3, stride=2)
+        self.branch7x7x3_1 = BasicConv2d(cin, 192, 1)
+        self.branch7x7x3_2 = BasicConv2d(192, 192, (1, 7), padding=(0, 3))
+        self.branch7x7x3_3 = BasicConv2d(192, 192, (7, 1), padding=(3, 0))
+        self.branch7x7x3_4 = BasicConv2d(192, 192, 3, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b3 = self.branch3x3_2(self.branch3x3_1(x))
+        b7 = self.branch7x7x3_2(self.branch7x7x3_1(x))
+        b7 = self.branch7x7x3_4(self.branch7x7x3_3(b7))
+        return torch.cat((b3, b7, F.max_pool2d(x, 3, 2)), 1)
+
+
+class InceptionE(nn.Module):
+    """8x8 module with expanded filter banks: 3x3s split into parallel 1x3 and 3x1."""
+
+    def __init__(self, cin: int) -> None:
+        super().__init__()
+        self.branch1x1 = BasicConv2d(cin, 320, 1)
+        self.branch3x3_1 = BasicConv2d(cin, 384, 1)
+        self.branch3x3_2a = BasicConv2d(384, 384, (1, 3), padding=(0, 1))
+        self.branch3x3_2b = BasicConv2d(384, 384, (3, 1), padding=(1, 0))
+        self.branch3x3dbl_1 = BasicConv2d(cin, 448, 1)
+        self.branch3x3dbl_2 = BasicConv2d(448, 384, 3, padding=1)
+        self.branch3x3dbl_3a = BasicConv2d(384, 384, (1, 3), padding=(0, 1))
+        self.branch3x3dbl_3b = BasicConv2d(384, 384, (3, 1), padding=(1, 0))
+        self.branch_pool = BasicConv2d(cin, 192, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b1 = self.branch1x1(x)
+        b3 = self.branch3x3_1(x)
+        b3 = torch.cat((self.branch3x3_2a(b3), self.branch3x3_2b(b3)), 1)
+        b3dbl = self.branch3x3dbl_2(self.branch3x3dbl_1(x))
+        b3dbl = torch.cat((self.branch3x3dbl_3a(b3dbl), self.branch3x3dbl_3b(b3dbl)), 1)
+        bp = self.branch_pool(F.avg_pool2d(x, 3, 1, 1))
+        return torch.cat((b1, b3, b3dbl, bp), 1)
+
+
+class Inception3(nn.Module):
+    """Inception v3 (Szegedy et al., "Rethinking the Inception Architecture", CVPR 2016).
+
+    torchvision's ``inception_v3`` at inference: BN (eps 1e-3) after every
+    convolution, 299x299 inputs (at least 75x75: the last grid reduction needs a 3x3
+    input), no auxiliary classifier: 23,834,568 parameters, torchvision's 27,161,264
+    less the 3,326,696 of ``AuxLogits`` (which runs in training only).
+    """
+
+    def __init__(self, num_classes: int = 1000, dropout: float = 0.5) -> None:
+        super().__init__()
+        self.Conv2d_1a_3x3 = BasicConv2d(3, 32, 3, stride=2)
+        self.Conv2d_2a_3x3 = BasicConv2d(32, 32, 3)
+        self.Conv2d_2b_3x3 = BasicConv2d(32, 64, 3, padding=1)
+        self.maxpool1 = nn.MaxPool2d(3, 2)
+        self.Conv2d_3b_1x1 = BasicConv2d(64, 80, 1)
+        self.Conv2d_4a_3x3 = BasicConv2d(80, 192, 3)
+        self.maxpool2 = nn.MaxPool2d(3, 2)
+        self.Mixed_5b = InceptionA(192, 32)
+        self.Mixed_5c = InceptionA(256, 64)
+        self.Mixed_5d = InceptionA(288, 64)
+        self.Mixed_6a = InceptionB(288)
+        self.Mixed_6b = InceptionC(768, 128)
+        self.Mixed_6c = InceptionC(768, 160)
+        self.Mixed_6d = InceptionC(768, 160)
+        self.Mixed_6e = InceptionC(768, 192)
+        self.Mixed_7a = InceptionD(768)
+        self.Mixed_7b = InceptionE(1280)
+        self.Mixed_7c = InceptionE(2048)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.dropout = nn.Dropout(dropout)
+        self.fc = nn.Linear(2048, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.Conv2d_2b_3x3(self.Conv2d_2a_3x3(self.Conv2d_1a_3x3(x)))
+        x = self.maxpool2(self.Conv2d_4a_3x3(self.Conv2d_3b_1x1(self.maxpool1(x))))
+        x = self.Mixed_6a(self.Mixed_5d(self.Mixed_5c(self.Mixed_5b(x))))
+        x = self.Mixed_6e(self.Mixed_6d(self.Mixed_6c(self.Mixed_6b(x))))
+        x = self.Mixed_7c(self.Mixed_7b(self.Mixed_7a(x)))
         x = torch.flatten(self.avgpool(x), 1)
         return self.fc(self.dropout(x))
 
@@ -347,65 +507,6 @@ class DenseNet(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
-# ---------------------------------------------------------------------- MobileNetV2
-class ConvBNReLU6(nn.Sequential):
-    """Convolution (no bias), batch norm, ReLU6."""
-
-    def __init__(self, cin: int, cout: int, kernel_size: int = 3, stride: int = 1, groups: int = 1):
-        super().__init__(
-            nn.Conv2d(
-                cin, cout, kernel_size, stride, (kernel_size - 1) // 2, groups=groups, bias=False
-            ),
-            nn.BatchNorm2d(cout),
-            nn.ReLU6(inplace=True),
-        )
-
-
-class InvertedResidual(nn.Module):
-    """1x1 expansion (t), 3x3 depthwise, linear 1x1 projection; residual when shapes allow."""
-
-    def __init__(self, cin: int, cout: int, stride: int, expand_ratio: int) -> None:
-        super().__init__()
-        hidden = int(round(cin * expand_ratio))
-        self.use_res_connect = stride == 1 and cin == cout
-        layers: list[nn.Module] = []
-        if expand_ratio != 1:
-            layers.append(ConvBNReLU6(cin, hidden, 1))
-        layers += [
-            ConvBNReLU6(hidden, hidden, 3, stride, groups=hidden),
-            nn.Conv2d(hidden, cout, 1, bias=False),
-            nn.BatchNorm2d(cout),
-        ]
-        self.conv = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv(x) if self.use_res_connect else self.conv(x)
-
-
-class MobileNetV2(nn.Module):
-    """MobileNetV2 (Sandler et al., "Inverted Residuals and Linear Bottlenecks", CVPR 2018)."""
-
-    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-                (6, 160, 3, 2), (6, 320, 1, 1))  # fmt: skip
-
-    def __init__(self, num_classes: int = 1000) -> None:
-        super().__init__()
-        layers: list[nn.Module] = [ConvBNReLU6(3, 32, stride=2)]
-        cin = 32
-        for t, c, n, s in self.SETTINGS:
-            for i in range(n):
-                layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
-                cin = c
-        layers.append(ConvBNReLU6(cin, 1280, 1))
-        self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.pool(self.features(x))
-        return self.classifier(torch.flatten(x, 1))
-
-
 # ----------------------------------------------------------------------- SqueezeNet
 class Fire(nn.Module):
     """Squeeze 1x1, then parallel 1x1 and 3x3 expands, concatenated."""
@@ -458,9 +559,9 @@ class SqueezeNet(nn.Module):
 
 
 # ------------------------------------------------------------------------- registry
-def _with_size(model: nn.Module, image_size: int) -> nn.Module:
-    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 32:
-        raise ValueError(f"image_size must be an int >= 32, got {image_size!r}")
+def _with_size(model: nn.Module, image_size: int, minimum: int = 32) -> nn.Module:
+    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < minimum:
+        raise ValueError(f"image_size must be an int >= {minimum}, got {image_size!r}")
     model.image_size = image_size
     return model
 
@@ -480,6 +581,11 @@ def googlenet(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     return _with_size(GoogLeNet(num_classes), image_size)
 
 
+def inception_v3(*, image_size: int = 299, num_classes: int = 1000) -> nn.Module:
+    """Inception v3 as in torchvision, no aux logits (23.83 M parameters, 5.71 GMACs at 299)."""
+    return _with_size(Inception3(num_classes), image_size, minimum=75)
+
+
 def resnet18(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """ResNet-18 (11.69 M parameters, 1.81 GMACs at 224x224)."""
     return _with_size(ResNet(BasicBlock, (2, 2, 2, 2), num_classes), image_size)
@@ -495,11 +601,6 @@ def densenet121(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     return _with_size(DenseNet(num_classes=num_classes), image_size)
 
 
-def mobilenet_v2(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
-    """MobileNetV2, width 1.0 (3.50 M parameters, 0.30 GMACs at 224x224)."""
-    return _with_size(MobileNetV2(num_classes), image_size)
-
-
 def squeezenet1_1(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """SqueezeNet 1.1 (1.235 M parameters, 0.35 GMACs at 224x224)."""
     return _with_size(SqueezeNet(num_classes), image_size)
@@ -511,10 +612,10 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
         alexnet,
         vgg16,
         googlenet,
+        inception_v3,
         resnet18,
         resnet50,
         densenet121,
-        mobilenet_v2,
         squeezenet1_1,
     )
 }

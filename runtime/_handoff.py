@@ -1,0 +1,317 @@
+"""The handoff between workers: how long an op waits for an input from another worker.
+
+On a CPU-only platform every worker reads the others' outputs in place, so an edge
+between two workers costs no copy; it costs a *handoff*: the consumer's worker,
+idle and waiting, must notice that its input is ready (a thread woken on another
+core, the GIL handed over). The simulator charges it as ``Device.handoff_s``.
+
+* :func:`handoff_gaps` -- from the records of a run: for every op whose worker was
+  idle when its last input became ready, the gap from that moment to the worker
+  picking the op, and whether that input came from another worker;
+* :func:`measure_handoff` -- executes a plan and returns the median gap after an
+  input from another worker less the median gap after one from the same worker
+  (the executor's own bookkeeping, which the per-op dispatch already prices);
+* :func:`measure_read_bandwidth` -- the other half of the handoff: an op reading a
+  tensor the other worker produced runs longer than one whose input is hot in its
+  own core's caches. Runs a one-worker plan and a plan whose every edge crosses
+  workers in alternating rounds, and divides the extra kernel (busy) time by the
+  bytes that crossed (``Device.handoff_bandwidth_bytes_per_s``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from graphs.graph import Graph
+    from sim.plan import Plan
+    from sim.platform import Platform
+
+__all__ = ["HANDOFF_COLUMNS", "HostCalibration", "handoff_gaps", "measure_handoff", "measure_read_bandwidth"]
+
+#: columns of :func:`handoff_gaps`
+HANDOFF_COLUMNS = ["node", "request", "device", "source", "cross", "gap_s"]
+
+
+def handoff_gaps(records: Iterable[Mapping[str, Any]], graph: Graph) -> pd.DataFrame:
+    """Gaps between an op's last input becoming ready and its worker picking it.
+
+    Parameters
+    ----------
+    records
+        Records in the simulator's format (``RunResult.records``): ``op`` records
+        (kernel start and end) and, where present, ``dispatch`` records (whose start
+        is when the worker took the op; without them the kernel start counts).
+    graph
+        The graph that ran (its edges say which op waited for which).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`HANDOFF_COLUMNS`, one row per op with predecessors whose
+        worker had finished its previous op before the last input was ready (a
+        busy worker finds the input waiting: no handoff). ``source`` is the device
+        of the last input's producer, ``cross`` whether it is another device.
+    """
+    import pandas as pd
+
+    ops: dict[tuple[str, int], Mapping[str, Any]] = {}
+    picks: dict[tuple[str, int], float] = {}
+    for r in records:
+        key = (str(r["node"]), int(r["request"]))
+        if r["kind"] == "op":
+            ops[key] = r
+        elif r["kind"] == "dispatch":
+            picks[key] = float(r["start"])
+    lanes: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for r in ops.values():
+        lanes.setdefault((str(r["resource"]), int(r["stream"])), []).append((float(r["start"]), float(r["end"])))
+    previous: dict[tuple[str, int], float] = {}
+    for (res, stream), spans in lanes.items():
+        spans.sort()
+        prev_end = -np.inf
+        for start, end in spans:
+            previous[(res, stream, start)] = prev_end  # type: ignore[index]
+            prev_end = end
+    rows = []
+    for (v, req), rec in ops.items():
+        if v not in graph.nx:
+            continue
+        ins = [ops[(p, req)] for p in graph.nx.predecessors(v) if (p, req) in ops]
+        if not ins:
+            continue
+        last = max(ins, key=lambda r: float(r["end"]))
+        ready = float(last["end"])
+        start = float(rec["start"])
+        prev_end = previous[(str(rec["resource"]), int(rec["stream"]), start)]  # type: ignore[index]
+        if prev_end > ready:
+            continue
+        pick = picks.get((v, req), start)
+        rows.append({"node": v, "request": req, "device": str(rec["resource"]), "source": str(last["resource"]),
+                     "cross": str(last["resource"]) != str(rec["resource"]), "gap_s": pick - ready})
+    return pd.DataFrame(rows, columns=HANDOFF_COLUMNS)
+
+
+def measure_handoff(
+    graph: Graph,
+    plan: Plan,
+    platform: Platform | str,
+    *,
+    backend: str = "torch",
+    warmup: int = 3,
+    repeats: int = 10,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """Execute ``plan`` and measure the handoff between its workers.
+
+    Returns
+    -------
+    dict
+        ``handoff_s`` (median gap after an input from another worker less the
+        median gap after one from the same worker, floored at 0), ``cross_s`` and
+        ``same_s`` (those medians), ``n_cross`` and ``n_same`` (gaps counted), and
+        ``gaps`` (the :func:`handoff_gaps` frame of the median run).
+
+    Raises
+    ------
+    ValueError
+        When the run has no idle wait after an input from another worker (the
+        plan keeps every edge on one worker).
+    """
+    from runtime.executor import execute
+    from sim.platform import Platform as _Platform
+
+    plat = _Platform.load(platform) if isinstance(platform, str) else platform
+    run = execute(graph, plan, plat, backend=backend, warmup=warmup, repeats=repeats, seed=seed, check=False)
+    gaps = handoff_gaps(run.records, graph)
+    cross, same = gaps[gaps["cross"]]["gap_s"], gaps[~gaps["cross"]]["gap_s"]
+    if cross.empty:
+        raise ValueError(
+            f"plan for {graph.name!r}: no op waited for an input from another worker; "
+            f"use a plan that places neighbours on different devices (e.g. round-robin)"
+        )
+    same_s = float(same.median()) if len(same) else 0.0
+    return {"handoff_s": max(float(cross.median()) - same_s, 0.0), "cross_s": float(cross.median()),
+            "same_s": same_s, "n_cross": int(len(cross)), "n_same": int(len(same)), "gaps": gaps}
+
+
+def measure_read_bandwidth(
+    graph: Graph,
+    platform: Platform | str,
+    *,
+    devices: tuple[str, str] | None = None,
+    backend: str = "torch",
+    rounds: int = 5,
+    warmup: int = 2,
+    repeats: int = 7,
+) -> dict[str, Any]:
+    """Rate at which an op reads inputs that another worker of its memory produced.
+
+    Alternates, ``rounds`` times, a plan with every node on ``devices[0]`` and a
+    round-robin plan over both ``devices`` (every edge of a chain crosses), each
+    executed with ``warmup`` + ``repeats`` runs; per round, the round-robin run's
+    kernel (busy) time less the one-worker run's is the time spent reading
+    crossing inputs. Alternating rounds cancel a machine that drifts in speed.
+
+    Parameters
+    ----------
+    graph, platform
+        What to run and where (two devices sharing memory, e.g. ``cpu2``).
+    devices
+        The two workers (default: the first two devices of the platform).
+
+    Returns
+    -------
+    dict
+        ``bandwidth_bytes_per_s`` (crossing bytes / median extra busy time; inf when
+        the extra time is not positive), ``s_per_byte``, ``extra_s`` (per round),
+        ``cross_bytes`` (per round-robin run) and ``busy_s`` (``{"one": [...],
+        "crossing": [...]}``, per round).
+
+    Raises
+    ------
+    ValueError
+        When the two devices do not share memory, or no edge crosses.
+    """
+    from runtime.executor import execute
+    from sim.plan import Plan
+    from sim.platform import Platform as _Platform
+
+    plat = _Platform.load(platform) if isinstance(platform, str) else platform
+    a, b = devices or tuple(plat.device_names[:2])
+    if not plat.shares_memory(a, b):
+        raise ValueError(f"{plat.name}: devices {a!r} and {b!r} do not share memory (a link moves their tensors)")
+    order = graph.topological_order()
+    one = Plan(dict.fromkeys(order, a))
+    crossing = Plan({n: (a, b)[i % 2] for i, n in enumerate(order)})
+    cross_bytes = sum(int(d["bytes"]) for u, v, d in graph.nx.edges(data=True)
+                      if crossing.placement[u] != crossing.placement[v])
+    if cross_bytes == 0:
+        raise ValueError(f"graph {graph.name!r}: no edge crosses between {a!r} and {b!r}")
+    busy: dict[str, list[float]] = {"one": [], "crossing": []}
+    for _ in range(rounds):
+        for key, plan in (("one", one), ("crossing", crossing)):
+            run = execute(graph, plan, plat, backend=backend, warmup=warmup, repeats=repeats, check=False)
+            busy[key].append(sum(r["end"] - r["start"] for r in run.records if r["kind"] == "op"))
+    extra = [c - o for c, o in zip(busy["crossing"], busy["one"])]
+    per_byte = float(np.median(extra)) / cross_bytes
+    return {"bandwidth_bytes_per_s": 1.0 / per_byte if per_byte > 0 else math.inf, "s_per_byte": per_byte,
+            "extra_s": extra, "cross_bytes": cross_bytes, "busy_s": busy}
+
+
+class HostCalibration:
+    """The handoff between two workers measured in rounds interleaved with other runs.
+
+    Two executions of ``graph`` on ``platform``: every node on the first worker, and
+    neighbours in topological order alternating between the two (every edge of a
+    chain crosses). The caller runs both once per round, next to the runs it
+    measures (:func:`runtime.validate.validate_all` with ``calibrate=``), so that the
+    host costs it derives are those of the same minutes: on a shared VM, waking the
+    other core's thread costs 20 us in a quiet hour and 50 us in a busy one.
+
+    :meth:`result` pools the crossing runs' :func:`handoff_gaps` (``handoff_s``: median
+    gap after an input from the other worker less the median after one from the
+    same worker) and divides the crossing runs' extra kernel time over the
+    one-worker runs' by the bytes that crossed (``handoff_bandwidth_bytes_per_s``,
+    as :func:`measure_read_bandwidth`); :meth:`apply` writes both into a platform.
+
+    Parameters
+    ----------
+    graph, relax
+        The calibration workload and its model (use one that is not being
+        validated, so that no validated plan calibrates its own simulation).
+    platform
+        Two devices sharing memory (e.g. ``cpu2``).
+    devices
+        The two workers (default: the platform's first two devices).
+    backend, warmup
+        As :func:`runtime.execute`.
+    """
+
+    def __init__(self, graph: Graph, relax: Any, platform: Platform, *, devices: tuple[str, str] | None = None,
+                 backend: str = "torch", warmup: int = 3) -> None:
+        from runtime._executor_setup import wire
+        from runtime.executor import Execution
+        from sim.plan import Plan
+
+        a, b = devices or tuple(platform.device_names[:2])
+        if not platform.shares_memory(a, b):
+            raise ValueError(f"{platform.name}: devices {a!r} and {b!r} do not share memory "
+                             f"(a link moves their tensors)")
+        self.graph, self.devices = graph, (a, b)
+        order = graph.topological_order()
+        crossing = Plan({n: (a, b)[i % 2] for i, n in enumerate(order)})
+        self.cross_bytes = sum(int(d["bytes"]) for u, v, d in graph.nx.edges(data=True)
+                               if crossing.placement[u] != crossing.placement[v])
+        if self.cross_bytes == 0:
+            raise ValueError(f"graph {graph.name!r}: no edge crosses between {a!r} and {b!r}")
+        self.one = self.crossing = None
+        try:
+            self.one = Execution(graph, Plan(dict.fromkeys(order, a)), platform, wire(graph, relax),
+                                 backend=backend, model=relax, check=False)
+            self.crossing = Execution(graph, crossing, platform, wire(graph, relax), backend=backend,
+                                      model=relax, check=False)
+            self.one.run(warmup, timed=False)
+            self.crossing.run(warmup, timed=False)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def executions(self) -> list[Any]:
+        """The one-worker and the crossing execution (run each once per round)."""
+        return [self.one, self.crossing]
+
+    def result(self, since: int = 0) -> dict[str, Any]:
+        """``handoff_s``, ``handoff_bandwidth_bytes_per_s`` (inf when the crossing runs
+        were not slower), ``cross_s``/``same_s`` (gap medians), ``n_cross``,
+        ``extra_s`` (crossing less one-worker kernel time, per round) and ``rounds``,
+        from the timed runs from number ``since`` on."""
+        import pandas as pd
+
+        runs_c, runs_o = self.crossing.runs[since:], self.one.runs[since:]
+        if not runs_c:
+            raise ValueError(f"calibration on {self.graph.name!r}: no timed run since run {since}")
+        gaps = pd.concat([handoff_gaps(recs, self.graph) for recs in runs_c], ignore_index=True)
+        cross, same = gaps[gaps["cross"]]["gap_s"], gaps[~gaps["cross"]]["gap_s"]
+        if cross.empty:
+            raise ValueError(f"calibration on {self.graph.name!r}: no op waited for the other worker")
+        same_s = float(same.median()) if len(same) else 0.0
+
+        def busy(recs: list[dict[str, Any]]) -> float:
+            return sum(r["end"] - r["start"] for r in recs if r["kind"] == "op")
+
+        extra = [busy(c) - busy(o) for c, o in zip(runs_c, runs_o)]
+        per_byte = float(np.median(extra)) / self.cross_bytes
+        return {"handoff_s": max(float(cross.median()) - same_s, 0.0), "cross_s": float(cross.median()),
+                "same_s": same_s, "n_cross": int(len(cross)),
+                "handoff_bandwidth_bytes_per_s": 1.0 / per_byte if per_byte > 0 else math.inf,
+                "extra_s": extra, "rounds": len(extra)}
+
+    def apply(self, platform: Platform, result: Mapping[str, Any] | None = None) -> Platform:
+        """``platform`` with the measured ``handoff_s`` and read bandwidth on every
+        device that shares memory with the calibrated workers (a platform
+        without them stays as it is)."""
+        from dataclasses import replace
+
+        res = result if result is not None else self.result()
+        bw = res["handoff_bandwidth_bytes_per_s"]
+        a = self.devices[0]
+        devices = tuple(
+            replace(d, handoff_s=float(res["handoff_s"]),
+                    handoff_bandwidth_bytes_per_s=None if math.isinf(bw) else float(bw))
+            if d.name in platform and platform.shares_memory(a, d.name) else d
+            for d in platform.devices)
+        return platform.replace(devices=devices)
+
+    def close(self) -> None:
+        """Stop both executions' workers."""
+        for ex in (self.one, self.crossing):
+            if ex is not None:
+                ex.close()
