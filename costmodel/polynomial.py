@@ -16,8 +16,13 @@ for d in ``degrees``. The lowest cross-validated MAPE wins; a more complex form
 (higher degree; log after raw at one degree) must beat a simpler one by more than
 2 % of its MAPE plus 0.01 percentage points, so exact linear data yields the linear
 form. ``selection()`` states what was chosen. Op kinds with fewer than
-``min_samples`` rows on a device use that device's global polynomial (fitted on
-all its rows the same way), reported by ``fallback_reasons``.
+``min_samples`` rows on a device use the polynomial of their kernel family
+(:mod:`costmodel.families`: ``clip`` and ``relu`` are both ``unary``, ``avg_pool2d``
+and ``max_pool2d`` both ``pool``; a linear or power-law form, degree <= 1, since
+the kind it prices is off the lines its members lie on) when the family has that
+many rows there, else
+the device's global polynomial (fitted on all its rows the same way); both
+fallbacks are reported by ``fallback_reasons``.
 
 Outside the range of its training rows a form of degree >= 2 is evaluated at the
 nearest point of that range (degree 0 and 1 forms, linear or power laws, extrapolate
@@ -40,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.base import CostModelError
+from costmodel.families import family_column
 from costmodel.measured import Predictor
 
 __all__ = ["Polynomial"]
@@ -133,7 +139,8 @@ class Polynomial(Predictor):
     folds
         Cross-validation folds (fewer when an op kind has fewer rows).
     min_samples
-        Rows an op kind needs on a device for its own polynomial; fewer: the
+        Rows an op kind needs on a device for its own polynomial; fewer: its
+        kernel family's polynomial (if the family has that many), else the
         device's global polynomial.
     random_state
         Seeds the fold assignment.
@@ -183,15 +190,18 @@ class Polynomial(Predictor):
 
     # -------------------------------------------------------------------- fit
     def fit(self, X: pd.DataFrame, y: Any) -> Polynomial:
-        """Fit one polynomial per (device, op kind) plus one global per device."""
+        """Fit one polynomial per (device, op kind), per (device, kernel family) and
+        one global per device."""
         candidates = self._check_params()
         X, t = self._check_Xy(X, y)
         rng = np.random.default_rng(self.random_state)
         F_all = X[list(self.inputs)].to_numpy(dtype=float)
         dev = X["device"].astype(str).to_numpy()
         ops = X["op"].astype(str).to_numpy()
+        fams = family_column(X)
         self.devices_: list[str] = sorted(set(dev))
         self.forms_: dict[str, dict[str, _Form]] = {}
+        self.families_: dict[str, dict[str, _Form]] = {}
         self.global_: dict[str, _Form] = {}
         self.counts_: dict[str, dict[str, int]] = {}
         self.floor_: dict[str, float] = {}
@@ -207,7 +217,23 @@ class Polynomial(Predictor):
                 self.counts_[d][op] = n
                 if n >= self.min_samples:
                     self.forms_[d][op] = self._select(F_all[rows], t[rows], candidates, rng, self.floor_[d])
+            # a family's op kinds lie on different lines in (flops, bytes) (relu: 1 FLOP per
+            # element, clip: 2), and an op kind it lacks lies off them: a curved form
+            # fitted along one line answers anything off it, so families get degree <= 1
+            linear = [c for c in candidates if c[1] <= 1] or candidates[:1]
+            self.families_[d] = {}
+            for fam in dict.fromkeys(fams[on]):
+                rows = on & (fams == fam)
+                if int(rows.sum()) >= self.min_samples:
+                    self.families_[d][fam] = self._select(F_all[rows], t[rows], linear, rng, self.floor_[d])
         return self
+
+    def _form(self, d: str, op: str, fam: str) -> _Form:
+        """The op kind's polynomial, else its family's, else the device's."""
+        form = self.forms_[d].get(op)
+        if form is None:
+            form = self.families_[d].get(fam, self.global_[d])
+        return form
 
     def _select(self, F: np.ndarray, t: np.ndarray, candidates: list[tuple[str, int]],
                 rng: np.random.Generator, floor: float) -> _Form:
@@ -248,10 +274,10 @@ class Polynomial(Predictor):
         F = X[list(self.inputs)].to_numpy(dtype=float)
         dev = X["device"].astype(str).to_numpy()
         ops = X["op"].astype(str).to_numpy()
+        fams = family_column(X)
         out = np.empty(len(X))
-        for (d, op), idx in pd.Series(np.arange(len(X))).groupby([dev, ops], sort=False):
-            form = self.forms_[d].get(op, self.global_[d])
-            out[idx.to_numpy()] = form.predict(F[idx.to_numpy()])
+        for (d, op, fam), idx in pd.Series(np.arange(len(X))).groupby([dev, ops, fams], sort=False):
+            out[idx.to_numpy()] = self._form(d, op, fam).predict(F[idx.to_numpy()])
         for d in set(dev):
             on = dev == d
             t = np.nan_to_num(out[on], nan=self.floor_[d], posinf=np.finfo(float).max)
@@ -263,22 +289,24 @@ class Polynomial(Predictor):
         self._check_fitted()
         X = self._check_X(X)
         out = []
-        for d, op in zip(X["device"].astype(str), X["op"].astype(str)):
+        for d, op, fam in zip(X["device"].astype(str), X["op"].astype(str), family_column(X)):
             if op in self.forms_[d]:
                 out.append("")
             else:
                 n = self.counts_[d].get(op, 0)
-                out.append(f"op kind {op!r} has {n} sample(s) on {d} (< min_samples={self.min_samples}): "
-                           f"global polynomial")
+                used = f"the {fam!r} family's polynomial" if fam in self.families_[d] else "global polynomial"
+                out.append(f"op kind {op!r} has {n} sample(s) on {d} (< min_samples={self.min_samples}): {used}")
         return out
 
     def selection(self) -> pd.DataFrame:
         """The chosen form per (device, op kind): ``device, op, n, space, degree,
-        cv_mape``; ``op`` is ``*`` for the device's global polynomial."""
+        cv_mape``; ``op`` is ``*`` for the device's global polynomial and
+        ``family:NAME`` for a kernel family's."""
         self._check_fitted()
         rows = []
         for d in self.devices_:
-            for op, form in [("*", self.global_[d]), *self.forms_[d].items()]:
+            fams = [(f"family:{f}", form) for f, form in self.families_[d].items()]
+            for op, form in [("*", self.global_[d]), *fams, *self.forms_[d].items()]:
                 rows.append({"device": d, "op": op, "n": form.n, "space": form.space,
                              "degree": form.degree, "cv_mape": form.cv_mape})
         return pd.DataFrame(rows, columns=["device", "op", "n", "space", "degree", "cv_mape"])
@@ -291,6 +319,7 @@ class Polynomial(Predictor):
             "counts": self.counts_,
             "global": {d: f.to_dict() for d, f in self.global_.items()},
             "forms": {d: {op: f.to_dict() for op, f in forms.items()} for d, forms in self.forms_.items()},
+            "families": {d: {k: f.to_dict() for k, f in forms.items()} for d, forms in self.families_.items()},
         }
 
     def _load_fitted(self, state: Mapping[str, Any]) -> None:
@@ -298,4 +327,7 @@ class Polynomial(Predictor):
         self.counts_ = {d: dict(c) for d, c in state["counts"].items()}
         self.global_ = {d: _Form.from_dict(f) for d, f in state["global"].items()}
         self.forms_ = {d: {op: _Form.from_dict(f) for op, f in forms.items()} for d, forms in state["forms"].items()}
+        # models saved before kernel families have none: op kind, else global
+        self.families_ = {d: {k: _Form.from_dict(f) for k, f in state.get("families", {}).get(d, {}).items()}
+                          for d in state["forms"]}
         self.devices_ = list(state["devices"])

@@ -3,32 +3,66 @@
 Inputs: :data:`~costmodel.measured.KERNEL_FEATURES` (FLOPs, bytes, weight bytes,
 arithmetic intensity, log FLOPs, log bytes, element counts, the last four dims of
 the first two inputs and first output, ranks, kernel size, stride, groups, fused
-member count) plus a one-hot of the op kind (``op=...``) and of its class
-(``class=conv2d|matmul|elementwise|...``, which still says something about an op
-kind the training rows never had).
+member count) plus a one-hot of the op kind (``op=...``) and of its kernel family
+(``family=...``, :mod:`costmodel.families`), which places an op kind the training
+rows never had (``clip``, ``avg_pool2d``) beside its measured relatives.
 
-Derived inputs (ratios trees cannot form themselves, computed from those columns):
-work per output element (``flops / out_elems``: the reduction length of a matmul or
-convolution, ~1 for an elementwise op), bytes per output element, the output's
-rows and last dim (M and N of a matmul), the first input's last dim (K), and the
-log of the arithmetic intensity.
+Derived inputs (:data:`DERIVED_FEATURES`, computed from those columns and the
+``signature`` by :mod:`costmodel._xgb_features`): ratios trees cannot form
+themselves, i.e. work per output element (``flops / out_elems``: the reduction
+length of a matmul or convolution, ~1 for an elementwise op), bytes per output
+element, the output's rows and last dim, the first input's last dim, the log of
+the arithmetic intensity, whether a transpose moves the innermost axis, the M and
+N of the GEMM that a matmul or convolution performs (K is half the work per output
+element; for a convolution M is batch x output pixels and N the output channels of
+one group), the window of a pooling op (elements read per output); and facts about
+the kernel:
+
+* ``math_calls_per_out``, ``log_math_calls``: math-library calls (exp, tanh,
+  erf...) per output element and log10 of their total: ``sigmoid`` on a
+  ``[4, 32, 112, 112]`` tensor costs ~4x a ``relu``, which its FLOPs (0) and
+  bytes do not say;
+* ``copies``: 0 when the torch kernel returns a view (a ``split`` whose axis has
+  only 1s before it, a ``permute_dims`` that moves only size-1 dims, a
+  ``broadcast_to`` that does not grow: the dispatch floor), 1 when it copies;
+* ``dw_channel_align``: of a depthwise / grouped convolution, how many low bits of
+  its channel count are 0 (up to 4: 16 channels fill the AVX-512 lanes; 58, 72 or
+  116 channels run 1.5-3x slower per MAC); -1 for other ops.
 
 Target: ``log(time / t0)``, where ``t0`` is a per-device baseline:
 
-* ``baseline="roofline"`` (default): ``t0 = c0 + max(flops / P, bytes / B)``,
+* ``baseline="family"`` (default): the ``"roofline"`` baseline below, views being
+  also the moves that copy nothing, with kernel families (and op kinds) that have
+  enough training rows (20; 10 for an op kind) priced by their own baseline,
+  fitted on their rows (:func:`~costmodel._xgb_features.fit_group_baselines`):
+
+  - ``gemm``, ``dwconv``, ``norm``: ``t0 = a + flops / P + bytes / B``, a
+    non-negative least-squares fit of relative error (torch's oneDNN kernels
+    reorder data and weights on each call, serially with the compute; a depthwise
+    convolution costs ~60 us before its first MAC);
+  - ``pool``, ``transcendental`` and each pooling op kind: ``t0 = a + max(flops /
+    P, bytes / B)`` with their own fixed cost ``a`` and compute peak ``P`` (a max
+    pool runs at ~0.4 GFLOP/s, 200x below a convolution, an average pool 5x
+    faster) and the device's ``B``.
+
+  Trees then learn efficiencies near 1 where one device-wide roofline would leave
+  them factors of 100 to learn from a few rows.
+* ``baseline="roofline"``: ``t0 = c0 + max(flops / P, bytes / B)``,
   ``t0 = c0`` for view ops (``reshape``, ``broadcast_to``...: no data moves). ``c0``
   is 0.9x the 1st percentile of the training times (the per-call floor), ``P`` and
   ``B`` the 95th percentile of the achieved FLOP/s and byte/s of the training rows:
   the trees then learn each op's efficiency against the device's own roofline,
   which stays in range when an operator is larger than any in the training rows
   (trees alone cannot extrapolate: they would give it the time of the largest one).
-  View ops (``reshape``, ``squeeze``, ``expand_dims``, ``flatten``) skip the trees:
-  no data moves, so their time is the call itself, whatever their size, and they
-  are priced by the median of their training rows (per op kind, else of all views).
 * ``baseline="linear"``: ``t0 = c0 + c1 * flops + c2 * bytes``, a non-negative
   least-squares fit of relative error (``True`` means this, for models saved before
   the roofline baseline).
 * ``baseline="none"`` (or ``False``): ``t0`` is the smallest training time.
+
+Whatever the baseline, view ops (``reshape``, ``squeeze``, ``expand_dims``,
+``flatten``) skip the trees: no data moves, so their time is the call itself,
+whatever their size, and they are priced by the median of their training rows (per
+op kind, else of all views).
 
 ``save(path)`` writes ``path`` (JSON sidecar: hyper-parameters, columns, baselines,
 one booster file name per device) and, beside it, each device's booster in
@@ -48,7 +82,18 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
+from costmodel._xgb_features import (
+    DERIVED_FEATURES,
+    GATHER_OPS,
+    VIEW_OPS_BASELINE,
+    derived_features,
+    fit_group_baselines,
+    group_baseline,
+    view_like,
+)
+from costmodel._xgb_features import moved_bytes as _moved_bytes
 from costmodel.base import CostModelError
+from costmodel.families import FAMILIES, family_column
 from costmodel.measured import (
     COSTMODEL_FILE_VERSION,
     KERNEL_FEATURES,
@@ -58,17 +103,11 @@ from costmodel.measured import (
 )
 from costmodel.roofline import VIEW_OPS, op_class, op_key
 
-__all__ = ["XGBoost"]
+__all__ = ["XGBoost", "DERIVED_FEATURES", "GATHER_OPS", "VIEW_OPS_BASELINE", "derived_features"]
 
 
-#: ops whose roofline baseline is the per-call floor alone: views, no data moves
-#: (``broadcast_to`` is a view in torch; with TVM the trees learn its copy time)
-VIEW_OPS_BASELINE = frozenset({*VIEW_OPS, "broadcast_to"})
-#: names of the derived inputs (see the module docstring), in design-matrix order
-DERIVED_FEATURES = ["flops_per_out", "bytes_per_out", "out_rows", "out_last", "in0_last", "log_intensity",
-                    "moves_last_axis"]
-#: gathers: only the rows they pick move, not the whole table their bytes count
-GATHER_OPS = frozenset({"take", "gather", "gather_elements", "gather_nd", "embedding"})
+#: the derived inputs of models saved before the GEMM and pooling inputs (``derived: true``)
+_DERIVED_V1 = DERIVED_FEATURES[:7]
 
 
 def _baseline_mode(baseline: Any) -> str | None:
@@ -76,46 +115,7 @@ def _baseline_mode(baseline: Any) -> str | None:
         return "linear"
     if baseline is False or baseline is None:
         return "none"
-    return baseline if baseline in ("roofline", "linear", "none") else None
-
-
-def derived_features(X: pd.DataFrame) -> np.ndarray:
-    """The :data:`DERIVED_FEATURES` of profile or feature rows ``X``."""
-    flops = X["flops"].to_numpy(float)
-    nbytes = X["bytes"].to_numpy(float)
-    out = np.maximum(X["out_elems"].to_numpy(float), 1.0)
-    last = np.maximum(X["out0_d3"].to_numpy(float), 1.0)
-    return np.column_stack([flops / out, nbytes / out, out / last, last, X["in0_d3"].to_numpy(float),
-                            np.log1p(flops) - np.log1p(nbytes), _moves_last_axis(X)])
-
-
-def _moves_last_axis(X: pd.DataFrame) -> np.ndarray:
-    """1 for a transpose that moves the innermost axis (a strided copy), else 0."""
-    out = np.zeros(len(X))
-    if "signature" not in X:
-        return out
-    ops = X["op"].astype(str).to_numpy()
-    for i in np.flatnonzero((ops == "permute_dims") | (ops == "transpose")):
-        try:
-            axes = json.loads(str(X["signature"].iloc[i]).split("|")[1]).get("axes")
-        except (IndexError, ValueError, AttributeError):
-            continue
-        if isinstance(axes, list) and axes and axes[-1] not in (-1, len(axes) - 1):
-            out[i] = 1.0
-    return out
-
-
-def _moved_bytes(X: pd.DataFrame) -> np.ndarray:
-    """Bytes the roofline baseline charges: ``bytes``, but for a gather twice the
-    bytes of what it picks (its table is counted whole in ``bytes``)."""
-    nbytes = X["bytes"].to_numpy(float)
-    ops = X["op"].astype(str)
-    gather = ops.isin(GATHER_OPS).to_numpy()
-    if gather.any():
-        elems = np.maximum(X["in_elems"].to_numpy(float) + X["out_elems"].to_numpy(float), 1.0)
-        picked = 2.0 * X["out_elems"].to_numpy(float) * nbytes / elems
-        nbytes = np.where(gather, picked, nbytes)
-    return nbytes
+    return baseline if baseline in ("family", "roofline", "linear", "none") else None
 
 
 def op_class_of(op: str) -> str:
@@ -155,8 +155,9 @@ class XGBoost(Predictor):
         regularisation); one regressor is fitted per device on a squared-error
         objective, and its booster is kept for prediction and saving.
     baseline
-        ``"roofline"``, ``"linear"`` or ``"none"``: the per-device ``t0`` that the
-        trees learn ``log(time / t0)`` over (see the module docstring).
+        ``"family"``, ``"roofline"``, ``"linear"`` or ``"none"``: the per-device
+        ``t0`` that the trees learn ``log(time / t0)`` over (see the module
+        docstring).
     features
         Numeric feature columns (default :data:`~costmodel.measured.KERNEL_FEATURES`).
     n_jobs
@@ -182,7 +183,7 @@ class XGBoost(Predictor):
         colsample_bytree: float = 0.8,
         min_child_weight: float = 1.0,
         reg_lambda: float = 1.0,
-        baseline: str | bool = "roofline",
+        baseline: str | bool = "family",
         features: Sequence[str] | None = None,
         n_jobs: int = 1,
         random_state: int | None = 0,
@@ -195,7 +196,8 @@ class XGBoost(Predictor):
         self.min_child_weight = min_child_weight
         self.reg_lambda = reg_lambda
         if _baseline_mode(baseline) is None:
-            raise CostModelError(f"XGBoost: baseline must be 'roofline', 'linear' or 'none', got {baseline!r}")
+            raise CostModelError(
+                f"XGBoost: baseline must be 'family', 'roofline', 'linear' or 'none', got {baseline!r}")
         self.baseline = baseline
         self.features = features
         self.n_jobs = n_jobs
@@ -226,34 +228,40 @@ class XGBoost(Predictor):
     def _design(self, X: pd.DataFrame) -> np.ndarray:
         num = X[self.features_].to_numpy(dtype=np.float64)
         ops = X["op"].astype(str).to_numpy()
-        classes = np.array([op_class_of(o) for o in ops])
+        if self.grouping_ == "family":
+            groups = family_column(X)
+        else:  # models saved before kernel families
+            groups = np.array([op_class_of(o) for o in ops])
         hot_op = (ops[:, None] == np.array(self.ops_, dtype=object)[None, :]).astype(np.float64)
-        hot_cls = (classes[:, None] == np.array(self.classes_, dtype=object)[None, :]).astype(np.float64)
-        parts = [num, hot_op, hot_cls]
-        if self.derived_:
-            parts.insert(1, derived_features(X))
-        return np.hstack(parts)
+        hot_cls = (groups[:, None] == np.array(self.classes_, dtype=object)[None, :]).astype(np.float64)
+        return np.hstack([num, derived_features(X, self.derived_), hot_op, hot_cls])
 
     def _base(self, X: pd.DataFrame, device: str) -> np.ndarray:
         c = np.asarray(self.baseline_[device])
         flops, nbytes = X["flops"].to_numpy(float), X["bytes"].to_numpy(float)
-        if self.baseline_mode_ == "roofline":
+        if self.baseline_mode_ in ("roofline", "family"):
             nbytes = _moved_bytes(X)
-            view = X["op"].astype(str).isin(VIEW_OPS_BASELINE).to_numpy()
+            view = view_like(X, copies_known=self.baseline_mode_ == "family")
             t0 = c[0] + np.where(view, 0.0, np.maximum(flops / c[1], nbytes / c[2]))
+            t0 = group_baseline(X, t0, self.groups_.get(device, {}), view)
         else:
             t0 = c[0] + c[1] * flops + c[2] * nbytes
         return np.maximum(t0, self.floor_[device])
 
     def _fit_baseline(self, Xd: pd.DataFrame, td: np.ndarray) -> list[float]:
+        """The device's ``[c0, P, B]`` (``[c0, c1, c2]`` for ``"linear"``); for
+        ``"family"``, its group baselines go to ``groups_``."""
         flops, nbytes = Xd["flops"].to_numpy(float), Xd["bytes"].to_numpy(float)
-        if self.baseline_mode_ == "roofline":
+        if self.baseline_mode_ in ("roofline", "family"):
             nbytes = _moved_bytes(Xd)
             c0 = 0.9 * float(np.percentile(td, 1))
-            moving = ~Xd["op"].astype(str).isin(VIEW_OPS_BASELINE).to_numpy()
+            moving = ~view_like(Xd, copies_known=self.baseline_mode_ == "family")
             busy = np.maximum(td[moving] - c0, 1e-12)
             peak = [float(np.percentile(v[moving] / busy, 95)) for v in (flops, nbytes)]
-            return [c0, *(p if p > 0 else 1.0 for p in peak)]
+            c = [c0, *(p if p > 0 else 1.0 for p in peak)]
+            if self.baseline_mode_ == "family":
+                self.groups_[str(Xd["device"].iloc[0])] = fit_group_baselines(Xd, td, moving, c0, c[2])
+            return c
         if self.baseline_mode_ == "linear":
             A = np.column_stack([np.ones(len(td)), flops, nbytes])
             scale = np.where(A.max(axis=0) > 0, A.max(axis=0), 1.0)
@@ -267,16 +275,18 @@ class XGBoost(Predictor):
         X, t = self._check_Xy(X, y)
         self.features_: list[str] = self._feature_list()
         self.ops_: list[str] = sorted(set(X["op"].astype(str)))
-        self.classes_: list[str] = sorted({op_class_of(o) for o in self.ops_})
-        self.columns_: list[str] = [*self.features_, *DERIVED_FEATURES, *(f"op={o}" for o in self.ops_),
-                                    *(f"class={c}" for c in self.classes_)]
+        self.grouping_: str = "family"
+        self.classes_: list[str] = [*FAMILIES, *sorted(set(family_column(X)) - set(FAMILIES))]
+        self.derived_: list[str] = list(DERIVED_FEATURES)
+        self.columns_: list[str] = [*self.features_, *self.derived_, *(f"op={o}" for o in self.ops_),
+                                    *(f"family={c}" for c in self.classes_)]
         dev = X["device"].astype(str).to_numpy()
         devices = sorted(set(dev))
         self.floor_: dict[str, float] = {}
         self.baseline_: dict[str, list[float]] = {}
         self.seen_ops_: dict[str, list[str]] = {}
         self.baseline_mode_: str = str(_baseline_mode(self.baseline))
-        self.derived_: bool = True
+        self.groups_: dict[str, dict[str, dict[str, Any]]] = {}
         self.view_time_: dict[str, dict[str, float]] = {}
         models: dict[str, Any] = {}
         for d in devices:
@@ -341,7 +351,7 @@ class XGBoost(Predictor):
                 "classes": self.classes_, "columns": self.columns_, "floor": self.floor_,
                 "baseline": self.baseline_, "seen_ops": self.seen_ops_,
                 "baseline_mode": self.baseline_mode_, "derived": self.derived_,
-                "view_time": self.view_time_}
+                "grouping": self.grouping_, "view_time": self.view_time_, "groups": self.groups_}
 
     def _load_fitted(self, state: Mapping[str, Any]) -> None:
         self.features_ = list(state["features"])
@@ -353,8 +363,17 @@ class XGBoost(Predictor):
         self.seen_ops_ = {d: list(v) for d, v in state["seen_ops"].items()}
         # models saved before the roofline baseline and the derived inputs
         self.baseline_mode_ = str(state.get("baseline_mode") or _baseline_mode(self.baseline))
-        self.derived_ = bool(state.get("derived", False))
+        # "derived": true / false in models saved before the inputs were listed by name
+        derived = state.get("derived", False)
+        self.derived_ = list(derived) if isinstance(derived, list) else (list(_DERIVED_V1) if derived else [])
+        unknown = [n for n in self.derived_ if n not in DERIVED_FEATURES]
+        if unknown:
+            raise CostModelError(f"derived input(s) {unknown} unknown to this hetsim ({DERIVED_FEATURES})")
+        self.grouping_ = str(state.get("grouping", "class"))
         self.view_time_ = {d: {op: float(t) for op, t in v.items()} for d, v in state.get("view_time", {}).items()}
+        # models saved before the family baselines
+        self.groups_ = {d: {g: {"kind": str(b["kind"]), "coef": [float(c) for c in b["coef"]]} for g, b in v.items()}
+                        for d, v in state.get("groups", {}).items()}
         models = {}
         for d, booster in state["boosters"].items():
             raw = booster if isinstance(booster, bytes | bytearray) else json.dumps(booster).encode()

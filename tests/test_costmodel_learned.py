@@ -147,8 +147,11 @@ def test_polynomial_recovers_the_formula_within_1_percent(profile: costmodel.Pro
     assert err.max() < 0.01
     sel = poly.selection()
     # exact linear data: the linear raw form is chosen for every op kind that has its own fit
-    own = sel[sel["op"] != "*"]
+    own = sel[(sel["op"] != "*") & ~sel["op"].str.startswith("family:")]
     assert set(own["op"]) == {"conv2d", "add", "relu", "matmul"}
+    # and a fallback form per kernel family, for op kinds of a family not seen in training
+    assert set(sel.loc[sel["op"].str.startswith("family:"), "op"]) == {"family:gemm", "family:binary",
+                                                                     "family:unary"}
     assert (own["space"] == "raw").all() and (own["degree"] == 1).all()
 
 
@@ -181,7 +184,7 @@ def test_xgboost_small_error_on_held_out_points(profile: costmodel.Profile) -> N
     mape = np.mean(np.abs(pred / rows["time_s"].iloc[te].to_numpy() - 1))
     assert mape < 0.05
     assert model.devices_ == ["cpu", "cuda:0"]
-    assert "op=conv2d" in model.columns_ and "class=elementwise" in model.columns_
+    assert "op=conv2d" in model.columns_ and "family=unary" in model.columns_
     assert not {"in_degree", "out_degree", "depth"} & set(model.columns_)
 
 
@@ -193,6 +196,8 @@ def test_xgboost_save_load_round_trip_is_identical(profile: costmodel.Profile, t
     again = XGBoost.load(path)
     assert np.array_equal(again.predict(rows), model.predict(rows))
     assert again.get_params() == model.get_params()
+    assert model.baseline_mode_ == "family" and model.groups_["cpu"]["gemm"]["kind"] == "sum"  # conv2d rows
+    assert again.groups_ == model.groups_
     via_api = costmodel.load(path)
     assert np.array_equal(via_api.predict(rows), model.predict(rows))
     with pytest.raises(CostModelError, match="bare XGBoost predictor, not a cost model"):
@@ -508,21 +513,30 @@ def test_xgboost_roofline_baseline_extrapolates_and_views_cost_their_call() -> N
     # trees alone stay at the largest training time: 4x-16x too fast
     flat = XGBoost(**FAST_XGB, baseline="none").fit(train, train["t"]).predict(test)
     assert np.all(flat[relu] < 0.4 * test["t"].to_numpy()[relu])
-    assert model.baseline_mode_ == "roofline" and model.view_time_["cpu"]["reshape"] == pytest.approx(2e-6)
+    assert model.baseline_mode_ == "family" and model.view_time_["cpu"]["reshape"] == pytest.approx(2e-6)
     with pytest.raises(CostModelError, match="baseline must be"):
         XGBoost(baseline="quadratic")
 
 
-def test_xgboost_state_of_the_linear_baseline_still_loads(profile: costmodel.Profile, tmp_path: Path) -> None:
+def test_xgboost_state_of_the_linear_baseline_still_loads(
+    profile: costmodel.Profile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rows = profile.ops
-    legacy = XGBoost(**FAST_XGB, baseline=True).fit(rows, rows["time_s"])
+    with monkeypatch.context() as m:  # fitted when the derived inputs were the first 7
+        m.setattr(costmodel.xgb, "DERIVED_FEATURES", list(costmodel.xgb._DERIVED_V1))
+        legacy = XGBoost(**FAST_XGB, baseline=True).fit(rows, rows["time_s"])
     assert legacy.baseline_mode_ == "linear"
     state = legacy.get_state()
-    for key in ("baseline_mode", "derived", "view_time"):  # what a model saved before them lacks
+    for key in ("baseline_mode", "derived", "view_time", "groups"):  # what a model saved before them lacks
         state["fitted"].pop(key)
     state["fitted"]["derived"] = True  # (this one had the derived inputs)
     again = costmodel.measured.predictor_from_state(state)
+    assert again.derived_ == costmodel.xgb._DERIVED_V1 and again.groups_ == {}
     assert np.array_equal(again.predict(rows), legacy.predict(rows))
+    roof = XGBoost(**FAST_XGB, baseline="roofline").fit(rows, rows["time_s"])  # before the family baselines
+    state = roof.get_state()
+    assert state["fitted"].pop("groups") == {}
+    assert np.array_equal(costmodel.measured.predictor_from_state(state).predict(rows), roof.predict(rows))
 
 
 def test_polynomial_is_proportional_beyond_its_data() -> None:
@@ -535,3 +549,90 @@ def test_polynomial_is_proportional_beyond_its_data() -> None:
     assert p[1] / p[0] == pytest.approx(far["bytes"].iloc[1] / far["bytes"].iloc[0], rel=1e-6)
     near = _elementwise_rows([2**4])
     assert poly.predict(near[near["op"] == "relu"])[0] == pytest.approx(poly.predict(relu.head(1))[0])
+
+
+# ------------------------------------------------- XGBoost: derived kernel inputs
+def _rows(*nodes: tuple[str, list, list, dict]) -> pd.DataFrame:
+    """Feature rows of one graph of ``(op, input shapes, output shapes, attrs)`` nodes."""
+    g = Graph(name="hand", meta={"granularity": "op"})
+    for i, (op, ins, outs, attrs) in enumerate(nodes):
+        g.add_op(f"n{i}", op, inputs=[_t(*s) for s in ins], outputs=[_t(*s) for s in outs], attrs=attrs)
+    f = graphs.features(g).reset_index(drop=True)
+    f["device"] = "cpu"
+    return f
+
+
+def _derived(rows: pd.DataFrame, name: str) -> np.ndarray:
+    return costmodel.xgb.derived_features(rows, [name])[:, 0]
+
+
+def test_derived_math_calls_per_output_element() -> None:
+    rows = _rows(("sigmoid", [[4, 256]], [[4, 256]], {}), ("relu", [[4, 256]], [[4, 256]], {}),
+                 ("softmax", [[2, 8]], [[2, 8]], {"axis": -1}), ("gelu_tanh", [[1, 10]], [[1, 10]], {}),
+                 ("fused:conv2d+sigmoid", [[1, 3, 8, 8], [4, 3, 3, 3]], [[1, 4, 6, 6]], {}))
+    np.testing.assert_allclose(_derived(rows, "math_calls_per_out"), [1, 0, 1, 1, 0])
+    np.testing.assert_allclose(_derived(rows, "log_math_calls"), np.log10([1 + 1024, 1, 1 + 16, 1 + 10, 1]))
+
+
+def test_derived_copies_tells_views_from_copies() -> None:
+    split = {"axis": 1, "indices_or_sections": [58]}
+    rows = _rows(
+        ("split", [[1, 116, 28, 28]], [[1, 58, 28, 28], [1, 58, 28, 28]], split),   # leading 1: a view
+        ("split", [[4, 116, 28, 28]], [[4, 58, 28, 28], [4, 58, 28, 28]], split),   # batch 4: copies
+        ("split", [[1, 768]], [[1, 256], [1, 512]], {"axis": -1, "indices_or_sections": [256]}),
+        ("permute_dims", [[1, 2, 232, 7, 7]], [[1, 232, 2, 7, 7]], {"axes": [0, 2, 1, 3, 4]}),
+        ("permute_dims", [[1, 256, 1]], [[1, 1, 256]], {"axes": [0, 2, 1]}),        # moves a 1 only
+        ("broadcast_to", [[1, 12, 8, 8]], [[1, 12, 8, 8]], {"shape": [1, 12, 8, 8]}),
+        ("broadcast_to", [[1, 1, 768]], [[4, 1, 768]], {"shape": [4, 1, 768]}),
+        ("strided_slice", [[1, 10, 4]], [[1, 3, 4]], {"axes": [1], "begin": [2], "end": [5]}),
+        ("strided_slice", [[2, 10, 4]], [[2, 3, 4]], {"axes": [1], "begin": [2], "end": [5]}),
+        ("strided_slice", [[1, 10, 4]], [[1, 5, 4]], {"axes": [1], "begin": [0], "end": [10], "strides": [2]}),
+        ("reshape", [[4, 6]], [[24]], {"shape": [24]}),
+        ("relu", [[4, 6]], [[4, 6]], {}),
+    )
+    np.testing.assert_array_equal(_derived(rows, "copies"), [0, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1])
+    # without signatures only the reshape-like ops are known views
+    np.testing.assert_array_equal(_derived(rows.drop(columns="signature"), "copies"), [1] * 10 + [0, 1])
+
+
+def test_derived_depthwise_channel_alignment() -> None:
+    def dw(c: int) -> tuple[str, list, list, dict]:
+        return ("conv2d", [[1, c, 14, 14], [c, 1, 3, 3]], [[1, c, 14, 14]], {"groups": c, "padding": [1, 1]})
+
+    rows = _rows(dw(58), dw(72), dw(96), dw(116), dw(160),
+                 ("conv2d", [[1, 58, 14, 14], [64, 58, 1, 1]], [[1, 64, 14, 14]], {"groups": 1}),
+                 ("relu", [[1, 58]], [[1, 58]], {}))
+    # trailing zero bits of the channel count, at most 4 (a multiple of 16); -1 if not grouped
+    np.testing.assert_array_equal(_derived(rows, "dw_channel_align"), [1, 3, 4, 2, 4, -1, -1])
+
+
+def test_family_baselines_fit_their_own_fixed_cost_and_peak() -> None:
+    from costmodel._xgb_features import fit_group_baselines, group_baseline, view_like
+
+    nodes = []
+    for i, c in enumerate((8, 16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024,
+                           1152, 1280, 1536, 2048)):
+        k = 3 + 2 * (i % 2)  # 3x3 and 5x5: FLOPs and bytes not proportional
+        nodes.append(("conv2d", [[1, c, 14, 14], [c, 1, k, k]], [[1, c, 14, 14]], {"groups": c}))
+        nodes.append(("max_pool2d", [[1, c, 28, 28]], [[1, c, 14, 14]], {"pool_size": [2, 2], "strides": [2, 2]}))
+    nodes.append(("split", [[1, 64, 8, 8]], [[1, 32, 8, 8], [1, 32, 8, 8]], {"axis": 1, "indices_or_sections": [32]}))
+    rows = _rows(*nodes)
+    rows.loc[rows["op"] == "conv2d", "flops"] = 2.0 * rows["out_elems"] * rows["kernel_h"] ** 2
+    rows.loc[rows["op"] == "max_pool2d", "flops"] = 4.0 * rows["out_elems"]
+    fl, nb, dwconv, pool = rows["flops"], rows["bytes"], rows["op"] == "conv2d", rows["op"] == "max_pool2d"
+    # depthwise: 60 us per call + 20 ps per FLOP + 50 ps per byte; max pool: 3 ns per FLOP
+    t = np.where(dwconv, 60e-6 + 20e-12 * fl + 50e-12 * nb, np.where(pool, 1.5e-6 + 3e-9 * fl, 3e-6))
+    dwconv, pool = dwconv.to_numpy(), pool.to_numpy()
+    view = view_like(rows, copies_known=True)
+    assert view.tolist() == [False] * (len(rows) - 1) + [True]  # the split of a batch-1 tensor
+    groups = fit_group_baselines(rows, t, ~view, c0=1e-6, bandwidth=1e11)
+    assert groups["dwconv"]["kind"] == "sum"
+    np.testing.assert_allclose(groups["dwconv"]["coef"], [60e-6, 20e-12, 50e-12], rtol=1e-6)
+    assert groups["pool"]["kind"] == "max" and groups["pool"]["coef"][2] == 1e-11   # the device's bandwidth
+    assert groups["pool"]["coef"][1] == pytest.approx(3e-9, rel=0.02)                # its own compute peak
+    assert "pool:max_pool2d" in groups                                               # 22 rows >= 10
+    t0 = group_baseline(rows, np.full(len(rows), 1e-6), groups, view)
+    np.testing.assert_allclose(t0[dwconv], t[dwconv], rtol=1e-6)
+    np.testing.assert_allclose(t0[pool], t[pool], rtol=0.05)
+    assert t0[-1] == 1e-6  # views keep the floor
+
