@@ -67,6 +67,38 @@ def contention(n: int = 100) -> float:
     return min(run(cores) for _ in range(2)) / solo
 
 
+def preset_comparison(out: Path, plan_cost: str, models: list[str]) -> tuple[float, float, int] | None:
+    """Mean |error| of the plans (``dynamic`` left out: its placement is made at run
+    time) re-simulated on the preset ``cpu2`` (its host costs) with the in-context
+    profile under ``out``, against the calibrated simulation in ``validation.csv``, on
+    the same measured runs; None without a calibration."""
+    import pandas as pd
+
+    import costmodel
+    import schedulers
+    from runtime.backends.tvm_backend import import_model
+    from sim.engine import simulate
+    from sim.plan import Plan
+    from sim.platform import Platform
+
+    if not (out / "calibration.csv").is_file():
+        return None
+    table = pd.read_csv(out / "validation.csv")
+    table = table[(table["status"] == "ok") & (table["scheduler"] != "dynamic")]
+    base = Platform.load("cpu2")
+    cost = costmodel.from_spec(str(out / "profile"), platform=base)
+    plan_model = costmodel.from_spec(plan_cost, platform=base)
+    calibrated, preset = [], []
+    for m in models:
+        graph = import_model(m).graph
+        for r in table[table["model"] == m].itertuples():
+            g = schedulers.get(r.scheduler).transform(graph, base, plan_model)
+            plan = Plan.from_json(out / m / r.scheduler / "plan.json")
+            preset.append(abs(simulate(g, base, plan, cost).makespan / r.measured_s - 1) * 100)
+            calibrated.append(abs(r.error_pct))
+    return sum(calibrated) / len(calibrated), sum(preset) / len(preset), len(preset)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default=None,
@@ -108,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     if cal is not None:
         print("\nhost costs measured in the rounds:")
         print(cal.to_string(index=False))
+    if in_context is not None and cal is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cmp = preset_comparison(Path(args.out), args.plan_cost, args.models.split(","))
+        if cmp is not None:
+            print(f"same runs, {cmp[2]} static plans: mean |error| {cmp[0]:.1f} % with the calibrated host costs, "
+                  f"{cmp[1]:.1f} % with the preset's")
     rank = table.attrs.get("ranking")
     if rank is not None:
         print(rank.to_string(index=False))
