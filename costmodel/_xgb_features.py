@@ -228,7 +228,7 @@ def group_keys(X: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return fam, np.array([f"{f}:{op_key(o)}" for f, o in zip(fam, X["op"].astype(str))], dtype=object)
 
 
-def _sum_fit(work: np.ndarray, nbytes: np.ndarray, t: np.ndarray) -> np.ndarray:
+def sum_fit(work: np.ndarray, nbytes: np.ndarray, t: np.ndarray) -> np.ndarray:
     """``[a, b, c]`` >= 0 of ``t ~ a + b*work + c*bytes``, least relative squares."""
     A = np.column_stack([np.ones(len(t)), work, nbytes])
     scale = np.where(A.max(axis=0) > 0, A.max(axis=0), 1.0)
@@ -255,7 +255,7 @@ def fit_group_baselines(X: pd.DataFrame, t: np.ndarray, moving: np.ndarray, c0: 
     for f in SUM_FAMILIES:
         on = (fam == f) & moving
         if on.sum() >= MIN_FAMILY_ROWS:
-            a, b, c = _sum_fit(work[on], nbytes[on], t[on])
+            a, b, c = sum_fit(work[on], nbytes[on], t[on])
             groups[f] = {"kind": "sum", "coef": [max(float(a), c0), float(b), float(c)]}
     cands = [(f, fam == f, MIN_FAMILY_ROWS) for f in MAX_FAMILIES if f not in groups]
     cands += [(g, opk == g, MIN_OP_ROWS) for g in sorted(set(opk)) if g.split(":")[0] in OP_LEVEL_FAMILIES]
@@ -263,7 +263,7 @@ def fit_group_baselines(X: pd.DataFrame, t: np.ndarray, moving: np.ndarray, c0: 
         on = sel & moving
         if on.sum() < n_min:
             continue
-        a = max(float(_sum_fit(work[on], nbytes[on], t[on])[0]), c0)
+        a = max(float(sum_fit(work[on], nbytes[on], t[on])[0]), c0)
         busy = t[on] > BUSY_FACTOR * a
         if busy.sum() < MIN_BUSY_ROWS:
             continue

@@ -80,7 +80,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
 from costmodel._xgb_features import (
     DERIVED_FEATURES,
@@ -89,6 +88,7 @@ from costmodel._xgb_features import (
     derived_features,
     fit_group_baselines,
     group_baseline,
+    sum_fit,
     view_like,
 )
 from costmodel._xgb_features import moved_bytes as _moved_bytes
@@ -263,10 +263,7 @@ class XGBoost(Predictor):
                 self.groups_[str(Xd["device"].iloc[0])] = fit_group_baselines(Xd, td, moving, c0, c[2])
             return c
         if self.baseline_mode_ == "linear":
-            A = np.column_stack([np.ones(len(td)), flops, nbytes])
-            scale = np.where(A.max(axis=0) > 0, A.max(axis=0), 1.0)
-            coef, _ = nnls((A / scale) / td[:, None], np.ones(len(td)))
-            return (coef / scale).tolist()
+            return sum_fit(flops, nbytes, td).tolist()
         return [float(td.min()), 0.0, 0.0]
 
     # -------------------------------------------------------------------- fit

@@ -130,15 +130,53 @@ def measure_handoff(
     plat = _Platform.load(platform) if isinstance(platform, str) else platform
     run = execute(graph, plan, plat, backend=backend, warmup=warmup, repeats=repeats, seed=seed, check=False)
     gaps = handoff_gaps(run.records, graph)
+    stats = _gap_stats(gaps, f"plan for {graph.name!r}: no op waited for an input from another worker; "
+                             f"use a plan that places neighbours on different devices (e.g. round-robin)")
+    return {**stats, "gaps": gaps}
+
+
+def _gap_stats(gaps: pd.DataFrame, empty: str) -> dict[str, Any]:
+    """``handoff_s`` (median gap after an input from another worker less the median
+    after one from the same worker, floored at 0), ``cross_s``, ``same_s``,
+    ``n_cross`` and ``n_same`` of :func:`handoff_gaps` rows; ValueError ``empty``
+    when no gap follows an input from another worker."""
     cross, same = gaps[gaps["cross"]]["gap_s"], gaps[~gaps["cross"]]["gap_s"]
     if cross.empty:
-        raise ValueError(
-            f"plan for {graph.name!r}: no op waited for an input from another worker; "
-            f"use a plan that places neighbours on different devices (e.g. round-robin)"
-        )
+        raise ValueError(empty)
     same_s = float(same.median()) if len(same) else 0.0
     return {"handoff_s": max(float(cross.median()) - same_s, 0.0), "cross_s": float(cross.median()),
-            "same_s": same_s, "n_cross": int(len(cross)), "n_same": int(len(same)), "gaps": gaps}
+            "same_s": same_s, "n_cross": int(len(cross)), "n_same": int(len(same))}
+
+
+def _busy(records: Iterable[Mapping[str, Any]]) -> float:
+    """Kernel time of a run: the summed durations of its ``op`` records."""
+    return sum(r["end"] - r["start"] for r in records if r["kind"] == "op")
+
+
+def _one_and_crossing(graph: Graph, platform: Platform, devices: tuple[str, str] | None) -> tuple[Plan, Plan, int]:
+    """The two plans that measure the read rate: every node on the first of
+    ``devices`` (default: the platform's first two), and nodes alternating between
+    the two in topological order; and the bytes of the edges the second crosses."""
+    from sim.plan import Plan
+
+    a, b = devices or tuple(platform.device_names[:2])
+    if not platform.shares_memory(a, b):
+        raise ValueError(f"{platform.name}: devices {a!r} and {b!r} do not share memory "
+                         f"(a link moves their tensors)")
+    order = graph.topological_order()
+    crossing = Plan({n: (a, b)[i % 2] for i, n in enumerate(order)})
+    cross_bytes = sum(int(d["bytes"]) for u, v, d in graph.nx.edges(data=True)
+                      if crossing.placement[u] != crossing.placement[v])
+    if cross_bytes == 0:
+        raise ValueError(f"graph {graph.name!r}: no edge crosses between {a!r} and {b!r}")
+    return Plan(dict.fromkeys(order, a)), crossing, cross_bytes
+
+
+def _read_rate(extra: list[float], cross_bytes: int) -> tuple[float, float]:
+    """Seconds per crossing byte (median extra kernel time / bytes) and its inverse
+    (inf when the crossing runs were not slower)."""
+    per_byte = float(np.median(extra)) / cross_bytes
+    return per_byte, (1.0 / per_byte if per_byte > 0 else math.inf)
 
 
 def measure_read_bandwidth(
@@ -180,29 +218,19 @@ def measure_read_bandwidth(
         When the two devices do not share memory, or no edge crosses.
     """
     from runtime.executor import execute
-    from sim.plan import Plan
     from sim.platform import Platform as _Platform
 
     plat = _Platform.load(platform) if isinstance(platform, str) else platform
-    a, b = devices or tuple(plat.device_names[:2])
-    if not plat.shares_memory(a, b):
-        raise ValueError(f"{plat.name}: devices {a!r} and {b!r} do not share memory (a link moves their tensors)")
-    order = graph.topological_order()
-    one = Plan(dict.fromkeys(order, a))
-    crossing = Plan({n: (a, b)[i % 2] for i, n in enumerate(order)})
-    cross_bytes = sum(int(d["bytes"]) for u, v, d in graph.nx.edges(data=True)
-                      if crossing.placement[u] != crossing.placement[v])
-    if cross_bytes == 0:
-        raise ValueError(f"graph {graph.name!r}: no edge crosses between {a!r} and {b!r}")
+    one, crossing, cross_bytes = _one_and_crossing(graph, plat, devices)
     busy: dict[str, list[float]] = {"one": [], "crossing": []}
     for _ in range(rounds):
         for key, plan in (("one", one), ("crossing", crossing)):
             run = execute(graph, plan, plat, backend=backend, warmup=warmup, repeats=repeats, check=False)
-            busy[key].append(sum(r["end"] - r["start"] for r in run.records if r["kind"] == "op"))
+            busy[key].append(_busy(run.records))
     extra = [c - o for c, o in zip(busy["crossing"], busy["one"])]
-    per_byte = float(np.median(extra)) / cross_bytes
-    return {"bandwidth_bytes_per_s": 1.0 / per_byte if per_byte > 0 else math.inf, "s_per_byte": per_byte,
-            "extra_s": extra, "cross_bytes": cross_bytes, "busy_s": busy}
+    per_byte, rate = _read_rate(extra, cross_bytes)
+    return {"bandwidth_bytes_per_s": rate, "s_per_byte": per_byte, "extra_s": extra, "cross_bytes": cross_bytes,
+            "busy_s": busy}
 
 
 class HostCalibration:
@@ -238,23 +266,14 @@ class HostCalibration:
                  backend: str = "torch", warmup: int = 3) -> None:
         from runtime._executor_setup import wire
         from runtime.executor import Execution
-        from sim.plan import Plan
 
-        a, b = devices or tuple(platform.device_names[:2])
-        if not platform.shares_memory(a, b):
-            raise ValueError(f"{platform.name}: devices {a!r} and {b!r} do not share memory "
-                             f"(a link moves their tensors)")
-        self.graph, self.devices = graph, (a, b)
-        order = graph.topological_order()
-        crossing = Plan({n: (a, b)[i % 2] for i, n in enumerate(order)})
-        self.cross_bytes = sum(int(d["bytes"]) for u, v, d in graph.nx.edges(data=True)
-                               if crossing.placement[u] != crossing.placement[v])
-        if self.cross_bytes == 0:
-            raise ValueError(f"graph {graph.name!r}: no edge crosses between {a!r} and {b!r}")
+        one, crossing, self.cross_bytes = _one_and_crossing(graph, platform, devices)
+        self.graph = graph
+        self.worker = next(iter(one.placement.values()))
         self.one = self.crossing = None
         try:
-            self.one = Execution(graph, Plan(dict.fromkeys(order, a)), platform, wire(graph, relax),
-                                 backend=backend, model=relax, check=False)
+            self.one = Execution(graph, one, platform, wire(graph, relax), backend=backend, model=relax,
+                                 check=False)
             self.crossing = Execution(graph, crossing, platform, wire(graph, relax), backend=backend,
                                       model=relax, check=False)
             self.one.run(warmup, timed=False)
@@ -279,19 +298,10 @@ class HostCalibration:
         if not runs_c:
             raise ValueError(f"calibration on {self.graph.name!r}: no timed run since run {since}")
         gaps = pd.concat([handoff_gaps(recs, self.graph) for recs in runs_c], ignore_index=True)
-        cross, same = gaps[gaps["cross"]]["gap_s"], gaps[~gaps["cross"]]["gap_s"]
-        if cross.empty:
-            raise ValueError(f"calibration on {self.graph.name!r}: no op waited for the other worker")
-        same_s = float(same.median()) if len(same) else 0.0
-
-        def busy(recs: list[dict[str, Any]]) -> float:
-            return sum(r["end"] - r["start"] for r in recs if r["kind"] == "op")
-
-        extra = [busy(c) - busy(o) for c, o in zip(runs_c, runs_o)]
-        per_byte = float(np.median(extra)) / self.cross_bytes
-        return {"handoff_s": max(float(cross.median()) - same_s, 0.0), "cross_s": float(cross.median()),
-                "same_s": same_s, "n_cross": int(len(cross)),
-                "handoff_bandwidth_bytes_per_s": 1.0 / per_byte if per_byte > 0 else math.inf,
+        stats = _gap_stats(gaps, f"calibration on {self.graph.name!r}: no op waited for the other worker")
+        del stats["n_same"]
+        extra = [_busy(c) - _busy(o) for c, o in zip(runs_c, runs_o)]
+        return {**stats, "handoff_bandwidth_bytes_per_s": _read_rate(extra, self.cross_bytes)[1],
                 "extra_s": extra, "rounds": len(extra)}
 
     def apply(self, platform: Platform, result: Mapping[str, Any] | None = None) -> Platform:
@@ -302,11 +312,10 @@ class HostCalibration:
 
         res = result if result is not None else self.result()
         bw = res["handoff_bandwidth_bytes_per_s"]
-        a = self.devices[0]
         devices = tuple(
             replace(d, handoff_s=float(res["handoff_s"]),
                     handoff_bandwidth_bytes_per_s=None if math.isinf(bw) else float(bw))
-            if d.name in platform and platform.shares_memory(a, d.name) else d
+            if platform.shares_memory(self.worker, d.name) else d
             for d in platform.devices)
         return platform.replace(devices=devices)
 

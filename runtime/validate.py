@@ -433,6 +433,7 @@ def _validate_model(
     from sim.engine import simulate
 
     rows: dict[str, dict[str, Any]] = {}
+    late = profiler is not None or calibration is not None  # simulated after the runs, with what they measured
     live: list[tuple[str, Graph, Plan, SimResult | None, Execution]] = []
     profiling: list[tuple[str, Graph, Plan | None, SimResult | None, Execution]] = []
     try:
@@ -451,7 +452,6 @@ def _validate_model(
                 _say(progress, f"{mname} {name}: skipped ({e})")
                 continue
             try:
-                late = profiler is not None or calibration is not None  # simulated after the runs
                 sim = None if late else simulate(g, platform, plan, cost, record=True)
                 ex = Execution(g, plan, platform, wire(g, relax_model), backend=backend, cost=cost,
                                model=relax_model, device_map=device_map)
