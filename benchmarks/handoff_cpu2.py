@@ -36,11 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import numpy as np
 
-    import schedulers
-    from costmodel.roofline import Roofline
-    from graphs import zoo
-    from runtime.validate import measure_handoff
-    from sim.platform import Platform
+    from hetsim import schedulers
+    from hetsim.costmodel.roofline import Roofline
+    from hetsim.graphs import zoo
+    from hetsim.runtime.validate import measure_handoff
+    from hetsim.sim.platform import Platform
 
     print(f"load average: {os.getloadavg()[0]:.2f}")
     platform = Platform.load("cpu2")
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ndecision_s = {(same['dynamic'] - same[args.scheduler]) * 1e6:.1f} us "
               f"(dynamic's same-worker gap less {args.scheduler}'s)")
     if args.bandwidth:
-        from runtime.validate import measure_read_bandwidth
+        from hetsim.runtime.validate import measure_read_bandwidth
 
         per_byte = []
         print("\nreading the other worker's outputs (one-worker vs round-robin busy time, 5 rounds):")

@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from costmodel import Roofline
-from graphs import Graph
-from sim import Plan, Platform, simulate
+from hetsim.costmodel import Roofline
+from hetsim.graphs import Graph
+from hetsim.sim import Plan, Platform, simulate
 
 OPS = ("matmul", "conv2d", "add", "relu", "softmax")
 

@@ -30,8 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments.points import Point, load_graph, run_point, run_points
-from experiments.sweep import Sweep, run_sweep
+from hetsim.experiments.points import Point, load_graph, run_point, run_points
+from hetsim.experiments.sweep import Sweep, run_sweep
 
 MODEL_ARGS = {"seq_len": 8, "hidden": 64}
 

@@ -74,12 +74,11 @@ def preset_comparison(out: Path, plan_cost: str, models: list[str]) -> tuple[flo
     the same measured runs; None without a calibration."""
     import pandas as pd
 
-    import costmodel
-    import schedulers
-    from runtime.backends.tvm_backend import import_model
-    from sim.engine import simulate
-    from sim.plan import Plan
-    from sim.platform import Platform
+    from hetsim import costmodel, schedulers
+    from hetsim.runtime.backends.tvm_backend import import_model
+    from hetsim.sim.engine import simulate
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
 
     if not (out / "calibration.csv").is_file():
         return None
@@ -114,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "out" / "validate-cpu2"),
                     help="folder for validation.csv, ranking.csv, the traces and the in-context profile")
     args = ap.parse_args(argv)
-    from runtime.validate import format_table, validate_all
+    from hetsim.runtime.validate import format_table, validate_all
 
     print(f"load average: {os.getloadavg()[0]:.2f}; two-core slowdown {contention():.2f}")
     in_context = None

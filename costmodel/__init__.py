@@ -2,34 +2,34 @@
 
 ``fit``, ``load``, ``from_spec`` and ``evaluate`` are light to import; the profile
 reader, the learned predictors and the measured cost model (pandas, xgboost) load
-on first use, so that ``import costmodel`` stays fast.
+on first use, so that ``import hetsim.costmodel`` stays fast.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from costmodel.base import CostModel, CostModelError
-from costmodel.evaluate import evaluate, plot_eval
-from costmodel.fit import fit, from_spec, load
-from costmodel.roofline import DEFAULT_EFFICIENCY, Roofline
+from hetsim.costmodel.base import CostModel, CostModelError
+from hetsim.costmodel.evaluate import evaluate, plot_eval
+from hetsim.costmodel.fit import fit, from_spec, load
+from hetsim.costmodel.roofline import DEFAULT_EFFICIENCY, Roofline
 
 _LAZY = {
-    "Profile": "costmodel.profile",
-    "ProfileWriter": "costmodel.profile",
-    "read_profile": "costmodel.profile",
-    "write_profile": "costmodel.profile",
-    "fit_links": "costmodel.profile",
-    "Table": "costmodel.table",
-    "Polynomial": "costmodel.polynomial",
-    "XGBoost": "costmodel.xgb",
-    "MeasuredCostModel": "costmodel.measured",
-    "CostModelWarning": "costmodel.measured",
-    "NotFittedError": "costmodel.measured",
-    "KERNEL_FEATURES": "costmodel.measured",
-    "loo_predictions": "costmodel.evaluate",
-    "summarize": "costmodel.evaluate",
-    "format_eval": "costmodel.evaluate",
+    "Profile": "hetsim.costmodel.profile",
+    "ProfileWriter": "hetsim.costmodel.profile",
+    "read_profile": "hetsim.costmodel.profile",
+    "write_profile": "hetsim.costmodel.profile",
+    "fit_links": "hetsim.costmodel.profile",
+    "Table": "hetsim.costmodel.table",
+    "Polynomial": "hetsim.costmodel.polynomial",
+    "XGBoost": "hetsim.costmodel.xgb",
+    "MeasuredCostModel": "hetsim.costmodel.measured",
+    "CostModelWarning": "hetsim.costmodel.measured",
+    "NotFittedError": "hetsim.costmodel.measured",
+    "KERNEL_FEATURES": "hetsim.costmodel.measured",
+    "loo_predictions": "hetsim.costmodel.evaluate",
+    "summarize": "hetsim.costmodel.evaluate",
+    "format_eval": "hetsim.costmodel.evaluate",
 }
 
 __all__ = [

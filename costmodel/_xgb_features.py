@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from costmodel.families import family_column
-from costmodel.roofline import VIEW_OPS, op_key
+from hetsim.costmodel.families import family_column
+from hetsim.costmodel.roofline import VIEW_OPS, op_key
 
 #: ops whose roofline baseline is the per-call floor alone: views, no data moves
 #: (``broadcast_to`` is a view in torch; with TVM the trees learn its copy time)

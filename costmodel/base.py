@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from sim.platform import Device, Link
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Device, Link
 
 __all__ = ["CostModel", "CostModelError"]
 

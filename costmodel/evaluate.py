@@ -16,7 +16,7 @@ once per model it was held out with).
 The project's accuracy target reads off one row: ``predictor == "xgboost"``,
 ``op == "ALL"``, ``mape_pct <= 10`` for each held-out model.
 
-This module imports pandas and matplotlib on first use (``import costmodel`` stays fast).
+This module imports pandas and matplotlib on first use (``import hetsim.costmodel`` stays fast).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from costmodel.profile import Profile
+    from hetsim.costmodel.profile import Profile
 
 __all__ = [
     "EVAL_COLUMNS",
@@ -81,9 +81,9 @@ def loo_predictions(
     import numpy as np
     import pandas as pd
 
-    from costmodel.fit import _as_profile, make_predictor
-    from costmodel.measured import CostModelWarning
-    from costmodel.profile import split_models
+    from hetsim.costmodel.fit import _as_profile, make_predictor
+    from hetsim.costmodel.measured import CostModelWarning
+    from hetsim.costmodel.profile import split_models
 
     prof = _as_profile(profile)
     rows = prof.training_rows(backend).reset_index(drop=True)

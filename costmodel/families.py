@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from costmodel.roofline import CONV_OPS, MATMUL_OPS, VIEW_OPS, op_key
+from hetsim.costmodel.roofline import CONV_OPS, MATMUL_OPS, VIEW_OPS, op_key
 
 __all__ = ["FAMILIES", "family_column", "op_family"]
 

@@ -1,7 +1,7 @@
 """Entry points: fit a measured cost model on a profile, load a saved one, or build
 one from a short spec string (what ``--cost`` options take).
 
-This module imports nothing heavy at import time (``import costmodel`` stays fast);
+This module imports nothing heavy at import time (``import hetsim.costmodel`` stays fast);
 pandas and xgboost load on first use.
 """
 
@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.measured import MeasuredCostModel, Predictor
-    from costmodel.profile import Profile
-    from sim.platform import Platform
+    from hetsim.costmodel.measured import MeasuredCostModel, Predictor
+    from hetsim.costmodel.profile import Profile
+    from hetsim.sim.platform import Platform
 
 __all__ = ["KINDS", "DEFAULT_KIND", "fit", "from_spec", "load", "make_predictor"]
 
@@ -34,7 +34,7 @@ def make_predictor(kind: str, **params: Any) -> Predictor:
     For ``"table"``, ``fallback`` may be a kind name (``"polynomial"``/``"xgboost"``,
     default ``"xgboost"``) or a predictor; ``fallback_params`` configures it.
     """
-    from costmodel.measured import Predictor, predictor_class
+    from hetsim.costmodel.measured import Predictor, predictor_class
 
     if kind not in KINDS:
         raise CostModelError(f"unknown cost model kind {kind!r}; known: {list(KINDS)}")
@@ -55,7 +55,7 @@ def make_predictor(kind: str, **params: Any) -> Predictor:
 
 
 def _as_profile(profile: Profile | str | os.PathLike[str]) -> Profile:
-    from costmodel.profile import Profile, read_profile
+    from hetsim.costmodel.profile import Profile, read_profile
 
     return profile if isinstance(profile, Profile) else read_profile(profile)
 
@@ -96,7 +96,7 @@ def fit(
     >>> cost = costmodel.fit("profiles/box", "polynomial")         # doctest: +SKIP
     >>> cost.predictor.selection()                                 # doctest: +SKIP
     """
-    from costmodel.measured import MeasuredCostModel
+    from hetsim.costmodel.measured import MeasuredCostModel
 
     prof = _as_profile(profile)
     predictor = make_predictor(kind, **params)
@@ -108,7 +108,7 @@ def fit(
 def load(path: str | os.PathLike[str]) -> Any:
     """Load a model saved by ``save``: a :class:`~costmodel.measured.MeasuredCostModel`
     (``hetsim costmodel fit``) or a bare predictor (Table, Polynomial, XGBoost)."""
-    from costmodel.measured import MeasuredCostModel, Predictor, read_model_file
+    from hetsim.costmodel.measured import MeasuredCostModel, Predictor, read_model_file
 
     data = read_model_file(path)
     kind = data.get("kind")
@@ -138,14 +138,14 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
     if not isinstance(spec, str) or not spec:
         raise CostModelError(f"cost model spec must be a non-empty string, got {spec!r}")
     if spec == "roofline":
-        from costmodel.roofline import Roofline
+        from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
     path = Path(spec)
     if path.is_dir():
         return fit(path, DEFAULT_KIND, platform=platform, device_map=device_map)
     if path.is_file():
-        from costmodel.measured import MeasuredCostModel
+        from hetsim.costmodel.measured import MeasuredCostModel
 
         model = load(path)
         if not isinstance(model, MeasuredCostModel):

@@ -51,14 +51,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from costmodel.base import CostModelError
-from costmodel.roofline import Roofline
-from graphs.features import FEATURE_COLUMNS, features
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.roofline import Roofline
+from hetsim.graphs.features import FEATURE_COLUMNS, features
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.profile import Profile
-    from graphs.graph import Graph
-    from sim.platform import Device, Link, Platform
+    from hetsim.costmodel.profile import Profile
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Device, Link, Platform
 
 __all__ = [
     "COSTMODEL_FILE_VERSION",
@@ -79,9 +79,9 @@ TIME_FLOOR_S = 1e-9
 #: position in its graph (in/out degree, depth), which says nothing about its speed
 KERNEL_FEATURES: list[str] = [c for c in FEATURE_COLUMNS if c not in ("in_degree", "out_degree", "depth")]
 _PREDICTORS = {
-    "table": ("costmodel.table", "Table"),
-    "polynomial": ("costmodel.polynomial", "Polynomial"),
-    "xgboost": ("costmodel.xgb", "XGBoost"),
+    "table": ("hetsim.costmodel.table", "Table"),
+    "polynomial": ("hetsim.costmodel.polynomial", "Polynomial"),
+    "xgboost": ("hetsim.costmodel.xgb", "XGBoost"),
 }
 
 
@@ -240,7 +240,7 @@ def read_model_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    from costmodel.profile import _atomic_write
+    from hetsim.costmodel.profile import _atomic_write
 
     path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(path, lambda fh: fh.write(json.dumps(data, separators=(",", ":")) + "\n"))

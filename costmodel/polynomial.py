@@ -44,9 +44,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from costmodel.base import CostModelError
-from costmodel.families import family_column
-from costmodel.measured import Predictor
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.families import family_column
+from hetsim.costmodel.measured import Predictor
 
 __all__ = ["Polynomial"]
 

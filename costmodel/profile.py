@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from costmodel.base import CostModelError
-from graphs.features import FEATURE_COLUMNS
+from hetsim.costmodel.base import CostModelError
+from hetsim.graphs.features import FEATURE_COLUMNS
 
 __all__ = [
     "PROFILE_VERSION",

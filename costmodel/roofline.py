@@ -43,11 +43,11 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from sim.platform import Device, Link, Platform
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Device, Link, Platform
 
 __all__ = [
     "DEFAULT_EFFICIENCY",
@@ -215,8 +215,8 @@ class Roofline:
 
     Examples
     --------
-    >>> from graphs import Graph
-    >>> from sim.platform import Platform
+    >>> from hetsim.graphs import Graph
+    >>> from hetsim.sim.platform import Platform
     >>> g = Graph()
     >>> g.add_op("mm", "matmul", flops=2e9, bytes=12_000_000)
     >>> gpu = Platform.preset("xeon-p2200").device("gpu")
@@ -277,7 +277,7 @@ class Roofline:
     ) -> float:
         """Fraction of ``device.peak_flops`` that ``op`` reaches at ``flops``.
 
-        >>> from sim.platform import Device
+        >>> from hetsim.sim.platform import Device
         >>> gpu = Device("g", "gpu", peak_flops=1e13, mem_bandwidth_bytes_per_s=1e12, memory_bytes=2**30)
         >>> Roofline().compute_efficiency("dense", 1e10, gpu)
         0.7
@@ -375,7 +375,7 @@ class Roofline:
 
         Examples
         --------
-        >>> from sim.platform import Platform
+        >>> from hetsim.sim.platform import Platform
         >>> p = Platform.preset("cpu2")
         >>> rows = [{"op": "matmul", "device": "cpu0", "flops": 2e9, "bytes": 1.2e7,
         ...          "time_s": 2e9 / (8.3e10 * 0.5) + 1e-6}]

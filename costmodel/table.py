@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from costmodel.base import CostModelError
-from costmodel.measured import Predictor, predictor_class, predictor_from_state
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.measured import Predictor, predictor_class, predictor_from_state
 
 __all__ = ["Table"]
 

@@ -81,7 +81,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from costmodel._xgb_features import (
+from hetsim.costmodel._xgb_features import (
     DERIVED_FEATURES,
     GATHER_OPS,
     VIEW_OPS_BASELINE,
@@ -91,17 +91,17 @@ from costmodel._xgb_features import (
     sum_fit,
     view_like,
 )
-from costmodel._xgb_features import moved_bytes as _moved_bytes
-from costmodel.base import CostModelError
-from costmodel.families import FAMILIES, family_column
-from costmodel.measured import (
+from hetsim.costmodel._xgb_features import moved_bytes as _moved_bytes
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.families import FAMILIES, family_column
+from hetsim.costmodel.measured import (
     COSTMODEL_FILE_VERSION,
     KERNEL_FEATURES,
     Predictor,
     _write_json,
     read_model_file,
 )
-from costmodel.roofline import VIEW_OPS, op_class, op_key
+from hetsim.costmodel.roofline import VIEW_OPS, op_class, op_key
 
 __all__ = ["XGBoost", "DERIVED_FEATURES", "GATHER_OPS", "VIEW_OPS_BASELINE", "derived_features"]
 

@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from graphs.graph import GraphError
+from hetsim.graphs.graph import GraphError
 
 #: subcommand modules, in the order ``hetsim --help`` lists them
 SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "costmodel", "validate", "sweep", "plot"]
@@ -30,9 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
-            mod = importlib.import_module(f"experiments.cli_{name}")
+            mod = importlib.import_module(f"hetsim.experiments.cli_{name}")
         except ModuleNotFoundError as e:
-            if e.name == f"experiments.cli_{name}":
+            if e.name == f"hetsim.experiments.cli_{name}":
                 continue  # subcommand not shipped in this version
             raise
         p = mod.add_parser(sub)
@@ -47,9 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "_run", None) is None:
         parser.print_help()
         return 1
-    from costmodel.base import CostModelError
-    from sim.plan import PlanError
-    from sim.platform import PlatformError
+    from hetsim.costmodel.base import CostModelError
+    from hetsim.sim.plan import PlanError
+    from hetsim.sim.platform import PlatformError
 
     user_errors: tuple[type[BaseException], ...] = (
         CLIError,
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ImportError, AttributeError):
         pass
     try:
-        from sim.engine import SimulationError
+        from hetsim.sim.engine import SimulationError
 
         user_errors += (SimulationError,)
     except ImportError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from experiments.common import add_model_args, load_model, parse_kv
+from hetsim.experiments.common import add_model_args, load_model, parse_kv
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -34,8 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.cli import CLIError
-    from experiments.compare import compare
+    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.compare import compare
 
     t0 = time.perf_counter()
     graph = load_model(args)

@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from costmodel.evaluate import format_eval, loo_predictions, plot_eval, summarize
-    from costmodel.profile import read_profile
+    from hetsim.costmodel.evaluate import format_eval, loo_predictions, plot_eval, summarize
+    from hetsim.costmodel.profile import read_profile
 
     prof = read_profile(args.profile)
     out = Path(args.out) if args.out else Path(args.profile) / "eval"
@@ -88,7 +88,7 @@ def _run_eval(args: argparse.Namespace) -> int:
 
 
 def _run_fit(args: argparse.Namespace) -> int:
-    import costmodel
+    from hetsim import costmodel
 
     prof = costmodel.read_profile(args.profile)
     model = costmodel.fit(prof, args.kind)

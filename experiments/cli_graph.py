@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from experiments.common import add_model_args, load_model
+from hetsim.experiments.common import add_model_args, load_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphs.summary import format_summary, summary, to_dot
+    from hetsim.graphs.summary import format_summary, summary, to_dot
 
     graph = load_model(args)
     s = summary(graph)

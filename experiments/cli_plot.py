@@ -92,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from experiments import plots
-    from experiments.cli import CLIError
-    from experiments.sweep import load_results
+    from hetsim.experiments import plots
+    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.sweep import load_results
 
     src = Path(args.results)
     if not src.exists():
@@ -132,9 +132,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _gantt(src: Path, args: argparse.Namespace, size: dict[str, float]) -> Any:
-    from experiments import plots
-    from experiments.points import Point, load_graph, simulate_point
-    from experiments.sweep import load_results
+    from hetsim.experiments import plots
+    from hetsim.experiments.points import Point, load_graph, simulate_point
+    from hetsim.experiments.sweep import load_results
 
     graph = None
     if args.point:

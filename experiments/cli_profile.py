@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from experiments.common import parse_kv
+from hetsim.experiments.common import parse_kv
 
 
 def _ints(text: str) -> list[int]:
@@ -87,11 +87,11 @@ def model_options(models: list[str], items: list[str] | None) -> dict[str, dict[
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from experiments.cli import CLIError
-    from graphs import zoo
-    from graphs.graph import load
-    from runtime.backends import BackendError, check_available, parse_devices
-    from runtime.profile import MeasureSettings, profile_models
+    from hetsim.experiments.cli import CLIError
+    from hetsim.graphs import zoo
+    from hetsim.graphs.graph import load
+    from hetsim.runtime.backends import BackendError, check_available, parse_devices
+    from hetsim.runtime.profile import MeasureSettings, profile_models
 
     try:
         devices = parse_devices(args.devices, threads=args.threads)

@@ -14,13 +14,13 @@ import json
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from experiments.common import add_model_args, load_model, parse_kv
+from hetsim.experiments.common import add_model_args, load_model, parse_kv
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.plan import Plan
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
 
 #: schedulers this module can build itself when the ``schedulers`` package is absent
 BUILTIN_SCHEDULERS = ("all-cpu", "all-gpu")
@@ -80,9 +80,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Load model, platform and plan; simulate; print the table (or JSON); exit status."""
-    from costmodel.roofline import Roofline
-    from sim.engine import simulate
-    from sim.platform import Platform
+    from hetsim.costmodel.roofline import Roofline
+    from hetsim.sim.engine import simulate
+    from hetsim.sim.platform import Platform
 
     graph = load_model(args)
     platform = Platform.load(args.platform)
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
-    from sim.plan import Plan
+    from hetsim.sim.plan import Plan
 
     if args.plan:
         sched = _schedulers()
@@ -127,7 +127,7 @@ def _plan(args: argparse.Namespace, graph: Graph, platform: Platform, cost: Cost
 def _schedulers() -> ModuleType | None:
     """The ``schedulers`` package, or None where it is not installed (yet)."""
     try:
-        import schedulers
+        from hetsim import schedulers
     except ModuleNotFoundError as e:
         if e.name != "schedulers":
             raise
@@ -140,15 +140,15 @@ def _schedulers() -> ModuleType | None:
 def builtin_plan(name: str, graph: Graph, platform: Platform, **params: object) -> Plan:
     """``all-cpu`` / ``all-gpu``: every node on the first device of that kind.
 
-    >>> from graphs import Graph
-    >>> from sim import Platform
+    >>> from hetsim.graphs import Graph
+    >>> from hetsim.sim import Platform
     >>> g = Graph()
     >>> g.add_op("a", "relu", bytes=8)
     >>> builtin_plan("all-gpu", g, Platform.preset("xeon-p2200")).placement
     {'a': 'gpu'}
     """
-    from experiments.cli import CLIError
-    from sim.plan import Plan
+    from hetsim.experiments.cli import CLIError
+    from hetsim.sim.plan import Plan
 
     if name not in BUILTIN_SCHEDULERS:
         raise CLIError(

@@ -6,10 +6,10 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.points import Point
+from hetsim.experiments.points import Point
 
 if TYPE_CHECKING:  # pragma: no cover
-    from experiments.sweep import Sweep
+    from hetsim.experiments.sweep import Sweep
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -54,8 +54,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.cli import CLIError
-    from experiments.sweep import Sweep, SweepError, pending_points, run_sweep
+    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.sweep import Sweep, SweepError, pending_points, run_sweep
 
     try:
         sweep = Sweep.from_toml(args.file)

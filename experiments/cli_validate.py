@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from experiments.common import parse_kv
+from hetsim.experiments.common import parse_kv
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -77,9 +77,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run the validation the arguments ask for; exit status 0 when it ran."""
-    from experiments.cli import CLIError
-    from runtime._executor_setup import ExecutionError
-    from runtime.backends import BackendError
+    from hetsim.experiments.cli import CLIError
+    from hetsim.runtime._executor_setup import ExecutionError
+    from hetsim.runtime.backends import BackendError
 
     try:
         if args.calibrate:
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _device_map(items: list[str] | None) -> dict[str, str]:
-    from experiments.cli import CLIError
+    from hetsim.experiments.cli import CLIError
 
     out = {}
     for item in items or []:
@@ -110,7 +110,7 @@ def _device_map(items: list[str] | None) -> dict[str, str]:
 
 
 def _model_kwargs(models: list[str], items: list[str] | None) -> dict[str, dict[str, Any]]:
-    from experiments.cli_profile import model_options
+    from hetsim.experiments.cli_profile import model_options
 
     return model_options(models, items)
 
@@ -118,11 +118,11 @@ def _model_kwargs(models: list[str], items: list[str] | None) -> dict[str, dict[
 def _run_one(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    import schedulers
-    from graphs import zoo
-    from graphs.graph import load
-    from runtime.validate import validate
-    from sim.platform import Platform
+    from hetsim import schedulers
+    from hetsim.graphs import zoo
+    from hetsim.graphs.graph import load
+    from hetsim.runtime.validate import validate
+    from hetsim.sim.platform import Platform
 
     platform = Platform.load(args.platform)
     if args.model.endswith(".json") or Path(args.model).is_file():
@@ -142,8 +142,8 @@ def _run_one(args: argparse.Namespace) -> int:
 
 
 def _run_all(args: argparse.Namespace) -> int:
-    from experiments.cli import CLIError
-    from runtime.validate import format_table, validate_all
+    from hetsim.experiments.cli import CLIError
+    from hetsim.runtime.validate import format_table, validate_all
 
     if not args.out:
         raise CLIError("--all needs --out DIR (validation.csv, ranking.csv and traces go there)")
@@ -167,7 +167,7 @@ def _run_all(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from runtime.validate import calibrate_dispatch
+    from hetsim.runtime.validate import calibrate_dispatch
 
     new = calibrate_dispatch(args.calibrate, backend=args.backend)
     for dev, t in new.items():
@@ -177,7 +177,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _profile_in_context(args: argparse.Namespace) -> int:
-    from runtime.validate import profile_in_context
+    from hetsim.runtime.validate import profile_in_context
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     path = profile_in_context(models, args.profile_in_context, device=args.device,

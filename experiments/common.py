@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graphs.graph import Graph, GraphError
+from hetsim.graphs.graph import Graph, GraphError
 
 __all__ = ["add_model_args", "load_model", "parse_kv"]
 
@@ -46,12 +46,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 def load_model(args: argparse.Namespace) -> Graph:
     """The graph named by ``args.model``: a graph JSON file or a zoo model."""
-    from graphs.graph import load
+    from hetsim.graphs.graph import load
 
     target = args.model
     if target.endswith(".json") or Path(target).is_file():
         return load(target)
-    from graphs import zoo
+    from hetsim.graphs import zoo
 
     # cache=True: $HETSIM_CACHE, else ~/.cache/hetsim/zoo (keyed by the importer's source,
     # so a changed importer never returns a stale graph)

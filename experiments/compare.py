@@ -1,7 +1,7 @@
 """Compare schedulers on one model and platform: plan, simulate, tabulate, plot.
 
->>> from experiments.compare import compare
->>> from graphs import zoo                                 # doctest: +SKIP
+>>> from hetsim.experiments.compare import compare
+>>> from hetsim.graphs import zoo                                 # doctest: +SKIP
 >>> cmp = compare(zoo.load("googlenet"), "xeon-p2200")     # doctest: +SKIP
 >>> cmp.table[["scheduler", "makespan_s", "speedup_vs_all_gpu"]]   # doctest: +SKIP
 >>> cmp.save("out/googlenet")                              # doctest: +SKIP
@@ -18,9 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from graphs.graph import Graph
-from sim.plan import Plan
-from sim.platform import Platform
+from hetsim.graphs.graph import Graph
+from hetsim.sim.plan import Plan
+from hetsim.sim.platform import Platform
 
 __all__ = ["Comparison", "compare", "TABLE_COLUMNS"]
 
@@ -107,7 +107,7 @@ class Comparison:
             matplotlib.use("Agg", force=False)
             import matplotlib.pyplot as plt
 
-            from experiments.plots import gantt, makespan_bars, save_figure
+            from hetsim.experiments.plots import gantt, makespan_bars, save_figure
 
             ok = self.table[self.table["status"] == "ok"].copy()
             ok["model"] = self.graph.name
@@ -175,8 +175,8 @@ def compare(
     -------
     Comparison
     """
-    import schedulers as sched_mod
-    from sim.engine import simulate
+    from hetsim import schedulers as sched_mod
+    from hetsim.sim.engine import simulate
 
     platform = Platform.load(platform)
     cost_model = _cost(cost, platform)
@@ -255,11 +255,11 @@ def compare(
 
 def _cost(cost: Any, platform: Platform) -> Any:
     if cost is None or (isinstance(cost, str) and cost == "roofline"):
-        from costmodel.roofline import Roofline
+        from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
     if isinstance(cost, str):
-        import costmodel
+        from hetsim import costmodel
 
         return costmodel.from_spec(cost, platform=platform)
     return cost

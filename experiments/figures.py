@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from experiments.sweep import Sweep
+    from hetsim.experiments.sweep import Sweep
 
 __all__ = ["GRAPH_CACHE", "graph_cache", "plot_main", "run_sweeps", "sweep_main"]
 
@@ -32,7 +32,7 @@ def run_sweeps(
     """Run the points of each sweep not yet in ``out/results.csv``; return their rows."""
     import pandas as pd
 
-    from experiments.sweep import run_sweep
+    from hetsim.experiments.sweep import run_sweep
 
     frames = [
         run_sweep(s, out, workers=workers, cache_dir=graph_cache(), parquet=False, progress=progress)
@@ -84,7 +84,7 @@ def plot_main(
     Reads ``--results`` (default ``here/results.csv``) with ``load``, saves
     ``figure(df)`` as ``--out/name`` (PNG and PDF) and prints ``headline(df)``.
     """
-    from experiments.plots import save_figure
+    from hetsim.experiments.plots import save_figure
 
     ap = argparse.ArgumentParser(description=(doc or name).splitlines()[0])
     ap.add_argument("--results", type=Path, default=here / "results.csv")

@@ -16,8 +16,8 @@ whatever subset of schedulers a figure shows. Figures are not registered with
 
 Examples
 --------
->>> from experiments.plots import makespan_bars, save_figure
->>> from experiments.sweep import load_results
+>>> from hetsim.experiments.plots import makespan_bars, save_figure
+>>> from hetsim.experiments.sweep import load_results
 >>> df = load_results("out/pcie")                       # doctest: +SKIP
 >>> fig = makespan_bars(df, where={"link_bandwidth": 1.0})  # doctest: +SKIP
 >>> save_figure(fig, "figs/makespan")                   # doctest: +SKIP
@@ -160,7 +160,7 @@ def _reduce(
                 c for c in df.columns
                 if c not in (*keys, value) and df.groupby(keys, sort=False)[c].nunique(dropna=False).gt(1).any()
             ]  # fmt: skip
-            from experiments.points import PARAM_COLUMNS
+            from hetsim.experiments.points import PARAM_COLUMNS
 
             params = [c for c in varying if c in PARAM_COLUMNS] or varying
             raise ValueError(
@@ -309,7 +309,7 @@ def speedup_lines(
     Figure
         One labelled line per ``hue`` value (the baseline's is horizontal).
     """
-    from experiments.points import PARAM_COLUMNS
+    from hetsim.experiments.points import PARAM_COLUMNS
 
     sel = _select(df, where, [x, hue, metric]).dropna(subset=[metric])
     if baseline not in set(sel[hue]):

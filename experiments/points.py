@@ -10,7 +10,7 @@ its metrics, and bookkeeping (``status``, ``error``, ``point_id``...).
 
 Examples
 --------
->>> from experiments.points import Point, run_point
+>>> from hetsim.experiments.points import Point, run_point
 >>> p = Point(model="lstm", platform="xeon-p2200", scheduler="heft",
 ...           model_args={"seq_len": 4, "hidden": 32})
 >>> len(p.id)
@@ -46,9 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from sim.platform import Platform
-    from sim.result import SimResult
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
+    from hetsim.sim.result import SimResult
 
 __all__ = [
     "COLUMNS", "GRAPH_CACHE_SIZE", "METRIC_COLUMNS", "OVERRIDES", "PARAM_COLUMNS", "Point",
@@ -200,10 +200,10 @@ def _load_graph_cached(
     model: str, batch: int, granularity: str, args_json: str, cache_dir: str | None
 ) -> Graph:
     if _is_graph_file(model):
-        from graphs.graph import load
+        from hetsim.graphs.graph import load
 
         return load(model)
-    from graphs import zoo
+    from hetsim.graphs import zoo
 
     kwargs = json.loads(args_json)
     directory = None if cache_dir is None else Path(cache_dir)
@@ -246,7 +246,7 @@ def make_cost(spec: str) -> Any:
     ``"roofline"``, a profile folder, ``PROFILE:KIND`` or a saved model file. At
     most 4 per process are kept: a learned model is fitted once per worker.
     """
-    from costmodel import from_spec
+    from hetsim.costmodel import from_spec
 
     return from_spec(spec)
 
@@ -260,7 +260,7 @@ def make_platform(
     gpu_bandwidth: float = 1.0,
 ) -> Platform:
     """A preset or TOML platform with the override multipliers applied (cached)."""
-    from sim.platform import Platform
+    from hetsim.sim.platform import Platform
 
     base = Platform.load(name)
     scale = dict(link_bandwidth=link_bandwidth, gpu_peak=gpu_peak, cpu_peak=cpu_peak,
@@ -341,8 +341,8 @@ def simulate_point(
         The result and the metric columns of its row (:func:`metrics` plus
         ``nodes`` and the ``*_time_s`` timings).
     """
-    import schedulers
-    from sim import simulate
+    from hetsim import schedulers
+    from hetsim.sim import simulate
 
     t0 = time.perf_counter()
     graph = load_graph(point.model, batch=point.batch, granularity=point.granularity,

@@ -41,7 +41,7 @@ row with ``status="error"`` and the message in ``error`` (traceback in
 
 Examples
 --------
->>> from experiments.sweep import Sweep, run_sweep
+>>> from hetsim.experiments.sweep import Sweep, run_sweep
 >>> sweep = Sweep.from_dict({"name": "demo", "grid": {
 ...     "model": "lstm", "platform": "xeon-p2200", "scheduler": ["all-gpu", "heft"],
 ...     "link_bandwidth": [0.5, 1, 2]}, "model_args": {"lstm": {"seq_len": 4, "hidden": 32}}})
@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.points import COLUMNS, OVERRIDES, Point, make_cost, run_many
+from hetsim.experiments.points import COLUMNS, OVERRIDES, Point, make_cost, run_many
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -241,10 +241,10 @@ class Sweep:
             raise SweepError(_report(self.source, problems))
 
     def _name_problems(self) -> list[str]:
-        import schedulers
-        from graphs import zoo
-        from graphs.graph import GraphError
-        from sim.platform import PlatformError
+        from hetsim import schedulers
+        from hetsim.graphs import zoo
+        from hetsim.graphs.graph import GraphError
+        from hetsim.sim.platform import PlatformError
 
         problems = []
         known_models = zoo.names()
@@ -307,7 +307,7 @@ class Sweep:
 
 
 def _platform(name: str) -> Any:
-    from sim.platform import Platform
+    from hetsim.sim.platform import Platform
 
     return Platform.load(name)
 

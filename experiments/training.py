@@ -31,7 +31,7 @@ device.
 
 Examples
 --------
->>> from graphs import Graph
+>>> from hetsim.graphs import Graph
 >>> g = Graph(name="chain")
 >>> g.add_op("a", "conv2d", flops=2e9, bytes=8_000_000, outputs=[([1, 64, 56, 56], "float32")])
 >>> g.add_op("b", "relu", bytes=1_600_000, outputs=[([1, 64, 56, 56], "float32")])
@@ -48,12 +48,12 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from graphs.graph import Graph, tensor_bytes, validate
+from hetsim.graphs.graph import Graph, tensor_bytes, validate
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from sim.plan import Plan
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
 
 __all__ = ["BACKWARD_PREFIX", "colocated_plan", "forward_of", "training_cost_view", "training_graph"]
 
@@ -165,9 +165,9 @@ def colocated_plan(
     co-located stage has edges both ways, which :class:`sim.plan.Plan` stages forbid);
     ``meta["stage_devices"]`` and ``meta["forward_plan"]`` describe the partition.
     """
-    import schedulers
-    from schedulers.base import topo_priority
-    from sim.plan import Plan
+    from hetsim import schedulers
+    from hetsim.schedulers.base import topo_priority
+    from hetsim.sim.plan import Plan
 
     fplan = schedulers.get(scheduler, **kw).schedule(training_cost_view(forward), platform, cost)
     placement = {n: fplan.placement[forward_of(n)] for n in train.nx}

@@ -2,15 +2,15 @@
 and transforms.
 
 ``from_torch``, ``from_onnx`` and ``from_relax`` import TVM on first use, so that
-``import graphs`` stays fast.
+``import hetsim.graphs`` stays fast.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from graphs.features import FEATURE_COLUMNS, dependency_matrix, features, signature
-from graphs.graph import (
+from hetsim.graphs.features import FEATURE_COLUMNS, dependency_matrix, features, signature
+from hetsim.graphs.graph import (
     DTYPE_BYTES,
     SCHEMA_VERSION,
     Graph,
@@ -19,8 +19,8 @@ from graphs.graph import (
     tensor_bytes,
     validate,
 )
-from graphs.summary import format_summary, summary, to_dot
-from graphs.transforms import critical_path, depths, split_op, widest_antichain
+from hetsim.graphs.summary import format_summary, summary, to_dot
+from hetsim.graphs.transforms import critical_path, depths, split_op, widest_antichain
 
 _LAZY = {"from_torch", "from_onnx", "from_relax"}
 
@@ -51,7 +51,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from graphs import relax_import
+        from hetsim.graphs import relax_import
 
         return getattr(relax_import, name)
     raise AttributeError(f"module 'graphs' has no attribute {name!r}")

@@ -29,7 +29,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir.analysis import estimate_tir_flops
 
-from graphs.graph import DTYPE_BYTES, GraphError, tensor_bytes
+from hetsim.graphs.graph import DTYPE_BYTES, GraphError, tensor_bytes
 
 __all__ = [
     "Rec",

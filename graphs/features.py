@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from graphs.graph import Graph
-from graphs.transforms import depths
+from hetsim.graphs.graph import Graph
+from hetsim.graphs.transforms import depths
 
 __all__ = ["features", "dependency_matrix", "FEATURE_COLUMNS", "signature"]
 

@@ -33,7 +33,7 @@ Known TVM 0.27 quirks handled here: the PyTorch importer turns ``y[:, -1]`` into
 :class:`~graphs.graph.GraphError`; write ``y[:, y.shape[1] - 1]``); TIR estimation
 counts the zeros of a transposed convolution's dilated input (a formula is used).
 
-TVM and torch are imported on first use, so ``import graphs`` stays light.
+TVM and torch are imported on first use, so ``import hetsim.graphs`` stays light.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.graph import Graph, GraphError, validate
+from hetsim.graphs.graph import Graph, GraphError, validate
 
 if TYPE_CHECKING:
     import onnx
@@ -101,7 +101,7 @@ def from_relax(
     Examples
     --------
     >>> import torch
-    >>> from graphs.relax_import import from_torch
+    >>> from hetsim.graphs.relax_import import from_torch
     >>> g = from_torch(torch.nn.Linear(8, 4), (torch.randn(2, 8),))
     >>> sorted(d["op"] for _, d in g.nodes(data=True))
     ['add', 'matmul', 'permute_dims']
@@ -111,7 +111,7 @@ def from_relax(
     import tvm
     from tvm import relax
 
-    from graphs import _relax_ops
+    from hetsim.graphs import _relax_ops
 
     if not isinstance(mod, tvm.IRModule):
         raise GraphError(f"model {name!r}: expected a tvm.IRModule, got {type(mod).__name__}")
@@ -227,7 +227,7 @@ def _fuse(
     import tvm
     from tvm import relax
 
-    from graphs import _relax_ops
+    from hetsim.graphs import _relax_ops
 
     def run(m: tvm.IRModule, passes: Sequence[str]) -> tvm.IRModule:
         for p in passes:

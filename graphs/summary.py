@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from graphs.graph import Graph, tensor_bytes
-from graphs.transforms import critical_path, widest_antichain
+from hetsim.graphs.graph import Graph, tensor_bytes
+from hetsim.graphs.transforms import critical_path, widest_antichain
 
 __all__ = ["summary", "format_summary", "to_dot"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import networkx as nx
 
-from graphs.graph import Graph, GraphError, tensor_bytes
+from hetsim.graphs.graph import Graph, GraphError, tensor_bytes
 
 __all__ = ["critical_path", "depths", "widest_antichain", "split_op"]
 
@@ -242,7 +242,7 @@ def split_op(
     for _, v, ed in out_edges:
         g.add_edge(cid, v, **ed)
     _rewire_meta(new, node, part_ids, cid)
-    from graphs.graph import validate
+    from hetsim.graphs.graph import validate
 
     return validate(new)
 

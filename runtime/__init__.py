@@ -1,12 +1,12 @@
 """Real devices: kernel backends (torch, tvm), the profiler and the plan executor.
 
-``import runtime`` is light (no torch, no TVM); :func:`profile_models`,
+``import hetsim.runtime`` is light (no torch, no TVM); :func:`profile_models`,
 :func:`execute`, :func:`validate_all` and the backends import them when used
-(``runtime.validate`` is the validation module: ``from runtime.validate import validate``).
+(``runtime.validate`` is the validation module: ``from hetsim.runtime.validate import validate``).
 
 Examples
 --------
->>> from runtime import get_backend, parse_devices
+>>> from hetsim.runtime import get_backend, parse_devices
 >>> [d.name for d in parse_devices("cpu,cuda:0")]
 ['cpu', 'cuda:0']
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.backends import (
+from hetsim.runtime.backends import (
     BACKENDS,
     Backend,
     BackendError,
@@ -27,13 +27,13 @@ from runtime.backends import (
 )
 
 _LAZY = {
-    "profile_models": "runtime.profile",
-    "profile_graphs": "runtime.profile",
-    "execute": "runtime.executor",
-    "ExecutionError": "runtime.executor",
-    "RunResult": "runtime.executor",
-    "validate_all": "runtime.validate",
-    "ValidationResult": "runtime.validate",
+    "profile_models": "hetsim.runtime.profile",
+    "profile_graphs": "hetsim.runtime.profile",
+    "execute": "hetsim.runtime.executor",
+    "ExecutionError": "hetsim.runtime.executor",
+    "RunResult": "hetsim.runtime.executor",
+    "validate_all": "hetsim.runtime.validate",
+    "ValidationResult": "hetsim.runtime.validate",
 }
 
 __all__ = [

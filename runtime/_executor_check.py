@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from runtime._executor_setup import ExecutionError, Wiring, build_calls, plan_devices
-from runtime.backends.base import BackendError, to_numpy
+from hetsim.runtime._executor_setup import ExecutionError, Wiring, build_calls, plan_devices
+from hetsim.runtime.backends.base import BackendError, to_numpy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from runtime.backends.base import Backend
-    from runtime.backends.tvm_backend import RelaxModel
-    from sim.plan import Plan
-    from sim.platform import Platform
+    from hetsim.graphs.graph import Graph
+    from hetsim.runtime.backends.base import Backend
+    from hetsim.runtime.backends.tvm_backend import RelaxModel
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
 
 __all__ = ["check_run", "compare_outputs", "is_oom", "reference_outputs", "sequential_reference", "tolerance",
            "translate_error"]
@@ -60,7 +60,7 @@ def reference_outputs(graph: Graph, model: RelaxModel | None) -> list[np.ndarray
         return None
     import torch
 
-    from graphs import zoo
+    from hetsim.graphs import zoo
 
     try:
         module, inputs = zoo.build(
@@ -214,7 +214,7 @@ def translate_error(exc: BaseException, where: str, graph: Graph, platform: Plat
 
 
 def _predicted_peak(graph: Graph, platform: Platform, plan: Plan, cost: Any) -> str:
-    from sim.engine import simulate
+    from hetsim.sim.engine import simulate
 
     try:
         res = simulate(graph, platform, plan, cost, check_memory=False)

@@ -31,7 +31,7 @@ from heapq import heappop
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from runtime._executor_run import Engine, _Req
+    from hetsim.runtime._executor_run import Engine, _Req
 
 __all__ = ["CudaRuntime"]
 
@@ -116,7 +116,7 @@ class CudaRuntime:
         spec = engine.specs[d]
         stream = self.compute[(d, s)]
         try:
-            from runtime._executor_view import torch_threads
+            from hetsim.runtime._executor_view import torch_threads
 
             torch_threads()  # initialise this thread's torch settings before configuring it
             engine.backend.configure(spec)

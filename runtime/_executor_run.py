@@ -35,14 +35,20 @@ import time
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
-from runtime._executor_setup import ExecutionError
-from runtime._executor_view import CachedCost, RunView, link_resource, pin_cores, torch_threads
+from hetsim.runtime._executor_setup import ExecutionError
+from hetsim.runtime._executor_view import (
+    CachedCost,
+    RunView,
+    link_resource,
+    pin_cores,
+    torch_threads,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from runtime.backends.base import Backend, DeviceSpec
-    from sim.plan import Plan
-    from sim.platform import Platform
+    from hetsim.graphs.graph import Graph
+    from hetsim.runtime.backends.base import Backend, DeviceSpec
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
 
 __all__ = ["Engine"]
 

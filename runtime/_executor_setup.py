@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from runtime.backends.base import BackendError, DeviceSpec, check_available, parse_device
+from hetsim.runtime.backends.base import BackendError, DeviceSpec, check_available, parse_device
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from runtime.backends.base import Backend
-    from runtime.backends.tvm_backend import RelaxModel
-    from sim.plan import Plan
-    from sim.platform import Platform
+    from hetsim.graphs.graph import Graph
+    from hetsim.runtime.backends.base import Backend
+    from hetsim.runtime.backends.tvm_backend import RelaxModel
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
 
 __all__ = [
     "ExecutionError",
@@ -56,7 +56,7 @@ def map_devices(platform: Platform, device_map: Mapping[str, str] | None = None)
 
     Examples
     --------
-    >>> from sim.platform import Platform
+    >>> from hetsim.sim.platform import Platform
     >>> {k: v.name for k, v in map_devices(Platform.preset("cpu2")).items()}
     {'cpu0': 'cpu@1', 'cpu1': 'cpu@1'}
     """
@@ -147,7 +147,7 @@ def load_model(graph: Graph) -> RelaxModel:
             "dataflow are unknown; pass model=runtime.backends.tvm_backend.import_module(module, "
             "inputs) to execute()"
         )
-    from runtime.backends.tvm_backend import import_model
+    from hetsim.runtime.backends.tvm_backend import import_model
 
     try:
         return import_model(

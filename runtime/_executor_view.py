@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from runtime._executor_setup import ExecutionError
+from hetsim.runtime._executor_setup import ExecutionError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from runtime._executor_run import Engine, _Req
-    from runtime.backends.base import DeviceSpec
-    from sim.platform import Platform
+    from hetsim.graphs.graph import Graph
+    from hetsim.runtime._executor_run import Engine, _Req
+    from hetsim.runtime.backends.base import DeviceSpec
+    from hetsim.sim.platform import Platform
 
 __all__ = ["CachedCost", "RunView", "link_resource", "pin_cores", "torch_threads", "tune_malloc"]
 

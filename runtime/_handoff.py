@@ -29,9 +29,9 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from graphs.graph import Graph
-    from sim.plan import Plan
-    from sim.platform import Platform
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
 
 __all__ = ["HANDOFF_COLUMNS", "HostCalibration", "handoff_gaps", "measure_handoff", "measure_read_bandwidth"]
 
@@ -124,8 +124,8 @@ def measure_handoff(
         When the run has no idle wait after an input from another worker (the
         plan keeps every edge on one worker).
     """
-    from runtime.executor import execute
-    from sim.platform import Platform as _Platform
+    from hetsim.runtime.executor import execute
+    from hetsim.sim.platform import Platform as _Platform
 
     plat = _Platform.load(platform) if isinstance(platform, str) else platform
     run = execute(graph, plan, plat, backend=backend, warmup=warmup, repeats=repeats, seed=seed, check=False)
@@ -157,7 +157,7 @@ def _one_and_crossing(graph: Graph, platform: Platform, devices: tuple[str, str]
     """The two plans that measure the read rate: every node on the first of
     ``devices`` (default: the platform's first two), and nodes alternating between
     the two in topological order; and the bytes of the edges the second crosses."""
-    from sim.plan import Plan
+    from hetsim.sim.plan import Plan
 
     a, b = devices or tuple(platform.device_names[:2])
     if not platform.shares_memory(a, b):
@@ -217,8 +217,8 @@ def measure_read_bandwidth(
     ValueError
         When the two devices do not share memory, or no edge crosses.
     """
-    from runtime.executor import execute
-    from sim.platform import Platform as _Platform
+    from hetsim.runtime.executor import execute
+    from hetsim.sim.platform import Platform as _Platform
 
     plat = _Platform.load(platform) if isinstance(platform, str) else platform
     one, crossing, cross_bytes = _one_and_crossing(graph, plat, devices)
@@ -264,8 +264,8 @@ class HostCalibration:
 
     def __init__(self, graph: Graph, relax: Any, platform: Platform, *, devices: tuple[str, str] | None = None,
                  backend: str = "torch", warmup: int = 3) -> None:
-        from runtime._executor_setup import wire
-        from runtime.executor import Execution
+        from hetsim.runtime._executor_setup import wire
+        from hetsim.runtime.executor import Execution
 
         one, crossing, self.cross_bytes = _one_and_crossing(graph, platform, devices)
         self.graph = graph

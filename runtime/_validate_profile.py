@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from runtime._executor_setup import Wiring
+from hetsim.runtime._executor_setup import Wiring
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from runtime.backends.tvm_backend import RelaxModel
-    from sim.platform import Platform
+    from hetsim.graphs.graph import Graph
+    from hetsim.runtime.backends.tvm_backend import RelaxModel
+    from hetsim.sim.platform import Platform
 
 __all__ = ["ContextProfiler", "calibrate_dispatch", "measure_overhead", "profile_in_context"]
 
@@ -40,8 +40,8 @@ __all__ = ["ContextProfiler", "calibrate_dispatch", "measure_overhead", "profile
 def _one_device(device: str) -> tuple[Platform, dict[str, str]]:
     """A platform with one device ``d`` running on real device ``device`` (plus a
     CPU host when it is a GPU), and the device map that says so."""
-    from runtime.backends import parse_device
-    from sim.platform import Device, Platform
+    from hetsim.runtime.backends import parse_device
+    from hetsim.sim.platform import Device, Platform
 
     spec = parse_device(device)
     kind = "gpu" if spec.kind == "gpu" else "cpu"
@@ -82,9 +82,9 @@ def measure_overhead(
     >>> 1e-6 < t < 1e-4                  # doctest: +SKIP
     True
     """
-    from graphs.graph import Graph
-    from runtime.executor import Execution
-    from sim.plan import Plan
+    from hetsim.graphs.graph import Graph
+    from hetsim.runtime.executor import Execution
+    from hetsim.sim.plan import Plan
 
     if ops < 2:
         raise ValueError(f"ops must be >= 2, got {ops}")
@@ -127,7 +127,7 @@ def calibrate_dispatch(
     dict
         Device -> seconds per op, as written.
     """
-    from costmodel.profile import ProfileWriter
+    from hetsim.costmodel.profile import ProfileWriter
 
     path = Path(profile)
     manifest = json.loads((path / "manifest.json").read_text())
@@ -171,9 +171,9 @@ class ContextProfiler:
 
     def __init__(self, out: str | os.PathLike[str], *, device: str = "cpu@1", backend: str = "torch",
                  granularity: str = "op", name: str | None = None) -> None:
-        from costmodel.profile import ProfileWriter
-        from runtime.backends import parse_device
-        from runtime.profile import MeasureSettings, build_manifest
+        from hetsim.costmodel.profile import ProfileWriter
+        from hetsim.runtime.backends import parse_device
+        from hetsim.runtime.profile import MeasureSettings, build_manifest
 
         self.device, self.backend = device, backend
         self.spec = parse_device(device)
@@ -192,10 +192,10 @@ class ContextProfiler:
         """Prepare a single-worker execution of ``graph`` (all nodes in plan order),
         run it ``warmup`` times untimed and return it; its timed runs
         (``execution.run(n)``) are what :meth:`write` reads."""
-        from graphs.features import features
-        from runtime._executor_setup import wire
-        from runtime.executor import Execution
-        from sim.plan import Plan
+        from hetsim.graphs.features import features
+        from hetsim.runtime._executor_setup import wire
+        from hetsim.runtime.executor import Execution
+        from hetsim.sim.plan import Plan
 
         plan = Plan(dict.fromkeys(graph.nx, "d"))
         ex = Execution(graph, plan, self._one, wire(graph, relax), backend=self.backend, device_map=self._dmap,
@@ -215,7 +215,7 @@ class ContextProfiler:
         median over all timed runs so far of the run's time outside the kernel
         calls, per op: the executor's work around each call in context), then close
         the executions."""
-        from graphs.features import FEATURE_COLUMNS
+        from hetsim.graphs.features import FEATURE_COLUMNS
 
         spec = self.spec
         samples: dict[str, list[float]] = {}
@@ -325,11 +325,10 @@ def profile_in_context(
     pathlib.Path
         The folder.
     """
-    import costmodel
-    import schedulers
-    from runtime._executor_setup import load_model
-    from runtime.backends.tvm_backend import import_model
-    from sim.platform import Platform as _Platform
+    from hetsim import costmodel, schedulers
+    from hetsim.runtime._executor_setup import load_model
+    from hetsim.runtime.backends.tvm_backend import import_model
+    from hetsim.sim.platform import Platform as _Platform
 
     items: list[tuple[Graph, RelaxModel]] = []
     for m in graphs:

@@ -24,8 +24,8 @@ so that the measured makespan can be set against the simulated one.
 
 Examples
 --------
->>> from graphs import zoo
->>> import schedulers
+>>> from hetsim.graphs import zoo
+>>> from hetsim import schedulers
 >>> g = zoo.load("squeezenet1_1", image_size=64)                     # doctest: +SKIP
 >>> plan = schedulers.get("heft").schedule(g, "cpu2", cost)         # doctest: +SKIP
 >>> run = execute(g, plan, "cpu2", repeats=10)                      # doctest: +SKIP
@@ -45,14 +45,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from runtime._executor_check import (
+from hetsim.runtime._executor_check import (
     check_run,
     is_oom,
     reference_outputs,
     sequential_reference,
     translate_error,
 )
-from runtime._executor_setup import (
+from hetsim.runtime._executor_setup import (
     ExecutionError,
     Wiring,
     build_calls,
@@ -62,17 +62,17 @@ from runtime._executor_setup import (
     plan_devices,
     wire,
 )
-from runtime._executor_view import torch_threads
-from runtime._executor_view import tune_malloc as _tune_process_malloc
-from runtime.backends.base import Backend, BackendError
+from hetsim.runtime._executor_view import torch_threads
+from hetsim.runtime._executor_view import tune_malloc as _tune_process_malloc
+from hetsim.runtime.backends.base import Backend, BackendError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from graphs.graph import Graph
-    from runtime.backends.tvm_backend import RelaxModel
-    from sim.plan import Plan
-    from sim.platform import Platform
+    from hetsim.graphs.graph import Graph
+    from hetsim.runtime.backends.tvm_backend import RelaxModel
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
 
 __all__ = ["ExecutionError", "Execution", "RunResult", "execute", "execute_wired", "load_model", "map_devices"]
 
@@ -161,14 +161,14 @@ class RunResult:
         """The median run's records, one row each (:data:`sim.result.RECORD_COLUMNS`)."""
         import pandas as pd
 
-        from sim.result import RECORD_COLUMNS
+        from hetsim.sim.result import RECORD_COLUMNS
 
         return pd.DataFrame.from_records(self.records, columns=list(RECORD_COLUMNS))
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write the median run's records as Chrome trace JSON (as the simulator's
         :meth:`sim.SimResult.to_chrome_trace`; tracks in the same order)."""
-        from sim.trace import write_chrome_trace
+        from hetsim.sim.trace import write_chrome_trace
 
         links = sorted({str(r["resource"]) for r in self.records if r["kind"] == "transfer"})
         return write_chrome_trace(self.records, path, resources=[*self.device_busy, *links, "dispatch"])
@@ -297,7 +297,7 @@ def execute(
     BackendError
         When the backend cannot run an op (naming it, suggesting the other backend).
     """
-    from sim.platform import Platform
+    from hetsim.sim.platform import Platform
 
     platform = Platform.load(platform)
     t_setup = time.perf_counter()
@@ -371,9 +371,9 @@ class Execution:
         pin_threads: bool = True,
         tune_malloc: bool = True,
     ) -> None:
-        from runtime._executor_run import Engine
-        from runtime.backends import get_backend
-        from sim.platform import Platform
+        from hetsim.runtime._executor_run import Engine
+        from hetsim.runtime.backends import get_backend
+        from hetsim.sim.platform import Platform
 
         platform = Platform.load(platform)
         t_setup = setup_start if setup_start is not None else time.perf_counter()
@@ -388,7 +388,7 @@ class Execution:
             raise ExecutionError(f"platform host {platform.host!r} must run on a CPU, not {specs[platform.host].name!r}")
         bk = get_backend(backend) if isinstance(backend, str) else backend
         if cost is None:
-            from costmodel.roofline import Roofline
+            from hetsim.costmodel.roofline import Roofline
 
             cost = Roofline()
         if bk.name == "tvm":
@@ -415,7 +415,7 @@ class Execution:
             inputs = _host_inputs(wiring, bk, graph)
             cuda = None
             if self.gpu:
-                from runtime._executor_cuda import CudaRuntime
+                from hetsim.runtime._executor_cuda import CudaRuntime
 
                 cuda = CudaRuntime(bk.name)
             self.engine = Engine(graph, platform, plan, specs, calls, inputs, bk, cost, active=active,
@@ -437,7 +437,7 @@ class Execution:
     def run(self, n: int = 1, *, timed: bool = True) -> list[float]:
         """Run ``n`` times (timed: kept in the result; else warm-up); the makespans.
         The first run is checked against the references."""
-        from runtime._executor_run import _Failure
+        from hetsim.runtime._executor_run import _Failure
 
         if self.engine is None:
             raise ExecutionError("this execution is closed")

@@ -50,10 +50,16 @@ from typing import Any
 
 import numpy as np
 
-from graphs.features import FEATURE_COLUMNS, features
-from graphs.graph import Graph
-from runtime.backends import BACKENDS, BackendError, DeviceSpec, get_backend, parse_devices
-from runtime.backends.base import Backend, Kernel, available_cores, check_available, cpu_model
+from hetsim.graphs.features import FEATURE_COLUMNS, features
+from hetsim.graphs.graph import Graph
+from hetsim.runtime.backends import BACKENDS, BackendError, DeviceSpec, get_backend, parse_devices
+from hetsim.runtime.backends.base import (
+    Backend,
+    Kernel,
+    available_cores,
+    check_available,
+    cpu_model,
+)
 
 __all__ = ["MeasureSettings", "ProfileRun", "Timing", "measure_dispatch", "measure_links",
            "profile_graphs", "profile_models", "time_kernel"]
@@ -112,7 +118,7 @@ class ProfileRun:
 
 # -------------------------------------------------------------------------- timing
 def _cuda_timer(device: DeviceSpec) -> Any:
-    from runtime.backends.torch_backend import CudaTimer
+    from hetsim.runtime.backends.torch_backend import CudaTimer
 
     return CudaTimer(device)
 
@@ -192,7 +198,7 @@ def _tiny_kernel(backend: Backend, device: DeviceSpec) -> Kernel:
     if backend.name == "tvm":
         import torch
 
-        from runtime.backends.tvm_backend import import_module
+        from hetsim.runtime.backends.tvm_backend import import_module
 
         model = import_module(torch.nn.ReLU(), (torch.rand(1),), name="dispatch")
         backend.register(model.graph, model)  # type: ignore[attr-defined]
@@ -233,7 +239,7 @@ def measure_links(
     """
     import torch
 
-    from runtime.backends.torch_backend import CudaTimer
+    from hetsim.runtime.backends.torch_backend import CudaTimer
 
     check_available(device)
     timer = CudaTimer(device)
@@ -428,7 +434,7 @@ def profile_graphs(
         Before anything is measured, for an unknown backend or device, or a device
         this machine lacks (e.g. ``cuda:0`` without a GPU).
     """
-    from costmodel.profile import ProfileWriter, fit_links, split_models
+    from hetsim.costmodel.profile import ProfileWriter, fit_links, split_models
 
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -615,7 +621,7 @@ def profile_models(
     ...                      batches=[1, 4])  # doctest: +SKIP
     >>> run.measured, run.skipped  # doctest: +SKIP
     """
-    from graphs import zoo
+    from hetsim.graphs import zoo
 
     devs = _check_request(devices, backend, {granularity}, kw.get("threads"))  # before any import
     bad = [b for b in batches if isinstance(b, bool) or not isinstance(b, int) or b < 1]

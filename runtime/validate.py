@@ -21,7 +21,7 @@ how much longer it runs reading it (``Device.handoff_bandwidth_bytes_per_s``; se
 
 Examples
 --------
->>> from graphs import zoo
+>>> from hetsim.graphs import zoo
 >>> v = validate(zoo.load("googlenet"), "cpu2", "heft", "profiles/cpu2-torch")   # doctest: +SKIP
 >>> print(v)                                                                    # doctest: +SKIP
 >>> v.write("out/googlenet-heft")                                               # doctest: +SKIP
@@ -41,25 +41,30 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from runtime._executor_setup import ExecutionError
-from runtime._handoff import HostCalibration, handoff_gaps, measure_handoff, measure_read_bandwidth
-from runtime._validate_profile import (
+from hetsim.runtime._executor_setup import ExecutionError
+from hetsim.runtime._handoff import (
+    HostCalibration,
+    handoff_gaps,
+    measure_handoff,
+    measure_read_bandwidth,
+)
+from hetsim.runtime._validate_profile import (
     ContextProfiler,
     calibrate_dispatch,
     measure_overhead,
     profile_in_context,
 )
-from runtime.backends.base import BackendError
+from hetsim.runtime.backends.base import BackendError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from graphs.graph import Graph
-    from runtime.backends.tvm_backend import RelaxModel
-    from runtime.executor import RunResult
-    from sim.plan import Plan
-    from sim.platform import Platform
-    from sim.result import SimResult
+    from hetsim.graphs.graph import Graph
+    from hetsim.runtime.backends.tvm_backend import RelaxModel
+    from hetsim.runtime.executor import RunResult
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
+    from hetsim.sim.result import SimResult
 
 __all__ = [
     "VALIDATION_COLUMNS",
@@ -203,7 +208,7 @@ def _jsonable(d: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _platform(platform: Platform | str) -> Platform:
-    from sim.platform import Platform
+    from hetsim.sim.platform import Platform
 
     return Platform.load(platform)
 
@@ -211,11 +216,11 @@ def _platform(platform: Platform | str) -> Platform:
 def _cost(cost: Any, platform: Platform) -> tuple[Any, str]:
     """A cost model and its name, from a model, a spec string or None (roofline)."""
     if cost is None or cost == "roofline":
-        from costmodel.roofline import Roofline
+        from hetsim.costmodel.roofline import Roofline
 
         return Roofline(), "roofline"
     if isinstance(cost, str | os.PathLike):
-        import costmodel
+        from hetsim import costmodel
 
         return costmodel.from_spec(str(cost), platform=platform), str(cost)
     return cost, str(getattr(cost, "name", type(cost).__name__))
@@ -260,8 +265,8 @@ def validate(
     -------
     ValidationResult
     """
-    from runtime.executor import execute
-    from sim.engine import simulate
+    from hetsim.runtime.executor import execute
+    from hetsim.sim.engine import simulate
 
     platform = _platform(platform)
     cost_model, cost_name = _cost(cost, platform)
@@ -274,11 +279,11 @@ def validate(
 
 def _plan(graph: Graph, platform: Platform, how: Any, cost: Any,
           args: Mapping[str, Any] | None) -> tuple[Graph, Plan]:
-    from sim.plan import Plan
+    from hetsim.sim.plan import Plan
 
     if isinstance(how, Plan):
         return graph, how
-    import schedulers
+    from hetsim import schedulers
 
     sched = schedulers.get(how, **dict(args or {})) if isinstance(how, str) else how
     g = sched.transform(graph, platform, cost)
@@ -366,9 +371,9 @@ def validate_all(
     """
     import pandas as pd
 
-    import schedulers as sched_mod
-    from runtime.backends.tvm_backend import import_model
-    from runtime.executor import load_model
+    from hetsim import schedulers as sched_mod
+    from hetsim.runtime.backends.tvm_backend import import_model
+    from hetsim.runtime.executor import load_model
 
     platform = _platform(platform)
     cost_model, cost_name = _cost(cost, platform)
@@ -427,10 +432,10 @@ def _validate_model(
     simulated afterwards with the op times so measured; with a ``calibration``,
     each round also runs its two executions, and the plans are simulated on the
     platform with the host costs so measured."""
-    import schedulers as sched_mod
-    from runtime._executor_setup import wire
-    from runtime.executor import Execution
-    from sim.engine import simulate
+    from hetsim import schedulers as sched_mod
+    from hetsim.runtime._executor_setup import wire
+    from hetsim.runtime.executor import Execution
+    from hetsim.sim.engine import simulate
 
     rows: dict[str, dict[str, Any]] = {}
     late = profiler is not None or calibration is not None  # simulated after the runs, with what they measured
@@ -488,7 +493,7 @@ def _validate_model(
             _say(progress, f"{mname}: host calibration on {calibration.graph.name}: handoff "
                            f"{res['handoff_s'] * 1e6:.1f} us, read {res['handoff_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s")
         if profiler is not None:
-            import costmodel
+            from hetsim import costmodel
 
             cost = costmodel.from_spec(str(profiler.write()), platform=platform)
             cost_name = f"in-context {profiler.path} (planned with {cost_name})"

@@ -1,6 +1,6 @@
 """Schedulers: ``Scheduler.schedule(graph, platform, cost) -> Plan``, one file per algorithm.
 
->>> import schedulers
+>>> from hetsim import schedulers
 >>> "heft" in schedulers.names()
 True
 >>> schedulers.get("random", seed=3).seed
@@ -13,23 +13,23 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from schedulers.antichain_dp import AntichainDP
-from schedulers.base import Scheduler, SchedulerError
-from schedulers.by_op import ByOp
-from schedulers.by_path import ByPath
-from schedulers.cp_greedy import CPGreedy
-from schedulers.cpop import CPOP
-from schedulers.donf import DONF
-from schedulers.dynamic import Dynamic, EarliestFinishPolicy
-from schedulers.heft import HEFT
-from schedulers.optimal import Optimal
-from schedulers.peft import PEFT
-from schedulers.random_placement import RandomPlacement
-from schedulers.round_robin import RoundRobin
-from schedulers.single_device import SingleDevice
-from schedulers.tensor_split import TensorSplit
-from schedulers.timeslice import TimeslicePipeline
-from sim.plan import Plan, PlanError
+from hetsim.schedulers.antichain_dp import AntichainDP
+from hetsim.schedulers.base import Scheduler, SchedulerError
+from hetsim.schedulers.by_op import ByOp
+from hetsim.schedulers.by_path import ByPath
+from hetsim.schedulers.cp_greedy import CPGreedy
+from hetsim.schedulers.cpop import CPOP
+from hetsim.schedulers.donf import DONF
+from hetsim.schedulers.dynamic import Dynamic, EarliestFinishPolicy
+from hetsim.schedulers.heft import HEFT
+from hetsim.schedulers.optimal import Optimal
+from hetsim.schedulers.peft import PEFT
+from hetsim.schedulers.random_placement import RandomPlacement
+from hetsim.schedulers.round_robin import RoundRobin
+from hetsim.schedulers.single_device import SingleDevice
+from hetsim.schedulers.tensor_split import TensorSplit
+from hetsim.schedulers.timeslice import TimeslicePipeline
+from hetsim.sim.plan import Plan, PlanError
 
 __all__ = [
     "REGISTRY",

@@ -32,14 +32,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from schedulers.base import CostTable, Scheduler, topo_priority
-from schedulers.timeslice import partition_chain
-from sim.plan import Plan
+from hetsim.schedulers.base import CostTable, Scheduler, topo_priority
+from hetsim.schedulers.timeslice import partition_chain
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 
 def downsets(preds: list[int], n: int, max_states: int) -> list[int] | None:

@@ -34,13 +34,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from graphs.graph import tensor_bytes
-from sim.plan import Plan
+from hetsim.graphs.graph import tensor_bytes
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Link, Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Link, Platform
 
 __all__ = [
     "CostTable",

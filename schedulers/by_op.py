@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graphs.transforms import depths
-from schedulers.base import CostTable, EFTState, Scheduler
-from sim.plan import Plan
+from hetsim.graphs.transforms import depths
+from hetsim.schedulers.base import CostTable, EFTState, Scheduler
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 
 class ByOp(Scheduler):

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from schedulers.base import CostTable, Scheduler, _list_schedule, quantize, upward_rank
-from sim.plan import Plan
+from hetsim.schedulers.base import CostTable, Scheduler, _list_schedule, quantize, upward_rank
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 _SINK = "\0sink"
 

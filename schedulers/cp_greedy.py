@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graphs.transforms import critical_path
-from schedulers.base import (
+from hetsim.graphs.transforms import critical_path
+from hetsim.schedulers.base import (
     CostTable,
     Scheduler,
     _list_schedule,
@@ -34,12 +34,12 @@ from schedulers.base import (
     topo_priority,
     upward_rank,
 )
-from sim.plan import Plan
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 
 def _units(graph: Graph, nodes: list[str]) -> list[list[str]]:
@@ -155,7 +155,7 @@ class CPGreedy(Scheduler):
         chosen, sim_ms = "corrected", None
         results: dict[str, float] = {}
         if self.verify:
-            from sim.engine import simulate
+            from hetsim.sim.engine import simulate
 
             for name, pl in candidates.items():
                 prio = _list_schedule(table, pl, order, presorted=True).priority()

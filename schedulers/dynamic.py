@@ -19,14 +19,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from schedulers.base import CostTable, Scheduler, quantize, topo_priority, upward_rank
-from sim.plan import Plan
+from hetsim.schedulers.base import CostTable, Scheduler, quantize, topo_priority, upward_rank
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.plan import SystemView
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.plan import SystemView
+    from hetsim.sim.platform import Platform
 
 
 class EarliestFinishPolicy:

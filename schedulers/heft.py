@@ -23,13 +23,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from schedulers.base import CostTable, EFTState, Scheduler, quantize, ready_order, upward_rank
-from sim.plan import Plan
+from hetsim.schedulers.base import (
+    CostTable,
+    EFTState,
+    Scheduler,
+    quantize,
+    ready_order,
+    upward_rank,
+)
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 
 def heft_state(
@@ -64,9 +71,9 @@ class HEFT(Scheduler):
 
     Examples
     --------
-    >>> from costmodel.roofline import Roofline
-    >>> from sim.platform import Platform
-    >>> from graphs.graph import Graph
+    >>> from hetsim.costmodel.roofline import Roofline
+    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.graphs.graph import Graph
     >>> g = Graph()
     >>> g.add_op("a", "matmul", flops=1e9, bytes=4_000_000)
     >>> plan = HEFT().schedule(g, Platform.preset("xeon-p2200"), Roofline())

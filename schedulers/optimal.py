@@ -53,14 +53,14 @@ from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
 
-from schedulers.base import INPUT_PREFIX, CostTable, Scheduler, SchedulerError
-from schedulers.heft import heft_state
-from sim.plan import Plan
+from hetsim.schedulers.base import INPUT_PREFIX, CostTable, Scheduler, SchedulerError
+from hetsim.schedulers.heft import heft_state
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 
 class Optimal(Scheduler):
@@ -124,7 +124,7 @@ class Optimal(Scheduler):
             raise SchedulerError(f"optimal: CP-SAT found no schedule within {budget} s; raise time_limit_s")
         result, lower, executable, sim_s = first, first["bound"], False, None
         if self.executable:
-            from sim.engine import simulate
+            from hetsim.sim.engine import simulate
 
             plan1 = _plan(table, first)
             res = simulate(graph, platform, plan1, cost, requests=1, record=True)

@@ -18,13 +18,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from schedulers.base import CostTable, EFTState, Scheduler, quantize, ready_order
-from sim.plan import Plan
+from hetsim.schedulers.base import CostTable, EFTState, Scheduler, quantize, ready_order
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 
 def optimistic_cost_table(table: CostTable) -> dict[str, dict[str, float]]:

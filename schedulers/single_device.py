@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from schedulers.base import Scheduler, SchedulerError, topo_priority
-from sim.plan import Plan
+from hetsim.schedulers.base import Scheduler, SchedulerError, topo_priority
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 
 class SingleDevice(Scheduler):

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graphs.graph import GraphError
-from graphs.transforms import split_op
-from schedulers.base import CostTable, Scheduler, SchedulerError
-from schedulers.heft import heft_state
-from sim.plan import Plan
+from hetsim.graphs.graph import GraphError
+from hetsim.graphs.transforms import split_op
+from hetsim.schedulers.base import CostTable, Scheduler, SchedulerError
+from hetsim.schedulers.heft import heft_state
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 SPLITTABLE = frozenset({"conv1d", "conv2d", "conv3d", "matmul", "dense", "linear", "batch_matmul"})
 

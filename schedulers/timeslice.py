@@ -25,14 +25,14 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from graphs.transforms import depths
-from schedulers.base import CostTable, Scheduler, topo_priority
-from sim.plan import Plan
+from hetsim.graphs.transforms import depths
+from hetsim.schedulers.base import CostTable, Scheduler, topo_priority
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from costmodel.base import CostModel
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.costmodel.base import CostModel
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 
 def partition_chain(

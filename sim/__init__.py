@@ -1,10 +1,10 @@
 """Simulation layer: platforms (devices, links), plans, the SimPy engine and its results."""
 
-from sim.engine import SimulationError, simulate
-from sim.plan import DynamicPolicy, Plan, PlanError, SystemView
-from sim.platform import Device, Link, Platform, PlatformError
-from sim.result import SimResult
-from sim.trace import chrome_trace, write_chrome_trace
+from hetsim.sim.engine import SimulationError, simulate
+from hetsim.sim.plan import DynamicPolicy, Plan, PlanError, SystemView
+from hetsim.sim.platform import Device, Link, Platform, PlatformError
+from hetsim.sim.result import SimResult
+from hetsim.sim.trace import chrome_trace, write_chrome_trace
 
 __all__ = [
     "Device",

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
-from graphs.graph import tensor_bytes
+from hetsim.graphs.graph import tensor_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from sim.plan import Plan
-    from sim.platform import Link, Platform
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Link, Platform
 
 __all__ = [
     "Fanout",

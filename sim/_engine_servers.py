@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import simpy
 
-    from sim.engine import _Run
+    from hetsim.sim.engine import _Run
 
 __all__ = ["arrivals", "link", "record", "stream"]
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sim.engine import _Run
+    from hetsim.sim.engine import _Run
 
 __all__ = ["SimulationError"]
 

@@ -48,9 +48,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from sim import _engine_servers as _servers
-from sim._engine_prep import Fanout, Prepared, PrepError, build_fanout, check_time, prepare, route
-from sim._engine_state import (
+from hetsim.sim import _engine_servers as _servers
+from hetsim.sim._engine_prep import (
+    Fanout,
+    Prepared,
+    PrepError,
+    build_fanout,
+    check_time,
+    prepare,
+    route,
+)
+from hetsim.sim._engine_state import (
     _DONE,
     _QUEUED,
     _RUNNING,
@@ -60,12 +68,12 @@ from sim._engine_state import (
     _View,
     _Xfer,
 )
-from sim.platform import Platform
-from sim.result import SimResult
+from hetsim.sim.platform import Platform
+from hetsim.sim.result import SimResult
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from sim.plan import Plan
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.plan import Plan
 
 __all__ = ["SimulationError", "simulate"]
 
@@ -113,8 +121,8 @@ def simulate(
 
     Examples
     --------
-    >>> from graphs import Graph
-    >>> from sim import Plan, Platform
+    >>> from hetsim.graphs import Graph
+    >>> from hetsim.sim import Plan, Platform
     >>> g = Graph()
     >>> g.add_op("a", "matmul", flops=2e9, bytes=12_000_000)
     >>> g.add_op("b", "relu", bytes=8_000_000)
@@ -127,7 +135,7 @@ def simulate(
     if isinstance(platform, str):
         platform = Platform.load(platform)
     if cost is None:
-        from costmodel.roofline import Roofline
+        from hetsim.costmodel.roofline import Roofline
 
         cost = Roofline()
     plan.validate(graph, platform)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphs.graph import Graph
-    from sim.platform import Platform
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.platform import Platform
 
 __all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "PLAN_SCHEMA_VERSION"]
 
@@ -240,7 +240,7 @@ class Plan:
 
     def to_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the plan as JSON atomically."""
-        from graphs.graph import atomic_write
+        from hetsim.graphs.graph import atomic_write
 
         return atomic_write(path, lambda fh: json.dump(self.to_dict(), fh, indent=1, sort_keys=True))
 

@@ -409,13 +409,13 @@ class Platform:
     @staticmethod
     def presets() -> list[str]:
         """Names of the built-in platform presets."""
-        folder = resources.files("sim") / "presets"
+        folder = resources.files("hetsim.sim") / "presets"
         return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
 
     @classmethod
     def preset(cls, name: str) -> Platform:
         """A built-in platform; :class:`PlatformError` lists the names on a typo."""
-        folder = resources.files("sim") / "presets"
+        folder = resources.files("hetsim.sim") / "presets"
         res = folder / f"{name}.toml"
         if not res.is_file():
             raise PlatformError(f"unknown platform preset {name!r}; presets: {cls.presets()}")

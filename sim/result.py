@@ -182,8 +182,8 @@ class SimResult:
 
         Examples
         --------
-        >>> from graphs import Graph
-        >>> from sim import Plan, simulate
+        >>> from hetsim.graphs import Graph
+        >>> from hetsim.sim import Plan, simulate
         >>> g = Graph()
         >>> g.add_op("a", "relu", bytes=1_000_000)
         >>> s = simulate(g, "cpu2", Plan({"a": "cpu0"})).summary()
@@ -228,7 +228,7 @@ class SimResult:
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write the records as Chrome trace JSON (opens in Perfetto); see :mod:`sim.trace`."""
-        from sim.trace import write_chrome_trace
+        from hetsim.sim.trace import write_chrome_trace
 
         return write_chrome_trace(self, path)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sim.result import SimResult
+    from hetsim.sim.result import SimResult
 
 __all__ = ["chrome_trace", "write_chrome_trace"]
 

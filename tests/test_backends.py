@@ -16,9 +16,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from graphs import Graph, zoo
-from runtime.backends import BackendError, get_backend, parse_device, parse_devices, to_numpy
-from runtime.backends.tvm_backend import RelaxModel, import_model, import_module
+from hetsim.graphs import Graph, zoo
+from hetsim.runtime.backends import BackendError, get_backend, parse_device, parse_devices, to_numpy
+from hetsim.runtime.backends.tvm_backend import RelaxModel, import_model, import_module
 
 RTOL = ATOL = 1e-4
 #: small sizes for CI: CNNs at 64x64, RNNs with 4 steps of 32, transformers over 8 tokens

@@ -14,16 +14,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import costmodel
-import graphs
-from costmodel import CostModelError
-from costmodel.measured import CostModelWarning, MeasuredCostModel, NotFittedError
-from costmodel.polynomial import Polynomial
-from costmodel.profile import read_profile, write_profile
-from costmodel.table import Table
-from costmodel.xgb import XGBoost
-from graphs import Graph
-from sim.platform import Device, Link, Platform
+from hetsim import costmodel, graphs
+from hetsim.costmodel import CostModelError
+from hetsim.costmodel.measured import CostModelWarning, MeasuredCostModel, NotFittedError
+from hetsim.costmodel.polynomial import Polynomial
+from hetsim.costmodel.profile import read_profile, write_profile
+from hetsim.costmodel.table import Table
+from hetsim.costmodel.xgb import XGBoost
+from hetsim.graphs import Graph
+from hetsim.sim.platform import Device, Link, Platform
 
 # seconds per FLOP, seconds per byte, seconds: per device, per op kind
 COEF = {
@@ -360,7 +359,7 @@ def test_default_spec_is_table_with_xgboost_fallback(profile_dir: Path) -> None:
 
 def test_op_time_caches_features_once_per_graph(profile: costmodel.Profile, model_graphs: list[Graph],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import costmodel.measured as measured
+    from hetsim.costmodel import measured
 
     calls = []
     real = measured.features
@@ -380,7 +379,7 @@ def test_op_time_caches_features_once_per_graph(profile: costmodel.Profile, mode
 
 
 def test_measured_model_inside_simulate(profile: costmodel.Profile, model_graphs: list[Graph]) -> None:
-    from sim import Plan, simulate
+    from hetsim.sim import Plan, simulate
 
     cost = costmodel.fit(profile, "table", fallback="polynomial")
     p = _platform()
@@ -426,7 +425,7 @@ def test_evaluate_needs_two_models(profile_dir: Path, tmp_path: Path) -> None:
 def test_cli_eval_and_fit(profile_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from experiments import cli_costmodel
+    from hetsim.experiments import cli_costmodel
 
     parser = argparse.ArgumentParser(prog="hetsim")
     cli_costmodel.add_parser(parser.add_subparsers(dest="command"))
@@ -607,7 +606,7 @@ def test_derived_depthwise_channel_alignment() -> None:
 
 
 def test_family_baselines_fit_their_own_fixed_cost_and_peak() -> None:
-    from costmodel._xgb_features import fit_group_baselines, group_baseline, view_like
+    from hetsim.costmodel._xgb_features import fit_group_baselines, group_baseline, view_like
 
     nodes = []
     for i, c in enumerate((8, 16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024,

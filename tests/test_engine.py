@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from graphs import Graph
-from sim import (
+from hetsim.graphs import Graph
+from hetsim.sim import (
     Device,
     Link,
     Plan,
@@ -25,7 +25,7 @@ from sim import (
     SystemView,
     simulate,
 )
-from sim import engine as engine_mod
+from hetsim.sim import engine as engine_mod
 
 KB = 1000  # bytes of every test tensor: 1.5 s over the test link
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graphs import Graph
-from sim import Device, Link, Plan, Platform, simulate
-from sim._engine_prep import prepare
+from hetsim.graphs import Graph
+from hetsim.sim import Device, Link, Plan, Platform, simulate
+from hetsim.sim._engine_prep import prepare
 
 EPS = 1e-9
 

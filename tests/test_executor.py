@@ -15,13 +15,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from costmodel.roofline import Roofline  # noqa: E402
-from graphs.graph import Graph  # noqa: E402
-from runtime import ExecutionError, RunResult, execute  # noqa: E402
-from runtime._executor_setup import TorchCall, Wiring  # noqa: E402
-from runtime.backends import BackendError  # noqa: E402
-from runtime.executor import execute_wired, map_devices  # noqa: E402
-from sim import Plan, PlanError, Platform, simulate  # noqa: E402
+from hetsim.costmodel.roofline import Roofline  # noqa: E402
+from hetsim.graphs.graph import Graph  # noqa: E402
+from hetsim.runtime import ExecutionError, RunResult, execute  # noqa: E402
+from hetsim.runtime._executor_setup import TorchCall, Wiring  # noqa: E402
+from hetsim.runtime.backends import BackendError  # noqa: E402
+from hetsim.runtime.executor import execute_wired, map_devices  # noqa: E402
+from hetsim.sim import Plan, PlanError, Platform, simulate  # noqa: E402
 
 CPU2 = Platform.preset("cpu2")
 HAS_CUDA = torch.cuda.is_available()
@@ -30,7 +30,7 @@ HAS_CUDA = torch.cuda.is_available()
 @pytest.fixture(scope="module")
 def squeeze():
     """(graph, relax model) of squeezenet1_1 at 64x64."""
-    from runtime.backends.tvm_backend import import_model
+    from hetsim.runtime.backends.tvm_backend import import_model
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -39,7 +39,7 @@ def squeeze():
 
 
 def _plan(name: str, graph: Graph, platform: Platform = CPU2) -> tuple[Graph, Plan]:
-    import schedulers
+    from hetsim import schedulers
 
     cost = Roofline()
     if name == "alternate":  # every other op on the other worker: a handoff per edge
@@ -287,7 +287,7 @@ def test_wrong_execution_is_caught(squeeze, monkeypatch):
         return out
 
     calls: dict = {}
-    import runtime._executor_setup as setup_mod
+    from hetsim.runtime import _executor_setup as setup_mod
 
     build = setup_mod.build_calls
 
@@ -297,7 +297,7 @@ def test_wrong_execution_is_caught(squeeze, monkeypatch):
         return out
 
     monkeypatch.setattr(TorchCall, "__call__", corrupt)
-    monkeypatch.setattr("runtime.executor.build_calls", spy_build)
+    monkeypatch.setattr("hetsim.runtime.executor.build_calls", spy_build)
     with pytest.raises(ExecutionError, match=f"node '{target}' \\(run on 'cpu1'\\) differs"):
         execute(graph, Plan(dict.fromkeys(graph.nx, "cpu1")), CPU2, model=model, repeats=1)
 
@@ -305,8 +305,8 @@ def test_wrong_execution_is_caught(squeeze, monkeypatch):
 def test_wrong_weights_are_caught_by_the_module_reference():
     """Wrong weights (the same in the plan's run and the single-device run) differ
     from the zoo model's own forward."""
-    from runtime._executor_setup import wire
-    from runtime.backends.tvm_backend import import_model
+    from hetsim.runtime._executor_setup import wire
+    from hetsim.runtime.backends.tvm_backend import import_model
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -342,7 +342,7 @@ def test_graph_that_the_model_does_not_explain(squeeze):
 
 
 def test_overhead_is_small():
-    from runtime.validate import measure_overhead
+    from hetsim.runtime.validate import measure_overhead
 
     t = measure_overhead("cpu@1", ops=100, repeats=3)
     assert 1e-7 < t < 1e-3
@@ -365,7 +365,7 @@ def test_cpu_gpu_plan_on_a_gpu(squeeze):
 def test_tvm_backend_runs_a_plan():
     """The tvm backend's kernels (compiled PrimFuncs, preallocated outputs) run a
     two-worker plan and match the torch module."""
-    from runtime.backends.tvm_backend import import_model
+    from hetsim.runtime.backends.tvm_backend import import_model
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

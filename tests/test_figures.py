@@ -14,9 +14,9 @@ import networkx as nx
 import pandas as pd
 import pytest
 
-from costmodel import Roofline
-from graphs import Graph
-from sim import Platform
+from hetsim.costmodel import Roofline
+from hetsim.graphs import Graph
+from hetsim.sim import Platform
 
 matplotlib.use("Agg")
 
@@ -197,7 +197,7 @@ def chain() -> Graph:
 
 
 def test_training_graph_mirrors_the_forward_graph() -> None:
-    from experiments.training import training_graph
+    from hetsim.experiments.training import training_graph
 
     f = chain()
     t = training_graph(f)
@@ -215,7 +215,7 @@ def test_training_graph_mirrors_the_forward_graph() -> None:
 
 
 def test_colocated_plan_keeps_backward_with_forward() -> None:
-    from experiments.training import colocated_plan, training_graph
+    from hetsim.experiments.training import colocated_plan, training_graph
 
     f = chain()
     t = training_graph(f)

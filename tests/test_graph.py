@@ -7,8 +7,8 @@ import json
 import networkx as nx
 import pytest
 
-import graphs
-from graphs import Graph, GraphError
+from hetsim import graphs
+from hetsim.graphs import Graph, GraphError
 
 
 def test_add_op_defaults_bytes_from_shapes(diamond: Graph) -> None:

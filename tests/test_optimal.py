@@ -8,11 +8,11 @@ import random
 import pytest
 from test_schedulers import GRAPHS, lstm_graph
 
-import schedulers
-from costmodel.roofline import Roofline
-from graphs.graph import Graph
-from sim.engine import simulate
-from sim.platform import Device, Link, Platform
+from hetsim import schedulers
+from hetsim.costmodel.roofline import Roofline
+from hetsim.graphs.graph import Graph
+from hetsim.sim.engine import simulate
+from hetsim.sim.platform import Device, Link, Platform
 
 HEURISTICS = [n for n in schedulers.names() if n != "optimal"]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from graphs import Graph
-from sim import Plan, PlanError, Platform
+from hetsim.graphs import Graph
+from hetsim.sim import Plan, PlanError, Platform
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sim import Device, Link, Platform, PlatformError
+from hetsim.sim import Device, Link, Platform, PlatformError
 
 
 def to_toml(data: dict[str, Any]) -> str:

@@ -13,9 +13,9 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
 from matplotlib.image import AxesImage
 
-from experiments import plots
-from experiments.cli import main
-from experiments.plots import (
+from hetsim.experiments import plots
+from hetsim.experiments.cli import main
+from hetsim.experiments.plots import (
     COLUMN_WIDTH_IN,
     gantt,
     makespan_bars,
@@ -25,7 +25,7 @@ from experiments.plots import (
     speedup_lines,
     utilisation_heatmap,
 )
-from sim import Plan, simulate
+from hetsim.sim import Plan, simulate
 
 matplotlib.use("Agg")
 

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import graphs
-from costmodel import CostModelError
-from costmodel.profile import (
+from hetsim import graphs
+from hetsim.costmodel import CostModelError
+from hetsim.costmodel.profile import (
     LINKS_COLUMNS,
     OPS_COLUMNS,
     ProfileWriter,
@@ -20,7 +20,7 @@ from costmodel.profile import (
     read_profile,
     write_profile,
 )
-from graphs import Graph
+from hetsim.graphs import Graph
 
 MANIFEST = {
     "hetsim_profile": 1,

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import torch
 
-import runtime.profile as rp
-from costmodel.profile import OPS_COLUMNS, read_profile
-from experiments.cli import main
-from graphs import FEATURE_COLUMNS, Graph, signature
-from runtime.backends import BackendError, get_backend, parse_device
-from runtime.profile import MeasureSettings, profile_graphs, profile_models, time_kernel
+from hetsim.costmodel.profile import OPS_COLUMNS, read_profile
+from hetsim.experiments.cli import main
+from hetsim.graphs import FEATURE_COLUMNS, Graph, signature
+from hetsim.runtime import profile as rp
+from hetsim.runtime.backends import BackendError, get_backend, parse_device
+from hetsim.runtime.profile import MeasureSettings, profile_graphs, profile_models, time_kernel
 
 FAST = MeasureSettings(warmup_s=0.002, min_time_s=0.005, max_time_s=0.05, max_repeats=300)
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
@@ -100,7 +100,7 @@ def test_a_crashed_run_leaves_the_previous_files_intact(tmp_path, monkeypatch):
     def no_replace(*a, **kw):
         raise OSError("disk full")
 
-    monkeypatch.setattr("costmodel.profile.os.replace", no_replace)
+    monkeypatch.setattr("hetsim.costmodel.profile.os.replace", no_replace)
     with pytest.raises(OSError, match="disk full"):
         profile([tiny_graph("third", width=4)], out, flush_every=1)
     monkeypatch.undo()

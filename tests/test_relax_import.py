@@ -15,8 +15,8 @@ pytest.importorskip("tvm")
 from onnx import TensorProto, helper  # noqa: E402
 from torch import nn  # noqa: E402
 
-from graphs.graph import GraphError, load, tensor_bytes  # noqa: E402
-from graphs.relax_import import from_onnx, from_relax, from_torch  # noqa: E402
+from hetsim.graphs.graph import GraphError, load, tensor_bytes  # noqa: E402
+from hetsim.graphs.relax_import import from_onnx, from_relax, from_torch  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning"
@@ -246,7 +246,7 @@ def test_fused_fewer_nodes_and_view_kernels():
 def test_shape_fold_matches_tvm_fold_constant():
     from tvm.relax.frontend.torch import from_exported_program
 
-    from graphs import relax_import
+    from hetsim.graphs import relax_import
 
     m = nn.Sequential(ConvBNReLU(), nn.Flatten(), nn.Linear(8 * 5 * 5, 3)).eval()
     mod = from_exported_program(torch.export.export(m, (torch.randn(1, 4, 10, 10),)))
@@ -376,7 +376,7 @@ def test_unknown_granularity_and_non_module():
 
 # ------------------------------------------------------------------------- helpers
 def test_kernel_names_and_transposed_conv_formula():
-    from graphs._relax_ops import formula_flops, kernel_ops_from_name
+    from hetsim.graphs._relax_ops import formula_flops, kernel_ops_from_name
 
     assert kernel_ops_from_name("fused_conv2d1_add_max_pool2d_relu2") == [
         "conv2d", "add", "max_pool2d", "relu",
@@ -400,7 +400,7 @@ def test_strided_slice_keeps_its_bounds() -> None:
     slices of one tensor must not look identical (signature, torch backend)."""
     import torch
 
-    import graphs
+    from hetsim import graphs
 
     class Slices(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from costmodel import CostModel, CostModelError, Roofline
-from costmodel.roofline import DEFAULT_EFFICIENCY, op_key
-from graphs import Graph
-from sim import Device, Link, Platform
+from hetsim.costmodel import CostModel, CostModelError, Roofline
+from hetsim.costmodel.roofline import DEFAULT_EFFICIENCY, op_key
+from hetsim.graphs import Graph
+from hetsim.sim import Device, Link, Platform
 
 GPU = Device(
     "gpu",

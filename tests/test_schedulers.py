@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-import schedulers
-from costmodel.roofline import Roofline
-from graphs.graph import Graph, tensor_bytes
-from schedulers.base import (
+from hetsim import schedulers
+from hetsim.costmodel.roofline import Roofline
+from hetsim.graphs.graph import Graph, tensor_bytes
+from hetsim.schedulers.base import (
     CostTable,
     EFTState,
     SchedulerError,
@@ -21,12 +21,12 @@ from schedulers.base import (
     topo_priority,
     upward_rank,
 )
-from schedulers.by_path import fork_regions
-from schedulers.heft import heft_state
-from schedulers.timeslice import partition_chain
-from sim.engine import simulate
-from sim.plan import Plan
-from sim.platform import Device, Link, Platform
+from hetsim.schedulers.by_path import fork_regions
+from hetsim.schedulers.heft import heft_state
+from hetsim.schedulers.timeslice import partition_chain
+from hetsim.sim.engine import simulate
+from hetsim.sim.plan import Plan
+from hetsim.sim.platform import Device, Link, Platform
 
 F32 = "float32"
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import schedulers
-from experiments.cli import main
-from experiments.points import COLUMNS, Point, clear_caches, load_graph, run_point
-from experiments.sweep import ResultsFile, Sweep, SweepError, load_results, run_sweep
-from schedulers.base import Scheduler
-from sim import Platform, simulate
+from hetsim import schedulers
+from hetsim.experiments.cli import main
+from hetsim.experiments.points import COLUMNS, Point, clear_caches, load_graph, run_point
+from hetsim.experiments.sweep import ResultsFile, Sweep, SweepError, load_results, run_sweep
+from hetsim.schedulers.base import Scheduler
+from hetsim.sim import Platform, simulate
 
 TINY = {"seq_len": 4, "hidden": 32}
 GRID = {
@@ -152,7 +152,7 @@ def test_run_point_matches_a_direct_simulation(cache: Path) -> None:
     graph = load_graph("lstm", model_args=TINY, cache_dir=cache)
     platform = Platform.preset("xeon-p2200").scaled(link_bandwidth=0.5)
     sched = schedulers.get("heft")
-    from costmodel import Roofline
+    from hetsim.costmodel import Roofline
 
     res = simulate(graph, platform, sched.schedule(graph, platform, Roofline()), Roofline(), requests=3)
     assert row["makespan_s"] == res.makespan
@@ -165,7 +165,7 @@ def test_run_point_matches_a_direct_simulation(cache: Path) -> None:
 
 
 def test_graphs_are_cached_in_process(cache: Path) -> None:
-    from experiments.points import _load_graph_cached
+    from hetsim.experiments.points import _load_graph_cached
 
     clear_caches()
     p = Point(model="lstm", platform="xeon-p2200", scheduler="all-gpu", model_args=TINY)
@@ -277,7 +277,7 @@ def test_killed_sweep_loses_no_finished_row(tmp_path: Path, cache: Path) -> None
         "[model_args]\nlstm = {seq_len = 4, hidden = 32}\n"
     )
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "experiments.cli", "sweep", str(path), "--out", str(out),
+    cmd = [sys.executable, "-m", "hetsim.experiments.cli", "sweep", str(path), "--out", str(out),
            "--workers", "1", "--cache", str(cache), "--no-progress"]  # fmt: skip
     proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip

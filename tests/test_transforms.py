@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import graphs
-from graphs import Graph, GraphError
+from hetsim import graphs
+from hetsim.graphs import Graph, GraphError
 
 
 def test_critical_path_by_flops_and_count(diamond: Graph) -> None:

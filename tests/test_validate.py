@@ -23,8 +23,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from experiments.cli import main  # noqa: E402
-from runtime.validate import (  # noqa: E402
+from hetsim.experiments.cli import main  # noqa: E402
+from hetsim.runtime.validate import (  # noqa: E402
     VALIDATION_COLUMNS,
     ValidationResult,
     format_table,
@@ -39,7 +39,7 @@ needs_profile = pytest.mark.skipif(not (PROFILE / "ops.csv").is_file(), reason=f
 
 @pytest.fixture(scope="module")
 def squeeze():
-    from runtime.backends.tvm_backend import import_model
+    from hetsim.runtime.backends.tvm_backend import import_model
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -88,8 +88,8 @@ def test_validate_one_plan(squeeze, tmp_path):
 
 
 def test_profile_in_context_with_the_graphs_tensor_split_makes(squeeze, tmp_path):
-    from graphs.features import features
-    from runtime.validate import profile_in_context
+    from hetsim.graphs.features import features
+    from hetsim.runtime.validate import profile_in_context
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -134,8 +134,8 @@ def test_validate_all_googlenet_resnet18_measured_here(tmp_path):
 def test_context_profiler_writes_op_times_and_overhead_of_its_runs(squeeze, tmp_path):
     import numpy as np
 
-    from graphs.features import features
-    from runtime.validate import ContextProfiler
+    from hetsim.graphs.features import features
+    from hetsim.runtime.validate import ContextProfiler
 
     prof = ContextProfiler(tmp_path / "ctx")
     with warnings.catch_warnings():
@@ -163,11 +163,11 @@ def test_context_profiler_writes_op_times_and_overhead_of_its_runs(squeeze, tmp_
 def test_validate_all_in_context_and_calibrated(squeeze, tmp_path):
     """Op times and host costs measured in the validation's own rounds, and the
     plans simulated with them."""
-    from costmodel import from_spec
-    from graphs.features import features
-    from sim.engine import simulate
-    from sim.plan import Plan
-    from sim.platform import Platform
+    from hetsim.costmodel import from_spec
+    from hetsim.graphs.features import features
+    from hetsim.sim.engine import simulate
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
 
     ctx = tmp_path / "ctx"
     with warnings.catch_warnings():
@@ -243,7 +243,7 @@ def test_cli_validate_all_in_context(tmp_path, capsys):
 
 @needs_profile
 def test_calibrate_dispatch(tmp_path):
-    from runtime.validate import calibrate_dispatch
+    from hetsim.runtime.validate import calibrate_dispatch
 
     prof = tmp_path / "prof"
     shutil.copytree(PROFILE, prof)
@@ -259,8 +259,8 @@ def _rec(kind, node, resource, start, end, stream=0):  # noqa: ANN001, ANN202
 
 
 def test_handoff_gaps_from_records():
-    from graphs import Graph
-    from runtime.validate import handoff_gaps
+    from hetsim.graphs import Graph
+    from hetsim.runtime.validate import handoff_gaps
 
     g = Graph(name="diamond")
     for n in "abcde":
@@ -285,10 +285,10 @@ def test_handoff_gaps_from_records():
 
 
 def test_measure_handoff_on_cpu2(squeeze):
-    import schedulers
-    from costmodel.roofline import Roofline
-    from runtime.validate import measure_handoff
-    from sim.plan import Plan
+    from hetsim import schedulers
+    from hetsim.costmodel.roofline import Roofline
+    from hetsim.runtime.validate import measure_handoff
+    from hetsim.sim.plan import Plan
 
     g = squeeze.graph
     with warnings.catch_warnings():
@@ -303,7 +303,7 @@ def test_measure_handoff_on_cpu2(squeeze):
 
 
 def test_measure_read_bandwidth_on_cpu2(squeeze):
-    from runtime.validate import measure_read_bandwidth
+    from hetsim.runtime.validate import measure_read_bandwidth
 
     g = squeeze.graph
     with warnings.catch_warnings():
@@ -326,6 +326,6 @@ def test_measure_read_bandwidth_on_cpu2(squeeze):
 
 
 def _cpu2():  # noqa: ANN202
-    from sim.platform import Platform
+    from hetsim.sim.platform import Platform
 
     return Platform.load("cpu2")

@@ -24,9 +24,8 @@ import pytest
 import torch
 from torch import nn
 
-import graphs.relax_import
-from graphs import Graph, GraphError, zoo
-from graphs.zoo import rnn
+from hetsim.graphs import Graph, GraphError, relax_import, zoo
+from hetsim.graphs.zoo import rnn
 
 CNNS = [
     "alexnet", "densenet121", "efficientnet_b0", "googlenet", "inception_v3", "mobilenet_v2",
@@ -501,7 +500,7 @@ def test_load_cache_roundtrip(tmp_path, monkeypatch):
     def no_import(*args, **kwargs):
         raise AssertionError("the cache was not used")
 
-    monkeypatch.setattr(graphs.relax_import, "from_torch", no_import)
+    monkeypatch.setattr(relax_import, "from_torch", no_import)
     again = zoo.load("gru", cache=tmp_path, **kw)
     assert again.to_dict() == first.to_dict()
     assert {again.nodes[n]["step"] for n in again} == {0, 1, 2}

@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from experiments.figures import plot_main
-from experiments.plots import COLUMN_WIDTH_IN, makespan_bars, speedup_lines
-from experiments.sweep import load_results
+from hetsim.experiments.figures import plot_main
+from hetsim.experiments.plots import COLUMN_WIDTH_IN, makespan_bars, speedup_lines
+from hetsim.experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig1_cnn_partitioning"

@@ -20,9 +20,9 @@ import matplotlib as mpl
 import pandas as pd
 from matplotlib.figure import Figure
 
-from experiments.figures import plot_main
-from experiments.plots import COLUMN_WIDTH_IN, OKABE_ITO, PAPER_RC
-from experiments.sweep import load_results
+from hetsim.experiments.figures import plot_main
+from hetsim.experiments.plots import COLUMN_WIDTH_IN, OKABE_ITO, PAPER_RC
+from hetsim.experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig2_rnn_timeslice"

@@ -26,8 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.figures import run_sweeps, sweep_main
-from experiments.sweep import Sweep, SweepError
+from hetsim.experiments.figures import run_sweeps, sweep_main
+from hetsim.experiments.sweep import Sweep, SweepError
 
 HERE = Path(__file__).resolve().parent
 

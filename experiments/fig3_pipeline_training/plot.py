@@ -21,8 +21,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from experiments.figures import plot_main
-from experiments.plots import COLUMN_WIDTH_IN, makespan_bars
+from hetsim.experiments.figures import plot_main
+from hetsim.experiments.plots import COLUMN_WIDTH_IN, makespan_bars
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig3_pipeline_training"

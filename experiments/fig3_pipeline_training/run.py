@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from experiments.figures import graph_cache
+from hetsim.experiments.figures import graph_cache
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sim.platform import Platform
+    from hetsim.sim.platform import Platform
 
 HERE = Path(__file__).resolve().parent
 PLANS = ("all-gpu", "antichain-dp", "antichain-dp-colocated")
@@ -142,7 +142,7 @@ def gpus_only(platform: Platform) -> Platform:
     builds; graph inputs then start on the first GPU (the input copy over PCIe is
     left out).
     """
-    from sim.platform import Platform as _Platform
+    from hetsim.sim.platform import Platform as _Platform
 
     gpus = tuple(d for d in platform.devices if d.kind == "gpu")
     names = {d.name for d in gpus}
@@ -153,8 +153,8 @@ def gpus_only(platform: Platform) -> Platform:
 
 
 def _graphs(cfg: Config, cache: str | None) -> tuple[Any, Any, float]:
-    from experiments.points import load_graph
-    from experiments.training import training_graph
+    from hetsim.experiments.points import load_graph
+    from hetsim.experiments.training import training_graph
 
     t0 = time.perf_counter()
     fwd = load_graph(cfg.model, batch=cfg.batch, granularity=cfg.granularity,
@@ -164,10 +164,10 @@ def _graphs(cfg: Config, cache: str | None) -> tuple[Any, Any, float]:
 
 def run_config(cfg: Config, cache: str | None = None) -> dict[str, Any]:
     """Plan and simulate one point; an error becomes a row with ``status="error"``."""
-    import schedulers
-    from experiments.points import make_cost, make_platform, metrics
-    from experiments.training import colocated_plan
-    from sim import simulate
+    from hetsim import schedulers
+    from hetsim.experiments.points import make_cost, make_platform, metrics
+    from hetsim.experiments.training import colocated_plan
+    from hetsim.sim import simulate
 
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(cfg.params(), point_id=cfg.id)
@@ -236,7 +236,7 @@ def run(name: str, configs: list[Config], out: str | os.PathLike[str], *,
         workers: int = 2) -> pd.DataFrame:  # fmt: skip
     """Run the points not yet ``ok`` in ``out/results.csv`` (appending a row each);
     return the table's rows of these points (the last row per point)."""
-    from experiments.sweep import git_commit, hetsim_version
+    from hetsim.experiments.sweep import git_commit, hetsim_version
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.figures import run_sweeps, sweep_main
-from experiments.sweep import Sweep
+from hetsim.experiments.figures import run_sweeps, sweep_main
+from hetsim.experiments.sweep import Sweep
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from experiments.figures import plot_main
-from experiments.plots import COLUMN_WIDTH_IN, PAPER_RC, scheduler_style
+from hetsim.experiments.figures import plot_main
+from hetsim.experiments.plots import COLUMN_WIDTH_IN, PAPER_RC, scheduler_style
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig5_optimality_gap"

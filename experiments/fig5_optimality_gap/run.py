@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from experiments.figures import graph_cache
-from graphs.graph import Graph, tensor_bytes
+from hetsim.experiments.figures import graph_cache
+from hetsim.graphs.graph import Graph, tensor_bytes
 
 HERE = Path(__file__).resolve().parent
 
@@ -144,8 +144,8 @@ def subgraph(graph: Graph, nodes: list[str], name: str) -> Graph:
 
 def real_graph(spec: Mapping[str, Any], cache: str | None) -> Graph:
     """A ``[[real]]`` entry of ``sweep.toml`` as a graph (zoo import, fused, cached)."""
-    from experiments.points import load_graph
-    from schedulers.by_path import fork_regions
+    from hetsim.experiments.points import load_graph
+    from hetsim.schedulers.by_path import fork_regions
 
     full = load_graph(spec["model"], batch=int(spec.get("batch", 1)), granularity="fused",
                       model_args=spec.get("args", {}), cache_dir=cache)  # fmt: skip
@@ -238,8 +238,8 @@ def _point_id(case: Case, platform: str, cost: str, scheduler: str, args: Mappin
 
 def _plan_and_simulate(graph: Graph, platform: Any, cost: Any, scheduler: str,
                        args: Mapping[str, Any]) -> tuple[Any, float, float]:  # fmt: skip
-    import schedulers
-    from sim import simulate
+    from hetsim import schedulers
+    from hetsim.sim import simulate
 
     t0 = time.perf_counter()
     plan = schedulers.get(scheduler, **dict(args)).schedule(graph, platform, cost)
@@ -259,8 +259,8 @@ def done_ids(path: Path) -> set[str]:
 def run(config: Config, out: str | os.PathLike[str], *, progress: bool = True) -> pd.DataFrame:
     """Run the points not yet ``ok`` in ``out/results.csv`` (a row each, appended as
     they finish); return the rows of this configuration (the last row per point)."""
-    from experiments.points import make_cost, make_platform
-    from experiments.sweep import git_commit, hetsim_version
+    from hetsim.experiments.points import make_cost, make_platform
+    from hetsim.experiments.sweep import git_commit, hetsim_version
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

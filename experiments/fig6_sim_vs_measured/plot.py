@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from scipy.stats import kendalltau
 
-from experiments.figures import plot_main
-from experiments.plots import COLUMN_WIDTH_IN, sim_vs_measured
+from hetsim.experiments.figures import plot_main
+from hetsim.experiments.plots import COLUMN_WIDTH_IN, sim_vs_measured
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig6_sim_vs_measured"

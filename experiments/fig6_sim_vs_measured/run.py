@@ -157,9 +157,9 @@ def run(cfg: Config, out: str | os.PathLike[str], *, progress: bool = True,
     ``traces``: where :func:`~runtime.validate.validate_all` writes its tables and
     traces (default ``experiments/.cache/fig6`` for this folder, else ``out/traces``).
     """
-    import schedulers as sched_mod
-    from experiments.sweep import git_commit, hetsim_version
-    from runtime.validate import validate_all
+    from hetsim import schedulers as sched_mod
+    from hetsim.experiments.sweep import git_commit, hetsim_version
+    from hetsim.runtime.validate import validate_all
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

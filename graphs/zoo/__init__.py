@@ -33,7 +33,7 @@ multiple of 16) and ``num_classes`` (1000).
 
 Examples
 --------
->>> from graphs import zoo
+>>> from hetsim.graphs import zoo
 >>> zoo.params("resnet18")
 11689512
 >>> model, (x,) = zoo.build("lstm", batch=2, seq_len=4, hidden=32)
@@ -60,10 +60,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphs.graph import SCHEMA_VERSION, Graph, GraphError
-from graphs.graph import load as _load_graph
-from graphs.zoo import cnn, mobile, rnn, transformer
-from graphs.zoo.rnn import tag_steps
+from hetsim.graphs.graph import SCHEMA_VERSION, Graph, GraphError
+from hetsim.graphs.graph import load as _load_graph
+from hetsim.graphs.zoo import cnn, mobile, rnn, transformer
+from hetsim.graphs.zoo.rnn import tag_steps
 
 __all__ = ["names", "build", "load", "params", "tag_steps", "RECURRENT", "cache_path"]
 
@@ -78,7 +78,7 @@ _REGISTRY: dict[str, tuple[Callable[..., nn.Module], ModuleType]] = {
 RECURRENT: frozenset[str] = frozenset(rnn.MODELS)
 _GRANULARITIES = ("op", "fused")
 #: modules whose source is part of the cache key: a change there re-imports.
-_IMPORTER_MODULES = ("graphs.relax_import", "graphs._relax_ops")
+_IMPORTER_MODULES = ("hetsim.graphs.relax_import", "hetsim.graphs._relax_ops")
 
 
 def names() -> list[str]:
@@ -287,7 +287,7 @@ def load(
 
 
 def _import(name: str, *, batch: int, granularity: str, seed: int, kw: dict[str, Any]) -> Graph:
-    from graphs.relax_import import from_torch
+    from hetsim.graphs.relax_import import from_torch
 
     module, inputs = build(name, batch=batch, seed=seed, **kw)
     graph = from_torch(module, inputs, granularity=granularity, name=name)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from graphs.zoo.cnn import _with_size, make_inputs
+from hetsim.graphs.zoo.cnn import _with_size, make_inputs
 
 __all__ = [
     "MODELS",

@@ -24,7 +24,7 @@ import networkx as nx
 import torch
 from torch import nn
 
-from graphs.graph import Graph, GraphError
+from hetsim.graphs.graph import Graph, GraphError
 
 __all__ = ["MODELS", "make_inputs", "lstm", "gru", "LSTMCell", "GRUCell", "StackedRNN", "tag_steps"]
 

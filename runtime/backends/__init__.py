@@ -6,7 +6,7 @@ Both follow :class:`~runtime.backends.base.Backend`.
 
 Examples
 --------
->>> from graphs import Graph
+>>> from hetsim.graphs import Graph
 >>> g = Graph()
 >>> g.add_op("r", "relu", inputs=[([4], "float32")], outputs=[([4], "float32")])
 >>> kernel = get_backend("torch").prepare(g, "r", "cpu")
@@ -15,7 +15,7 @@ Examples
 
 from __future__ import annotations
 
-from runtime.backends.base import (
+from hetsim.runtime.backends.base import (
     Backend,
     BackendError,
     DeviceSpec,
@@ -47,11 +47,11 @@ def get_backend(name: str, **kw: object) -> Backend:
     """A new backend by name (``"torch"`` or ``"tvm"``); ``kw`` go to its constructor
     (``tvm``: ``cache=``, ``max_models=``). torch and TVM are imported here, on use."""
     if name == "torch":
-        from runtime.backends.torch_backend import TorchBackend
+        from hetsim.runtime.backends.torch_backend import TorchBackend
 
         return TorchBackend(**kw)
     if name == "tvm":
-        from runtime.backends.tvm_backend import TvmBackend
+        from hetsim.runtime.backends.tvm_backend import TvmBackend
 
         return TvmBackend(**kw)
     raise BackendError(f"unknown backend {name!r}; choose from {list(BACKENDS)}")

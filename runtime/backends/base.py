@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from graphs.graph import Graph
+from hetsim.graphs.graph import Graph
 
 __all__ = [
     "Backend",

@@ -8,7 +8,7 @@ single torch equivalent: use the ``tvm`` backend for those).
 
 Examples
 --------
->>> from graphs import Graph
+>>> from hetsim.graphs import Graph
 >>> g = Graph()
 >>> g.add_op("r", "relu", inputs=[([2, 3], "float32")], outputs=[([2, 3], "float32")])
 >>> k = TorchBackend().prepare(g, "r", "cpu")
@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphs.graph import Graph
-from runtime.backends._torch_ops import OPS, Unsupported, torch_dtype
-from runtime.backends.base import (
+from hetsim.graphs.graph import Graph
+from hetsim.runtime.backends._torch_ops import OPS, Unsupported, torch_dtype
+from hetsim.runtime.backends.base import (
     BackendError,
     DeviceSpec,
     InputSpec,

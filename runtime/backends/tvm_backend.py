@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from graphs.features import signature
-from graphs.graph import Graph
-from runtime.backends.base import (
+from hetsim.graphs.features import signature
+from hetsim.graphs.graph import Graph
+from hetsim.runtime.backends.base import (
     BackendError,
     DeviceSpec,
     check_available,
@@ -115,7 +115,7 @@ def import_module(
     import torch
     from tvm.relax.frontend.torch import from_exported_program
 
-    from graphs import relax_import
+    from hetsim.graphs import relax_import
 
     try:
         ep = torch.export.export(module.eval(), tuple(example_inputs))
@@ -143,7 +143,7 @@ def import_model(
 ) -> RelaxModel:
     """A zoo model (built as :func:`graphs.zoo.build` does) as a :class:`RelaxModel`;
     its graph equals ``graphs.zoo.load(name, batch=..., granularity=..., seed=..., **kw)``."""
-    from graphs import zoo
+    from hetsim.graphs import zoo
 
     module, inputs = zoo.build(name, batch=batch, seed=seed, **kw)
     model = import_module(module, inputs, granularity=granularity, name=name, exact=exact)
@@ -188,7 +188,7 @@ def _check_same(graph: Graph, rebuilt: Graph) -> None:
 def _align(graph: Graph, walked: Any, members: Any, name: str) -> RelaxModel:
     """Walk ``walked`` again and pair its live records with the graph's nodes, in order
     (the order :func:`graphs.relax_import.from_relax` gives them)."""
-    from graphs import _relax_ops
+    from hetsim.graphs import _relax_ops
 
     class Walker(_relax_ops.RelaxWalker):
         """Also remembers the Relax call behind each record."""

@@ -1,0 +1,94 @@
+"""hetsim: simulate DNN execution on CPU-GPU platforms and compare schedulers.
+
+Everything is importable as ``hetsim.<layer>`` (``hetsim.graphs``, ``hetsim.costmodel``,
+``hetsim.sim``, ``hetsim.schedulers``, ``hetsim.runtime``, ``hetsim.experiments``);
+the everyday API is here, loaded on first use so that ``import hetsim`` stays fast:
+
+>>> import hetsim
+>>> platform = hetsim.Platform.preset("xeon-p2200")
+>>> "heft" in hetsim.schedulers.names()
+True
+
+A typical session::
+
+    graph = hetsim.zoo.load("resnet18", batch=4)        # TVM Relax import, cached
+    plan = hetsim.get_scheduler("heft").schedule(graph, platform, hetsim.Roofline())
+    result = hetsim.simulate(graph, platform, plan, hetsim.Roofline(), requests=8)
+    table = hetsim.compare(graph, platform).table     # every scheduler, one row each
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+# In a source checkout the layer folders (graphs/, sim/, ...) sit beside this one and
+# are the subpackages hetsim.graphs, hetsim.sim, ...; an installed wheel holds them
+# under hetsim/ itself (pyproject's package-dir mapping).
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "sim" / "engine.py").is_file():
+    __path__.append(str(_CHECKOUT))  # noqa: F821 - the package's own __path__
+
+try:
+    __version__ = version("hetsim")
+except PackageNotFoundError:  # pragma: no cover - running from a checkout never installed
+    __version__ = "0+unknown"
+
+#: public name -> (module, attribute); attribute None: the module itself
+_API: dict[str, tuple[str, str | None]] = {
+    # layers
+    "graphs": ("hetsim.graphs", None),
+    "costmodel": ("hetsim.costmodel", None),
+    "sim": ("hetsim.sim", None),
+    "schedulers": ("hetsim.schedulers", None),
+    "runtime": ("hetsim.runtime", None),
+    "experiments": ("hetsim.experiments", None),
+    # graphs
+    "zoo": ("hetsim.graphs.zoo", None),
+    "Graph": ("hetsim.graphs", "Graph"),
+    "GraphError": ("hetsim.graphs", "GraphError"),
+    "load_graph": ("hetsim.graphs", "load"),
+    "from_torch": ("hetsim.graphs", "from_torch"),
+    "from_onnx": ("hetsim.graphs", "from_onnx"),
+    "from_relax": ("hetsim.graphs", "from_relax"),
+    # cost models
+    "Roofline": ("hetsim.costmodel", "Roofline"),
+    "cost_model": ("hetsim.costmodel", "from_spec"),
+    "CostModelError": ("hetsim.costmodel", "CostModelError"),
+    # simulation
+    "Platform": ("hetsim.sim", "Platform"),
+    "Device": ("hetsim.sim", "Device"),
+    "Link": ("hetsim.sim", "Link"),
+    "Plan": ("hetsim.sim", "Plan"),
+    "PlanError": ("hetsim.sim", "PlanError"),
+    "PlatformError": ("hetsim.sim", "PlatformError"),
+    "SimResult": ("hetsim.sim", "SimResult"),
+    "SimulationError": ("hetsim.sim", "SimulationError"),
+    "simulate": ("hetsim.sim", "simulate"),
+    # schedulers
+    "get_scheduler": ("hetsim.schedulers", "get"),
+    "SchedulerError": ("hetsim.schedulers", "SchedulerError"),
+    # experiments and real devices
+    "compare": ("hetsim.experiments.compare", "compare"),
+    "Comparison": ("hetsim.experiments.compare", "Comparison"),
+    "execute": ("hetsim.runtime", "execute"),
+}
+
+__all__ = ["__version__", *sorted(_API)]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _API[name]
+    except KeyError:
+        raise AttributeError(f"module 'hetsim' has no attribute {name!r}") from None
+    mod = importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})

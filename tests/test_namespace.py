@@ -1,0 +1,103 @@
+"""hetsim installs one import name, ``hetsim``: a user's own ``sim/`` or ``experiments/``
+package cannot shadow its layers."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ("graphs", "costmodel", "sim", "schedulers", "runtime", "experiments")
+
+
+def _user_project(tmp_path: Path) -> Path:
+    """A research folder with its own ``sim`` and ``experiments`` packages."""
+    for pkg in ("sim", "experiments", "graphs"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text(f"MINE = {pkg!r}\n")
+    return tmp_path
+
+
+def _run(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+
+
+def test_user_packages_named_like_layers_do_not_shadow_hetsim(tmp_path: Path) -> None:
+    cwd = _user_project(tmp_path)
+    code = """
+import sim, experiments, graphs
+assert (sim.MINE, experiments.MINE, graphs.MINE) == ("sim", "experiments", "graphs")
+import hetsim
+from hetsim.sim import simulate
+g = hetsim.Graph(name="chain")
+g.add_op("a", "relu", flops=1e6, bytes=4096)
+g.add_op("b", "relu", flops=1e6, bytes=4096)
+g.add_edge("a", "b", bytes=1024)
+platform = hetsim.Platform.preset("xeon-p2200")
+plan = hetsim.get_scheduler("heft").schedule(g, platform, hetsim.Roofline())
+res = simulate(g, platform, plan, hetsim.Roofline())
+cmp = hetsim.compare(g, platform, schedulers=["all-cpu", "heft"])
+print("makespan", res.makespan > 0, list(cmp.table["scheduler"]))
+import sys
+own = [m for m in sys.modules if m.split(".")[0] in ("sim", "experiments", "graphs") and m not in ("sim", "experiments", "graphs")]
+print("own", own)
+"""
+    out = _run(code, cwd)
+    assert out.returncode == 0, out.stderr
+    assert "makespan True ['all-cpu', 'heft']" in out.stdout
+    assert "own []" in out.stdout  # nothing of hetsim was looked up under the user's names
+
+
+def test_python_m_hetsim_runs_the_cli(tmp_path: Path) -> None:
+    cwd = _user_project(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "hetsim", "--help"], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "simulate" in out.stdout and "compare" in out.stdout
+
+
+def test_no_module_imports_a_layer_by_its_bare_name() -> None:
+    bare = re.compile(rf"^\s*(from|import) ({'|'.join(LAYERS)})(\.|\s|$)", re.M)
+    offenders = []
+    for folder in (*LAYERS, "hetsim", "tests", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for m in bare.finditer(path.read_text(encoding="utf-8")):
+                line = path.read_text(encoding="utf-8")[: m.start()].count("\n") + 1
+                offenders.append(f"{path.relative_to(ROOT)}:{line}")
+    assert offenders == []
+
+
+def test_everyday_api_names_resolve() -> None:
+    import hetsim
+
+    for name in hetsim.__all__:
+        assert getattr(hetsim, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        hetsim.nope  # noqa: B018
+
+
+@pytest.mark.slow
+def test_wheel_installs_only_the_hetsim_name(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if out.returncode != 0 and "No module named" in out.stderr:
+        pytest.skip(f"cannot build a wheel here: {out.stderr.strip()[-200:]}")
+    assert out.returncode == 0, out.stderr
+    (wheel,) = tmp_path.glob("hetsim-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"hetsim"}
+    assert "hetsim/sim/presets/xeon-p2200.toml" in names
+    assert "hetsim/graphs/zoo/cnn.py" in names
