@@ -42,6 +42,7 @@ import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
 from hetsim.graphs.features import FEATURE_COLUMNS
+from hetsim.graphs.graph import atomic_write
 
 __all__ = [
     "PROFILE_VERSION",
@@ -439,26 +440,12 @@ def _tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    """Write through a temporary file in the same folder, then ``os.replace``."""
-    tmp = _tmp_name(path)
-    try:
-        with open(tmp, "x", newline="") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_json(path: Path, data: Any) -> None:
-    _atomic_write(path, lambda fh: fh.write(json.dumps(data, indent=1) + "\n"))
+    atomic_write(path, lambda fh: fh.write(json.dumps(data, indent=1) + "\n"))
 
 
 def _write_csv(path: Path, frame: pd.DataFrame) -> None:
-    _atomic_write(path, lambda fh: frame.to_csv(fh, index=False))
+    atomic_write(path, lambda fh: frame.to_csv(fh, index=False))
 
 
 def _ops_frame(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:

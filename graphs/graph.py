@@ -30,7 +30,7 @@ import copy
 import json
 import math
 import os
-import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -297,14 +297,18 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[str]], Any]) 
     """Write a text file atomically: ``write(fh)`` fills a temporary file in the same
     folder, which then replaces ``path``; on any failure ``path`` is left as it was.
 
-    Used by every hetsim writer of graph, plan and result files.
+    The contents are flushed to disk before the rename. Used by every hetsim writer of
+    graph, plan, profile, cost-model and result files.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # a fresh hidden sibling, created here so that the umask applies (mkstemp gives 0600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
+        with open(tmp, "x", newline="", encoding="utf-8") as fh:
             write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

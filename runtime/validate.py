@@ -13,11 +13,11 @@ users of the simulator rely on.
 one-element ops); :func:`calibrate_dispatch` writes it into a profile's
 ``dispatch.json`` so that the simulator's per-op host dispatch is what the
 executor really spends; :func:`profile_in_context` measures operator times inside
-the running model (see :mod:`runtime._validate_profile`); :func:`measure_handoff`
+the running model (see :mod:`runtime.context_profile`); :func:`measure_handoff`
 measures how long an op waits for an input from another worker beyond one from
 its own (``Device.handoff_s`` in the simulator) and :func:`measure_read_bandwidth`
 how much longer it runs reading it (``Device.handoff_bandwidth_bytes_per_s``; see
-:mod:`runtime._handoff`).
+:mod:`runtime.handoff`).
 
 Examples
 --------
@@ -41,20 +41,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.runtime._executor_setup import ExecutionError
-from hetsim.runtime._handoff import (
-    HostCalibration,
-    handoff_gaps,
-    measure_handoff,
-    measure_read_bandwidth,
-)
-from hetsim.runtime._validate_profile import (
+from hetsim.runtime.backends.base import BackendError
+from hetsim.runtime.context_profile import (
     ContextProfiler,
     calibrate_dispatch,
     measure_overhead,
     profile_in_context,
 )
-from hetsim.runtime.backends.base import BackendError
+from hetsim.runtime.executor_setup import ExecutionError
+from hetsim.runtime.handoff import (
+    HostCalibration,
+    handoff_gaps,
+    measure_handoff,
+    measure_read_bandwidth,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -332,7 +332,7 @@ def validate_all(
     in_context
         A folder for an in-context profile measured *during* the validation: each
         round also runs every graph once node by node on one worker
-        (:class:`~runtime._validate_profile.ContextProfiler`), the op times of those
+        (:class:`~runtime.context_profile.ContextProfiler`), the op times of those
         runs are written there, and the plans are simulated with that profile
         (``cost`` then only plans them, and prices the dynamic policy's run-time
         decisions). The op times and the makespans are then measured under the same
@@ -343,7 +343,7 @@ def validate_all(
         A zoo model name (e.g. ``"squeezenet1_1"``; pick one that is not validated):
         each round also runs it on the first two devices of ``platform``, once on
         one worker and once with every edge crossing
-        (:class:`~runtime._handoff.HostCalibration`), and each model's plans are
+        (:class:`~runtime.handoff.HostCalibration`), and each model's plans are
         simulated on ``platform`` with the handoff (``Device.handoff_s``) and read
         bandwidth (``Device.handoff_bandwidth_bytes_per_s``) measured in its
         rounds: the host costs of the same minutes, which on a shared VM vary
@@ -433,8 +433,8 @@ def _validate_model(
     each round also runs its two executions, and the plans are simulated on the
     platform with the host costs so measured."""
     from hetsim import schedulers as sched_mod
-    from hetsim.runtime._executor_setup import wire
     from hetsim.runtime.executor import Execution
+    from hetsim.runtime.executor_setup import wire
     from hetsim.sim.engine import simulate
 
     rows: dict[str, dict[str, Any]] = {}

@@ -20,7 +20,7 @@ Helpers
     contention. HEFT, CPOP, PEFT and DONF build their schedule with it; with
     ``insertion=False, contention=True`` it is the cheap list-scheduling estimator
     that cp-greedy and by-op/by-path use to predict a placement's makespan.
-:func:`_list_schedule`
+:func:`list_schedule`
     placement + node ordering -> estimated schedule and integer priorities.
 """
 
@@ -491,7 +491,7 @@ class EFTState:
         )
 
 
-def _list_schedule(
+def list_schedule(
     table: CostTable,
     placement: Mapping[str, str],
     order: Sequence[str] | None = None,

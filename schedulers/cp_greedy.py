@@ -12,7 +12,7 @@ operator, or a whole chain of them (a branch of an inception block), so that a
 branch can leave the critical device without paying a transfer per operator.
 
 Candidates are priced with the cheap list-scheduling estimator of
-:func:`schedulers.base._list_schedule` (cost-model op, dispatch and transfer
+:func:`schedulers.base.list_schedule` (cost-model op, dispatch and transfer
 times, link and host contention, fixed upward-rank order): O(V + E) per
 candidate, O(passes x V x D x (V + E)) in all. The initial placement, the
 corrected one and the best single-device placement are then simulated
@@ -29,7 +29,7 @@ from hetsim.graphs.transforms import critical_path
 from hetsim.schedulers.base import (
     CostTable,
     Scheduler,
-    _list_schedule,
+    list_schedule,
     quantize,
     topo_priority,
     upward_rank,
@@ -122,7 +122,7 @@ class CPGreedy(Scheduler):
         order = sorted(prio, key=prio.__getitem__)
 
         def estimate(pl: dict[str, str]) -> float:
-            return _list_schedule(table, pl, order, presorted=True).makespan
+            return list_schedule(table, pl, order, presorted=True).makespan
 
         initial = dict(fastest)
         initial.update(_path_devices(table, key_ops))
@@ -158,11 +158,11 @@ class CPGreedy(Scheduler):
             from hetsim.sim.engine import simulate
 
             for name, pl in candidates.items():
-                prio = _list_schedule(table, pl, order, presorted=True).priority()
+                prio = list_schedule(table, pl, order, presorted=True).priority()
                 results[name] = simulate(graph, platform, Plan(pl, prio), cost).makespan
             chosen = min(results, key=lambda k: (results[k], k != "corrected"))
             sim_ms = results[chosen]
-        final = _list_schedule(table, candidates[chosen], order, presorted=True)
+        final = list_schedule(table, candidates[chosen], order, presorted=True)
         return final.to_plan(
             predicted_makespan=best if chosen == "corrected" else final.makespan,
             simulated_makespan=sim_ms,

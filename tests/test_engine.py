@@ -511,7 +511,7 @@ def test_bad_cost_is_reported_with_the_op():
 
 def test_deadlock_is_detected(monkeypatch: pytest.MonkeyPatch):
     # make the engine lose every transfer: the consumer can never start
-    monkeypatch.setattr(engine_mod._Run, "_queue_hop", lambda self, x: None)
+    monkeypatch.setattr(engine_mod.EngineRun, "_queue_hop", lambda self, x: None)
     g = graph(["a", "b"], [("a", "b")])
     with pytest.raises(
         SimulationError, match=r"deadlock: request 0 .*op 'b' is stuck \(waiting for inputs"

@@ -18,9 +18,9 @@ torch = pytest.importorskip("torch")
 from hetsim.costmodel.roofline import Roofline  # noqa: E402
 from hetsim.graphs.graph import Graph  # noqa: E402
 from hetsim.runtime import ExecutionError, RunResult, execute  # noqa: E402
-from hetsim.runtime._executor_setup import TorchCall, Wiring  # noqa: E402
 from hetsim.runtime.backends import BackendError  # noqa: E402
 from hetsim.runtime.executor import execute_wired, map_devices  # noqa: E402
+from hetsim.runtime.executor_setup import TorchCall, Wiring  # noqa: E402
 from hetsim.sim import Plan, PlanError, Platform, simulate  # noqa: E402
 
 CPU2 = Platform.preset("cpu2")
@@ -287,7 +287,7 @@ def test_wrong_execution_is_caught(squeeze, monkeypatch):
         return out
 
     calls: dict = {}
-    from hetsim.runtime import _executor_setup as setup_mod
+    from hetsim.runtime import executor_setup as setup_mod
 
     build = setup_mod.build_calls
 
@@ -305,8 +305,8 @@ def test_wrong_execution_is_caught(squeeze, monkeypatch):
 def test_wrong_weights_are_caught_by_the_module_reference():
     """Wrong weights (the same in the plan's run and the single-device run) differ
     from the zoo model's own forward."""
-    from hetsim.runtime._executor_setup import wire
     from hetsim.runtime.backends.tvm_backend import import_model
+    from hetsim.runtime.executor_setup import wire
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -17,7 +17,7 @@ from hetsim.schedulers.base import (
     CostTable,
     EFTState,
     SchedulerError,
-    _list_schedule,
+    list_schedule,
     topo_priority,
     upward_rank,
 )
@@ -466,7 +466,7 @@ def test_tensors_move_once_per_device() -> None:
     placement = dict.fromkeys(graph.nx, "cpu")
     for b in range(3):
         placement[f"p{b}a"] = "gpu"
-    state = _list_schedule(table, placement)
+    state = list_schedule(table, placement)
     assert list(state.arrival) == [(("fork", 0), "gpu")] + [((f"p{b}a", 0), "cpu") for b in range(3)]
     res = simulate(graph, platform, Plan(placement, state.priority()), Roofline())
     assert res.bytes_moved["cpu->gpu"] == graph.edges["fork", "p0a"]["bytes"]

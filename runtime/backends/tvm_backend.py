@@ -188,9 +188,9 @@ def _check_same(graph: Graph, rebuilt: Graph) -> None:
 def _align(graph: Graph, walked: Any, members: Any, name: str) -> RelaxModel:
     """Walk ``walked`` again and pair its live records with the graph's nodes, in order
     (the order :func:`graphs.relax_import.from_relax` gives them)."""
-    from hetsim.graphs import _relax_ops
+    from hetsim.graphs import relax_ops
 
-    class Walker(_relax_ops.RelaxWalker):
+    class Walker(relax_ops.RelaxWalker):
         """Also remembers the Relax call behind each record."""
 
         rec_calls: dict[int, Any] = {}

@@ -7,25 +7,25 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.engine import _Run
+    from hetsim.sim.engine import EngineRun
 
 __all__ = ["SimulationError"]
 
-_WAIT, _QUEUED, _RUNNING, _DONE = 0, 1, 2, 3
-_STATE = {_WAIT: "waiting for inputs", _QUEUED: "queued", _RUNNING: "running", _DONE: "done"}
+WAIT, QUEUED, RUNNING, DONE = 0, 1, 2, 3
+STATE_NAMES = {WAIT: "waiting for inputs", QUEUED: "queued", RUNNING: "running", DONE: "done"}
 
 
 class SimulationError(RuntimeError):
     """The simulation cannot run or went wrong (out of memory, deadlock, bad cost)."""
 
 
-class _Req:
+class Request:
     """State of one request in flight.
 
     ``r`` index; ``base`` = r * n_ops, added to a node's rank to key the ready
     heaps by (request, priority); ``pending[v]`` inputs not yet on v's device (for
     a policy-placed node: first its unfinished predecessors); ``state[v]`` one of
-    ``_WAIT.._DONE``; ``refs[(producer, output, device)]`` readers left of each live
+    ``WAIT..DONE``; ``refs[(producer, output, device)]`` readers left of each live
     buffer; ``loc[v]`` device of v; ``remaining`` ops and output transfers left;
     ``held`` graph outputs kept until the end; ``xfers`` transfers in flight by
     (producer, output, destination), for policy-placed readers to join;
@@ -51,7 +51,7 @@ class _Req:
     )
 
 
-class _Xfer:
+class Transfer:
     """One tensor on its way to one device."""
 
     __slots__ = (
@@ -72,7 +72,7 @@ class _Xfer:
 
     def __init__(
         self,
-        req: _Req,
+        req: Request,
         p: int,
         k: int,
         src: int,
@@ -90,14 +90,14 @@ class _Xfer:
         self.hop, self.started = 0, False
 
 
-class _View:
+class PolicyView:
     """:class:`sim.plan.SystemView` over the simulator's predicted state."""
 
-    def __init__(self, run: _Run) -> None:
+    def __init__(self, run: EngineRun) -> None:
         self._run = run
         self.graph, self.platform, self.cost = run.graph, run.platform, run.cost
         self.rng = np.random.default_rng(run.seed)
-        self._req: _Req | None = None
+        self._req: Request | None = None
 
     @property
     def now(self) -> float:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.runtime._executor_setup import ExecutionError
+from hetsim.runtime.executor_setup import ExecutionError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
-    from hetsim.runtime._executor_run import Engine, _Req
     from hetsim.runtime.backends.base import DeviceSpec
+    from hetsim.runtime.executor_run import Engine, RequestState
     from hetsim.sim.platform import Platform
 
 __all__ = ["CachedCost", "RunView", "link_resource", "pin_cores", "torch_threads", "tune_malloc"]
@@ -72,7 +72,7 @@ class RunView:
         self._e = engine
         self.graph, self.platform, self.cost = engine.graph, engine.platform, engine.cost
         self.rng = np.random.default_rng(seed)
-        self._st: _Req | None = None
+        self._st: RequestState | None = None
 
     @property
     def now(self) -> float:
