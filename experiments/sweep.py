@@ -173,6 +173,10 @@ class Sweep:
             raise SweepError(f"{path}: no such sweep file") from None
         except tomllib.TOMLDecodeError as e:
             raise SweepError(f"{path}: malformed TOML ({e})") from None
+        except UnicodeDecodeError as e:
+            raise SweepError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})") from None
+        except IsADirectoryError:
+            raise SweepError(f"{path}: is a folder, not a sweep TOML file") from None
         data.setdefault("name", path.stem)
         return cls.from_dict(data, source=str(path))
 

@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from hetsim.graphs.graph import tensor_bytes
+from hetsim.costmodel.base import host_dispatch
+from hetsim.graphs.graph import check_io, tensor_bytes
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,6 +106,7 @@ class CostTable:
     """
 
     def __init__(self, graph: Graph, platform: Platform, cost: CostModel) -> None:
+        check_io(graph)
         self.graph = graph
         self.platform = platform
         self.cost = cost
@@ -120,7 +122,7 @@ class CostTable:
             for dev in platform.devices:
                 fits = nodes[n]["bytes"] <= dev.memory_bytes
                 wn[dev.name] = float(cost.op_time(graph, n, dev)) if fits else math.inf
-                dn[dev.name] = float(cost.dispatch_time(graph, n, dev))
+                dn[dev.name] = host_dispatch(cost, graph, n, dev)
             if all(math.isinf(t) for t in wn.values()):
                 raise SchedulerError(f"node {n!r} fits in the memory of no device of {platform.name!r}")
             self.w[n] = wn
@@ -177,17 +179,7 @@ class CostTable:
         hit = self._hops.get(key)
         if hit is not None:
             return hit
-        platform = self.platform
-        out: list[tuple[str, Link]] = []
-        cur = src
-        for link in platform.route(src, dst):
-            forward = platform.shares_memory(cur, link.src)
-            if link.duplex:
-                res = f"{link.src}->{link.dst}" if forward else f"{link.dst}->{link.src}"
-            else:
-                res = link.name
-            out.append((res, link))
-            cur = link.dst if forward else link.src
+        out = list(self.platform.link_directions(src, dst))
         self._hops[key] = out
         return out
 

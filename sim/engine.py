@@ -19,8 +19,9 @@ Model
   view) runs ``bytes / device.handoff_bandwidth_bytes_per_s`` longer, reading that
   input from the other core's caches.
 * Every kernel launch first holds the host dispatcher (``platform.dispatch_threads``
-  slots, FIFO) for ``cost.dispatch_time(...)`` (``device.dispatch_s`` when the cost
-  model has no ``dispatch_time``) while its stream waits, then runs ``op_time``.
+  slots, FIFO) for :func:`costmodel.host_dispatch` (``cost.dispatch_time(...)``, or
+  ``device.dispatch_s`` when the cost model has none) while its stream waits, then
+  runs ``op_time``.
   Ops priced at zero (view ops) complete the moment they are ready, on no stream.
 * Graph inputs (``graph.meta["inputs"]``) start on the host when a request arrives;
   graph outputs (``meta["outputs"]``) are sent back to the host and count in the
@@ -48,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
+from hetsim.costmodel.base import host_dispatch
 from hetsim.sim import engine_servers as _servers
 from hetsim.sim.engine_prep import (
     Fanout,
@@ -187,7 +189,6 @@ class EngineRun:
         n_dev = len(prep.dev_names)
         self.n_dev = n_dev
         self.dev_index = {d: i for i, d in enumerate(prep.dev_names)}
-        self.dispatch_fn = getattr(cost, "dispatch_time", None)
         self.handoff = [float(d.handoff_s) for d in platform.devices]
         self.decision = float(getattr(platform, "decision_s", 0.0))
         self.dynamic = plan.policy is not None
@@ -279,12 +280,9 @@ class EngineRun:
             t = self.cost.op_time(self.graph, name, dev)
             if not (type(t) is float and 0.0 <= t < math.inf):
                 t = check_time(t, f"op {name!r} on {dev.name!r}")
-            if self.dispatch_fn is not None:
-                ds = self.dispatch_fn(self.graph, name, dev)
-                if not (type(ds) is float and 0.0 <= ds < math.inf):
-                    ds = check_time(ds, f"dispatching {name!r} to {dev.name!r}")
-            else:
-                ds = float(dev.dispatch_s)
+            ds = host_dispatch(self.cost, self.graph, name, dev)
+            if not 0.0 <= ds < math.inf:
+                ds = check_time(ds, f"dispatching {name!r} to {dev.name!r}")
             hit = (t, ds)
             if cache:
                 self._prices[(u, d)] = hit

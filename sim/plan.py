@@ -225,15 +225,29 @@ class Plan:
         if data["hetsim_plan"] != PLAN_SCHEMA_VERSION:
             raise PlanError(f"{source}: plan schema version {data['hetsim_plan']!r} is not supported")
         placement = data.get("placement")
-        if not isinstance(placement, Mapping):
-            raise PlanError(f"{source}: 'placement' must be a mapping node -> device")
-        meta = dict(data.get("meta") or {})
+        if not isinstance(placement, Mapping) or not all(isinstance(v, str) for v in placement.values()):
+            raise PlanError(f"{source}: 'placement' must be a mapping node -> device name")
+        priority = data.get("priority") or {}
+        if not isinstance(priority, Mapping):
+            raise PlanError(f"{source}: 'priority' must be a mapping node -> number, got {priority!r:.60}")
+        for n, p in priority.items():
+            if isinstance(p, bool) or not isinstance(p, int | float) or math.isnan(p):
+                raise PlanError(f"{source}: priority of node {n!r} must be a number, got {p!r}")
+        stages = data.get("stages")
+        if stages is not None and not (
+            isinstance(stages, list) and all(isinstance(s, list) for s in stages)
+        ):
+            raise PlanError(f"{source}: 'stages' must be a list of lists of nodes, got {stages!r:.60}")
+        meta = data.get("meta") or {}
+        if not isinstance(meta, Mapping):
+            raise PlanError(f"{source}: 'meta' must be a mapping, got {meta!r:.60}")
+        meta = dict(meta)
         if "policy" in data:
             meta["policy"] = data["policy"]
         return cls(
-            placement={str(k): str(v) for k, v in placement.items()},
-            priority={str(k): float(v) for k, v in (data.get("priority") or {}).items()},
-            stages=[list(s) for s in data["stages"]] if data.get("stages") is not None else None,
+            placement={str(k): v for k, v in placement.items()},
+            priority={str(k): float(v) for k, v in priority.items()},
+            stages=[list(s) for s in stages] if stages is not None else None,
             microbatches=data.get("microbatches"),
             meta=meta,
         )
