@@ -246,12 +246,11 @@ class SimResult:
 
         Examples
         --------
-        >>> from hetsim.graphs import Graph
-        >>> from hetsim.sim import Plan, simulate
-        >>> g = Graph()
-        >>> g.add_op("a", "relu", bytes=1_000_000)
-        >>> m = simulate(g, "xeon-p2200", Plan({"a": "cpu"})).metrics()
-        >>> m["gpu_util"], m["bytes_moved"]
+        >>> from hetsim import graphs, sim
+        >>> one = graphs.Graph(name="one-matmul")
+        >>> one.add_op("mm", "matmul", flops=1e9, bytes=4_000_000)
+        >>> m = sim.simulate(one, "xeon-p2200", sim.Plan({"mm": "gpu"})).metrics()
+        >>> m["cpu_util"], m["bytes_moved"]
         (0.0, 0)
         """
         util: dict[str, list[float]] = {"cpu": [], "gpu": []}
