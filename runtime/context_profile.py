@@ -354,7 +354,7 @@ def profile_in_context(
                 s = schedulers.get(tname)
                 if s.why_not(graph, plat) is not None:
                     continue
-                g2 = s.transform(graph, plat, cost)
+                g2 = s.run(graph, plat, cost, simulate=False).graph  # the graph its plans run on
                 if g2 is not graph:
                     profile(g2, relax)
     return prof.path

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from hetsim.costmodel.base import host_dispatch
 from hetsim.graphs.graph import check_io, tensor_bytes
+from hetsim.schedulers.run import PlanRun
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -521,9 +522,8 @@ class Scheduler:
     Two optional steps around scheduling:
 
     * :meth:`transform` rewrites the graph before scheduling (identity by default;
-      tensor-split splits operators). Callers that compare schedulers call
-      ``g2 = s.transform(g, p, c)`` and then ``s.schedule(g2, p, c)`` and simulate
-      ``g2``; :meth:`run` does both.
+      tensor-split splits operators). :meth:`run` transforms, schedules and
+      simulates the plan on the rewritten graph: what every caller uses.
     * :meth:`applies_to` tells a comparison whether to run this scheduler at all.
     """
 
@@ -587,10 +587,60 @@ class Scheduler:
         }
         return plan.validate(graph, platform)
 
-    def run(self, graph: Graph, platform: Platform, cost: CostModel) -> tuple[Graph, Plan]:
-        """:meth:`transform` then :meth:`schedule`; returns the graph the plan is for."""
+    def run(
+        self,
+        graph: Graph,
+        platform: Platform | str,
+        cost: Any = None,
+        *,
+        simulate: bool = True,
+        **options: Any,
+    ) -> PlanRun:
+        """Plan ``graph`` and simulate the plan: the one path every caller takes.
+
+        :meth:`transform` rewrites the graph, :meth:`schedule` plans the rewritten
+        graph, and the plan is simulated on it.
+
+        Parameters
+        ----------
+        graph
+            The model graph.
+        platform
+            A :class:`~sim.platform.Platform`, preset name or TOML path.
+        cost
+            A cost model or spec (:func:`costmodel.as_cost_model`; None: roofline);
+            the same model plans and prices.
+        simulate
+            False: plan only (``result`` None), e.g. to simulate later with
+            :meth:`PlanRun.simulate`.
+        **options
+            Options of :func:`sim.simulate`: ``requests`` (default: the plan's
+            ``microbatches``, else 1), ``interval_s``, ``record``, ``seed``,
+            ``noise``, ``check_memory``.
+
+        Returns
+        -------
+        PlanRun
+            The graph the plan is for, the plan, the simulation, the wall times;
+            :meth:`PlanRun.metrics` is its results row.
+
+        Raises
+        ------
+        SchedulerError
+            when this scheduler cannot plan the graph on the platform; whatever the
+            plan's validation (:class:`~sim.plan.PlanError`) or the simulation
+            (:class:`~sim.engine.SimulationError`, e.g. out of memory) raise.
+        """
+        from hetsim.costmodel.base import as_cost_model
+        from hetsim.sim.platform import Platform as _Platform
+
+        platform = _Platform.load(platform)
+        cost = as_cost_model(cost, platform=platform)
+        t0 = time.perf_counter()
         g2 = self.transform(graph, platform, cost)
-        return g2, self.schedule(g2, platform, cost)
+        plan = self.schedule(g2, platform, cost)
+        run = PlanRun(g2, platform, cost, plan, scheduling_time_s=time.perf_counter() - t0)
+        return run.simulate(**options) if simulate else run
 
     def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
         raise NotImplementedError

@@ -43,7 +43,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["Device", "Link", "Platform", "PlatformError"]
+__all__ = ["Device", "Link", "Platform", "PlatformError", "read_toml"]
 
 
 class PlatformError(ValueError):
@@ -413,19 +413,7 @@ class Platform:
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> Platform:
         """Load a platform TOML file (see the module docstring for the format)."""
-        path = Path(path)
-        try:
-            with path.open("rb") as fh:
-                data = tomllib.load(fh)
-        except FileNotFoundError:
-            raise PlatformError(f"{path}: no such platform file") from None
-        except tomllib.TOMLDecodeError as e:
-            raise PlatformError(f"{path}: malformed TOML ({e})") from None
-        except UnicodeDecodeError as e:
-            raise PlatformError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})") from None
-        except IsADirectoryError:
-            raise PlatformError(f"{path}: is a folder, not a platform TOML file") from None
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_toml(path, "platform", PlatformError), source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         """The TOML structure (round-trips through :meth:`from_dict`)."""
@@ -472,6 +460,26 @@ class Platform:
         if s.endswith(".toml") or os.path.sep in s:
             return cls.from_toml(s)
         return cls.preset(s)
+
+
+def read_toml(path: str | os.PathLike[str], what: str, error: type[Exception]) -> dict[str, Any]:
+    """The tables of a TOML file; ``error`` with a one-line message naming the file for
+    a missing file, a folder, bytes that are not UTF-8 or malformed TOML.
+
+    ``what`` names the kind of file in the messages (``"platform"``, ``"sweep"``).
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what} file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, not a {what} TOML file") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{path}: malformed TOML ({e})") from None
 
 
 def _positive(where: str, key: str, value: Any) -> None:

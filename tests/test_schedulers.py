@@ -188,7 +188,8 @@ def fast_kw(name: str) -> dict[str, object]:
 
 def run(name: str, graph: Graph, platform: Platform, cost: object) -> tuple[Graph, Plan]:
     s = schedulers.get(name, **fast_kw(name))
-    return s.run(graph, platform, cost)
+    r = s.run(graph, platform, cost, simulate=False)
+    return r.graph, r.plan
 
 
 # ------------------------------------------------------------------ checks
@@ -222,7 +223,8 @@ def test_every_scheduler(name: str, graph_name: str, platform_name: str) -> None
         with pytest.raises(SchedulerError):
             s.schedule(graph, platform, Roofline())
         return
-    g2, plan = s.run(graph, platform, Roofline())
+    r = s.run(graph, platform, Roofline(), requests=1, record=True)
+    g2, plan, res = r.graph, r.plan, r.result
     assert plan.meta["scheduler"] == name
     assert plan.meta["scheduling_time_s"] >= 0
     assert set(plan.meta["params"]) == set(s.get_params())
@@ -233,11 +235,11 @@ def test_every_scheduler(name: str, graph_name: str, platform_name: str) -> None
         assert plan.placement == {}
     if plan.stages is not None:
         assert sorted(n for st in plan.stages for n in st) == sorted(g2.nx)
-    res = simulate(g2, platform, plan, Roofline(), requests=1, record=True)
+    assert r.scheduler == name and r.result.requests == 1 and r.metrics()["nodes"] == len(g2)
     check_records(g2, plan, res)
     assert res.makespan > 0
     # same plan twice: deterministic
-    _, again = schedulers.get(name, **fast_kw(name)).run(graph, platform, Roofline())
+    again = schedulers.get(name, **fast_kw(name)).run(graph, platform, Roofline(), simulate=False).plan
     if name != "optimal":
         assert again.placement == plan.placement and again.priority == plan.priority
 

@@ -17,8 +17,19 @@ import pytest
 
 from hetsim import schedulers
 from hetsim.experiments.cli import main
-from hetsim.experiments.points import COLUMNS, Point, clear_caches, load_graph, run_point
-from hetsim.experiments.sweep import ResultsFile, Sweep, SweepError, load_results, run_sweep
+from hetsim.experiments.sweep import (
+    COLUMNS,
+    Point,
+    ResultsFile,
+    Sweep,
+    SweepError,
+    clear_caches,
+    graph_cache_info,
+    load_graph,
+    load_results,
+    run_point,
+    run_sweep,
+)
 from hetsim.schedulers.base import Scheduler
 from hetsim.sim import Platform, simulate
 
@@ -165,16 +176,14 @@ def test_run_point_matches_a_direct_simulation(cache: Path) -> None:
 
 
 def test_graphs_are_cached_in_process(cache: Path) -> None:
-    from hetsim.experiments.points import _load_graph_cached
-
     clear_caches()
     p = Point(model="lstm", platform="xeon-p2200", scheduler="all-gpu", model_args=TINY)
     first = run_point(p, cache_dir=cache)
-    hits = _load_graph_cached.cache_info().hits
+    hits = graph_cache_info().hits
     second = run_point(p.replace(link_bandwidth=4), cache_dir=cache)
-    assert _load_graph_cached.cache_info().hits == hits + 1
+    assert graph_cache_info().hits == hits + 1
     assert second["graph_time_s"] < first["graph_time_s"]
-    assert _load_graph_cached.cache_info().maxsize is not None  # bounded
+    assert graph_cache_info().maxsize is not None  # bounded
 
 
 def test_error_row_for_a_scheduler_that_does_not_apply(cache: Path) -> None:
