@@ -70,6 +70,7 @@ from hetsim.sim.engine_state import (
     SimulationError,
     Transfer,
 )
+from hetsim.sim.plan import size_text
 from hetsim.sim.platform import Platform
 from hetsim.sim.result import SimResult
 
@@ -164,6 +165,11 @@ def simulate(
             gc.enable()
 
 
+def _bytes(n: int) -> str:
+    """``"1100 bytes"``, ``"6442450944 bytes (6.0 GiB)"``: exact, and readable when large."""
+    return f"{n} bytes" if n < 2**20 else f"{n} bytes ({size_text(n)})"
+
+
 class EngineRun:
     """One simulation: integer tables, mutable state and the handlers of its events.
 
@@ -220,6 +226,14 @@ class EngineRun:
                 else:
                     self.baked[u] = False
         self.npred = [len(p) for p in prep.preds] + [0] * (len(prep.names) - n)
+        # dynamic plans: how many policy-placed readers each tensor has (a moved copy
+        # lives until they are all placed: a tensor moves to a device once per request)
+        self.dyn_readers: dict[tuple[int, int], int] = {}
+        if self.dynamic:
+            for v in range(n):
+                if prep.loc0[v] < 0:
+                    for key in prep.preds[v]:
+                        self.dyn_readers[key] = self.dyn_readers.get(key, 0) + 1
         self.roots = [u for u in range(n) if not prep.preds[u]]
         # memory
         self.mem = [0] * n_dev
@@ -327,7 +341,7 @@ class EngineRun:
         cap = self.prep.capacity[di]
         msg = (
             f"device {self.prep.dev_names[di]!r} out of memory at t={self.env.now:.6g} s: "
-            f"{m} bytes ({m / 2**20:.1f} MiB) in use > capacity {cap} bytes ({cap / 2**20:.1f} MiB), "
+            f"{_bytes(m)} in use > capacity {_bytes(cap)}, "
             f"when {what} (request {req.r})"
         )
         if self.check_memory:
@@ -490,6 +504,13 @@ class EngineRun:
                 req.xfers[key] = x
                 count += 1
                 self._queue_hop(x)
+        unplaced = req.unplaced
+        for key in prep.preds[v]:  # the last reader of a tensor placed: its copies may go
+            c = unplaced[key] - 1
+            unplaced[key] = c
+            if c == 0:
+                for d in req.pinned.pop(key, ()):
+                    self._decref(req, (*key, d))
         # the decision itself (platform.decision_s), then waking a worker on another core
         h = self.handoff[di]
         delay = self.decision + (h if h > 0.0 and any(
@@ -526,7 +547,10 @@ class EngineRun:
     def _xfer_start(self, x: Transfer) -> None:
         x.started = True
         req = x.req
-        req.refs[(x.p, x.k, x.dst)] = len(x.consumers) + x.is_output
+        pin = self.dynamic and req.unplaced.get((x.p, x.k), 0) > 0
+        if pin:  # readers of this tensor still to be placed may need this copy
+            req.pinned.setdefault((x.p, x.k), []).append(x.dst)
+        req.refs[(x.p, x.k, x.dst)] = len(x.consumers) + x.is_output + pin
         self._alloc(x.dst, x.nbytes, req, "transfer", x)
 
     def _xfer_done(self, x: Transfer) -> None:
@@ -554,6 +578,7 @@ class EngineRun:
         req.pending = list(self.npred)
         req.state = bytearray(len(prep.names))
         req.refs, req.held, req.xfers = {}, [], {}
+        req.unplaced, req.pinned = dict(self.dyn_readers), {}
         req.loc = list(prep.loc0) if self.dynamic else prep.loc0
         req.remaining = prep.n_ops
         req.factors, req.rng = None, None

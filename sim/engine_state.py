@@ -31,7 +31,11 @@ class Request:
     (producer, output, destination), for policy-placed readers to join;
     ``factors``/``rng`` the noise of this request; ``extra[v]`` the time v spends
     reading inputs from another device of its memory domain, for the ops whose
-    placement (or whose producers' placement) a policy chose.
+    placement (or whose producers' placement) a policy chose. Dynamic runs only:
+    ``unplaced[(producer, output)]`` the policy-placed readers of a tensor not placed
+    yet, ``pinned[(producer, output)]`` the devices holding a moved copy of it that
+    is kept (one extra reference) until they are all placed, so that a later reader
+    on that device reuses the copy instead of moving the tensor again.
     """
 
     __slots__ = (
@@ -48,6 +52,8 @@ class Request:
         "factors",
         "rng",
         "extra",
+        "unplaced",
+        "pinned",
     )
 
 
