@@ -27,8 +27,8 @@ Examples
 >>> from hetsim.graphs import zoo
 >>> from hetsim import schedulers
 >>> g = zoo.load("squeezenet1_1", image_size=64)                     # doctest: +SKIP
->>> plan = schedulers.get("heft").schedule(g, "cpu2", cost)         # doctest: +SKIP
->>> run = execute(g, plan, "cpu2", repeats=10)                      # doctest: +SKIP
+>>> planned = schedulers.get("heft").run(g, "cpu2", simulate=False) # doctest: +SKIP
+>>> run = execute(planned.graph, planned.plan, "cpu2", repeats=10)  # doctest: +SKIP
 >>> run.median, run.p10, run.p90                                    # doctest: +SKIP
 >>> run.to_chrome_trace("run_trace.json")                           # doctest: +SKIP
 """
