@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from hetsim import schedulers
 from hetsim.costmodel import Roofline
 from hetsim.graphs import Graph
-from hetsim.sim import Platform, PlanError, SimulationError
+from hetsim.sim import PlanError, Platform, SimulationError
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 CASES = int(os.environ.get("HETSIM_FUZZ_CASES", 10_000 if PROFILE == "thorough" else 300))
