@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.profile import Profile
     from hetsim.sim.platform import Platform
 
-__all__ = ["KINDS", "DEFAULT_KIND", "fit", "from_spec", "load", "make_predictor"]
+__all__ = ["KINDS", "DEFAULT_KIND", "fit", "from_spec", "load", "make_predictor", "parse_spec"]
 
 #: predictor kinds that :func:`fit` accepts
 KINDS = ("table", "polynomial", "xgboost")
@@ -105,6 +105,41 @@ def fit(
     return MeasuredCostModel.from_profile(prof, predictor, device_map=device_map, platform=platform)
 
 
+def parse_spec(spec: str) -> tuple[str, Path | None, str | None]:
+    """What a ``--cost`` spec names, checked without fitting or loading anything.
+
+    Returns ``("roofline", None, None)``, ``("profile", folder, kind)`` or
+    ``("file", path, None)``; the CLI calls it before importing a model, so that
+    a mistyped spec is reported at once.
+
+    Raises
+    ------
+    CostModelError
+        when the spec names none of them.
+
+    Examples
+    --------
+    >>> parse_spec("roofline")
+    ('roofline', None, None)
+    """
+    if not isinstance(spec, str) or not spec:
+        raise CostModelError(f"cost model spec must be a non-empty string, got {spec!r}")
+    if spec == "roofline":
+        return "roofline", None, None
+    path = Path(spec)
+    if path.is_dir():
+        return "profile", path, DEFAULT_KIND
+    if path.is_file():
+        return "file", path, None
+    head, sep, kind = spec.rpartition(":")
+    if sep and kind in KINDS and Path(head).is_dir():
+        return "profile", Path(head), kind
+    raise CostModelError(
+        f"cost model spec {spec!r}: expected 'roofline', a profile folder, PROFILE:KIND "
+        f"(KIND in {list(KINDS)}) or a saved model file; nothing of that name exists"
+    )
+
+
 def load(path: str | os.PathLike[str]) -> Any:
     """Load a model saved by ``save``: a :class:`~costmodel.measured.MeasuredCostModel`
     (``hetsim costmodel fit``) or a bare predictor (Table, Polynomial, XGBoost)."""
@@ -135,34 +170,24 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
     >>> type(from_spec("roofline")).__name__
     'Roofline'
     """
-    if not isinstance(spec, str) or not spec:
-        raise CostModelError(f"cost model spec must be a non-empty string, got {spec!r}")
-    if spec == "roofline":
+    what, path, kind = parse_spec(spec)
+    if what == "roofline":
         from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
-    path = Path(spec)
-    if path.is_dir():
-        return fit(path, DEFAULT_KIND, platform=platform, device_map=device_map)
-    if path.is_file():
-        from hetsim.costmodel.measured import MeasuredCostModel
+    if what == "profile":
+        return fit(path, kind, platform=platform, device_map=device_map)
+    from hetsim.costmodel.measured import MeasuredCostModel
 
-        model = load(path)
-        if not isinstance(model, MeasuredCostModel):
-            raise CostModelError(
-                f"{path}: holds a bare {type(model).__name__} predictor, not a cost model; "
-                f"write one with 'hetsim costmodel fit PROFILE --kind K --out FILE'"
-            )
-        if device_map or platform:
-            model = MeasuredCostModel(model.predictor, device_kinds=model.device_kinds,
-                                      link_fits=model.link_fits, dispatch=model.dispatch,
-                                      device_map=device_map or model.device_map, platform=platform,
-                                      fallback=model.fallback, name=model.name)
-        return model
-    head, sep, kind = spec.rpartition(":")
-    if sep and kind in KINDS and Path(head).is_dir():
-        return fit(head, kind, platform=platform, device_map=device_map)
-    raise CostModelError(
-        f"cost model spec {spec!r}: expected 'roofline', a profile folder, PROFILE:KIND "
-        f"(KIND in {list(KINDS)}) or a saved model file; nothing of that name exists"
-    )
+    model = load(path)
+    if not isinstance(model, MeasuredCostModel):
+        raise CostModelError(
+            f"{path}: holds a bare {type(model).__name__} predictor, not a cost model; "
+            f"write one with 'hetsim costmodel fit PROFILE --kind K --out FILE'"
+        )
+    if device_map or platform:
+        model = MeasuredCostModel(model.predictor, device_kinds=model.device_kinds,
+                                  link_fits=model.link_fits, dispatch=model.dispatch,
+                                  device_map=device_map or model.device_map, platform=platform,
+                                  fallback=model.fallback, name=model.name)
+    return model

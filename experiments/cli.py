@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from hetsim.graphs.graph import GraphError
 
@@ -22,11 +25,39 @@ class CLIError(Exception):
     """A user-facing error: printed as one line, exit status 2."""
 
 
+def version_text() -> str:
+    """``hetsim 0.1.0 (git 1ac8187, /path/to/checkout)``: the version, and which code runs."""
+    import hetsim
+
+    root = Path(hetsim.__file__).resolve().parent.parent
+    where = [str(root)]
+    if (root / ".git").exists():
+        try:
+            out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"],
+                                 capture_output=True, text=True, timeout=5, check=True)  # fmt: skip
+            where.insert(0, f"git {out.stdout.strip()}")
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return f"hetsim {hetsim.__version__} ({', '.join(where)})"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: computed only when asked (it may run git)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hetsim",
         description="Simulate DNN execution on CPU-GPU platforms and compare schedulers.",
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:

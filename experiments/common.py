@@ -1,15 +1,50 @@
-"""Helpers shared by the CLI subcommands: model loading, ``KEY=VALUE`` arguments."""
+"""Helpers shared by the CLI subcommands: model loading, ``KEY=VALUE`` arguments, and
+the checks that run before a model is imported (a mistyped scheduler, platform, cost
+model or request count is reported at once, not after seconds of TVM import)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from hetsim.graphs.graph import Graph, GraphError
 
-__all__ = ["add_model_args", "load_model", "parse_kv"]
+__all__ = [
+    "add_model_args", "check_cost", "load_model", "non_negative_float", "parse_kv",
+    "positive_int",
+]  # fmt: skip
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--requests``, ``--batch``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0 (``--interval``, ``--noise``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def check_cost(spec: str) -> None:
+    """Refuse a ``--cost`` spec that names nothing (``CostModelError``), without fitting it."""
+    from hetsim.costmodel.fit import parse_spec
+
+    parse_spec(spec)
 
 
 def parse_kv(items: list[str] | None) -> dict[str, Any]:
@@ -29,7 +64,7 @@ def parse_kv(items: list[str] | None) -> dict[str, Any]:
 def add_model_args(p: argparse.ArgumentParser) -> None:
     """MODEL positional plus ``--batch``, ``--granularity`` and ``--arg KEY=VALUE``."""
     p.add_argument("model", metavar="MODEL", help="zoo model name or a graph JSON file")
-    p.add_argument("--batch", type=int, default=1, help="batch size (zoo models; default 1)")
+    p.add_argument("--batch", type=positive_int, default=1, help="batch size (zoo models; default 1)")
     p.add_argument(
         "--granularity",
         choices=["op", "fused"],

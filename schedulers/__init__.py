@@ -91,7 +91,11 @@ def get(name: str, **kw: Any) -> Scheduler:
     try:
         cls, defaults = REGISTRY[name]
     except KeyError:
-        raise SchedulerError(f"unknown scheduler {name!r}; known: {', '.join(names())}") from None
+        import difflib
+
+        close = difflib.get_close_matches(str(name), names(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SchedulerError(f"unknown scheduler {name!r}{hint}; known: {', '.join(names())}") from None
     fixed = set(defaults) & set(kw)
     if fixed:
         raise SchedulerError(f"scheduler {name!r}: parameter(s) {sorted(fixed)} are fixed by its name")

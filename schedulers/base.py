@@ -26,6 +26,7 @@ Helpers
 
 from __future__ import annotations
 
+import copy
 import heapq
 import inspect
 import math
@@ -636,11 +637,29 @@ class Scheduler:
 
         platform = _Platform.load(platform)
         cost = as_cost_model(cost, platform=platform)
+        sched = self.for_requests(options.get("requests"), options.get("interval_s", 0.0))
         t0 = time.perf_counter()
-        g2 = self.transform(graph, platform, cost)
-        plan = self.schedule(g2, platform, cost)
+        g2 = sched.transform(graph, platform, cost)
+        plan = sched.schedule(g2, platform, cost)
         run = PlanRun(g2, platform, cost, plan, scheduling_time_s=time.perf_counter() - t0)
         return run.simulate(**options) if simulate else run
+
+    def for_requests(self, requests: int | None, interval_s: float = 0.0) -> Scheduler:
+        """This scheduler set up for the requests its plan will serve (:meth:`run` calls it).
+
+        A scheduler whose plan depends on them takes hyper-parameters ``requests``
+        (and ``interval_s``) whose default None means "those of the run": it gets a
+        copy with them set (``requests`` None: 1), so that ``plan.meta["params"]``
+        says what the plan was made for. Others are returned as they are.
+        """
+        params = self.get_params()
+        if params.get("requests", 0) is not None:
+            return self
+        out = copy.copy(self)
+        out.requests = int(requests or 1)
+        if "interval_s" in params and params["interval_s"] is None:
+            out.interval_s = float(interval_s or 0.0)
+        return out
 
     def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
         raise NotImplementedError

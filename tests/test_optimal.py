@@ -185,8 +185,9 @@ def test_times_beyond_int64_nanoseconds_solve_in_a_coarser_unit() -> None:
 
 def test_solve_time_counts_a_phase_that_found_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     from hetsim.schedulers import optimal as opt_mod
+    from hetsim.schedulers.optimal_model import CPSATModel
 
-    real_simulated, real_solve = opt_mod._simulated, opt_mod._Model.solve
+    real_simulated, real_solve = opt_mod._simulated, CPSATModel.solve
     calls: list[float] = []
 
     def unreproduced(graph, platform, plan, cost):  # noqa: ANN001, ANN202 - phase 1 not reproduced: phase 2 runs
@@ -200,7 +201,7 @@ def test_solve_time_counts_a_phase_that_found_nothing(monkeypatch: pytest.Monkey
         return out if len(calls) == 1 else None
 
     monkeypatch.setattr(opt_mod, "_simulated", unreproduced)
-    monkeypatch.setattr(opt_mod._Model, "solve", solve)
+    monkeypatch.setattr(CPSATModel, "solve", solve)
     g = GRAPHS["diamond"]()
     meta = schedulers.get("optimal", time_limit_s=2.0).schedule(g, Platform.preset("xeon-p2200"), Roofline()).meta
     assert len(calls) == 2
