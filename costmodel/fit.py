@@ -67,6 +67,7 @@ def fit(
     device_map: Mapping[str, str] | None = None,
     platform: Platform | None = None,
     backend: str | None = None,
+    allow_uncovered: bool = False,
     **params: Any,
 ) -> MeasuredCostModel:
     """Fit a cost model of ``kind`` on a profile.
@@ -83,6 +84,9 @@ def fit(
     backend
         Rows of this backend only (default: the manifest's when ``ops.csv`` mixes
         backends).
+    allow_uncovered
+        Price graphs the profile measured none of (see
+        :class:`~costmodel.measured.MeasuredCostModel`; refused by default).
     **params
         Hyper-parameters of the predictor (see :func:`make_predictor`).
 
@@ -102,7 +106,8 @@ def fit(
     predictor = make_predictor(kind, **params)
     rows = prof.training_rows(backend)
     predictor.fit(rows, prof.call_times(rows))
-    return MeasuredCostModel.from_profile(prof, predictor, device_map=device_map, platform=platform)
+    return MeasuredCostModel.from_profile(prof, predictor, device_map=device_map, platform=platform,
+                                          allow_uncovered=allow_uncovered)
 
 
 def parse_spec(spec: str) -> tuple[str, Path | None, str | None]:
@@ -152,7 +157,8 @@ def load(path: str | os.PathLike[str]) -> Any:
     return Predictor.load(path)
 
 
-def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mapping[str, str] | None = None) -> Any:
+def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mapping[str, str] | None = None,
+              allow_uncovered: bool = False) -> Any:
     """A cost model from a short string, as ``--cost`` options take it.
 
     ``"roofline"``
@@ -165,6 +171,9 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
     ``FILE.json``
         A model saved by ``hetsim costmodel fit`` (:func:`load`).
 
+    ``allow_uncovered``: price graphs the profile measured none of, instead of
+    refusing them (:class:`~costmodel.measured.MeasuredCostModel`).
+
     Examples
     --------
     >>> type(from_spec("roofline")).__name__
@@ -176,7 +185,7 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
 
         return Roofline()
     if what == "profile":
-        return fit(path, kind, platform=platform, device_map=device_map)
+        return fit(path, kind, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
     from hetsim.costmodel.measured import MeasuredCostModel
 
     model = load(path)
@@ -190,4 +199,5 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
                                   link_fits=model.link_fits, dispatch=model.dispatch,
                                   device_map=device_map or model.device_map, platform=platform,
                                   fallback=model.fallback, name=model.name)
+    model.allow_uncovered = allow_uncovered
     return model

@@ -284,6 +284,10 @@ class MeasuredCostModel:
         Cost model for devices the profile has no data for (default :class:`Roofline`).
     name
         Shown in warnings and ``repr`` (the profile name).
+    allow_uncovered
+        Price a graph none of whose nodes the profile measured on a device (coverage
+        0 %: every time a fallback's extrapolation). By default that is refused with a
+        :class:`CostModelError`: a profile of other models says nothing measured about it.
     cache_size
         Graphs whose features and predicted times are kept (least recently used
         first out); entries hold the graph weakly.
@@ -307,6 +311,7 @@ class MeasuredCostModel:
         platform: Platform | None = None,
         fallback: Any = None,
         name: str = "measured",
+        allow_uncovered: bool = False,
         cache_size: int = 8,
     ) -> None:
         predictor._check_fitted()
@@ -327,6 +332,7 @@ class MeasuredCostModel:
         self.platform = platform
         self.fallback = fallback if fallback is not None else Roofline()
         self.name = name
+        self.allow_uncovered = bool(allow_uncovered)
         if not isinstance(cache_size, int) or cache_size < 1:
             raise CostModelError(f"cache_size must be an int >= 1, got {cache_size!r}")
         self.cache_size = cache_size
@@ -335,7 +341,7 @@ class MeasuredCostModel:
     @classmethod
     def from_profile(
         cls, profile: Profile, predictor: Predictor, *, device_map: Mapping[str, str] | None = None,
-        platform: Platform | None = None, fallback: Any = None,
+        platform: Platform | None = None, fallback: Any = None, allow_uncovered: bool = False,
     ) -> MeasuredCostModel:
         """Wrap ``predictor`` (fitted on ``profile.call_times()``) with the profile's
         devices, link fits and dispatch times; ``call_overhead`` is
@@ -345,7 +351,7 @@ class MeasuredCostModel:
         overhead = profile.call_overhead()
         return cls(predictor, device_kinds=profile.device_kinds, link_fits=fits, dispatch=profile.dispatch,
                    call_overhead=overhead, device_map=device_map, platform=platform, fallback=fallback,
-                   name=profile.name)
+                   name=profile.name, allow_uncovered=allow_uncovered)
 
     def __repr__(self) -> str:
         return f"MeasuredCostModel({self.name!r}, {self.predictor!r}, devices={list(self.device_kinds)})"
@@ -393,6 +399,13 @@ class MeasuredCostModel:
             if overhead:
                 times = np.maximum(times - overhead, TIME_FLOOR_S)
             reasons = self.predictor.fallback_reasons(X)
+            if reasons and all(reasons) and not self.allow_uncovered:
+                raise CostModelError(
+                    f"{self.name}: the profile measured none of the {len(reasons)} nodes of graph "
+                    f"{graph.name!r} on {pdev!r} (coverage 0%, e.g. {reasons[0]}); profile the model "
+                    "('hetsim profile'), or accept extrapolated times with --allow-uncovered "
+                    "(Python: allow_uncovered=True)"
+                )
             entry.times[pdev] = times
             entry.reasons[pdev] = reasons
             n_fb = sum(1 for r in reasons if r)

@@ -11,9 +11,10 @@ import argparse
 import importlib
 import subprocess
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from hetsim.graphs.graph import GraphError
 
@@ -50,6 +51,19 @@ class _VersionAction(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
         print(version_text())
         parser.exit()
+
+
+def one_line_warning(prefix: str) -> Callable[..., None]:
+    """A :func:`warnings.showwarning` that prints ``PREFIX: warning: MESSAGE`` on one
+    line of stderr: a command-line user is told what is wrong, not which line of
+    hetsim's source noticed it."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:  # fmt: skip
+        text = " | ".join(part.strip() for part in str(message).splitlines() if part.strip())
+        print(f"{prefix}: warning: {text}", file=file or sys.stderr)
+
+    return show
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         FileNotFoundError,
     )
     try:
-        return int(args._run(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = one_line_warning(f"hetsim {args.command}")
+            return int(args._run(args) or 0)
     except user_errors as e:
         print(f"hetsim {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -8,8 +8,10 @@ import textwrap
 import time
 
 from hetsim.experiments.common import (
+    add_cost_args,
     add_model_args,
     check_cost,
+    cost_model,
     load_model,
     non_negative_float,
     parse_kv,
@@ -44,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_model_args(p)
     p.add_argument("--platform", default="xeon-p2200", help="preset name or TOML file (default xeon-p2200)")
     p.add_argument("--schedulers", help="comma-separated scheduler names (default: all that apply)")
-    p.add_argument("--cost", default="roofline", help="'roofline' (default) or a profile folder")
+    add_cost_args(p)
     p.add_argument("--requests", type=positive_int, default=1, metavar="N",
                    help="requests through each plan, all arriving at once unless --interval (default 1)")
     p.add_argument("--interval", type=non_negative_float, default=0.0, metavar="S",
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         graph,
         platform,
         schedulers=names,
-        cost=args.cost,
+        cost=cost_model(args, platform),
         requests=args.requests,
         interval_s=args.interval,
         scheduler_args=sargs,

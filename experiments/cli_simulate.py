@@ -20,8 +20,10 @@ import json
 import sys
 
 from hetsim.experiments.common import (
+    add_cost_args,
     add_model_args,
     check_cost,
+    cost_model,
     load_model,
     non_negative_float,
     parse_kv,
@@ -61,13 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="scheduler hyper-parameter, e.g. --scheduler-arg seed=3 (repeatable)",
     )
-    p.add_argument(
-        "--cost",
-        default="roofline",
-        metavar="SPEC",
-        help="cost model that plans and prices: roofline (default), a profile folder, "
-        "PROFILE:KIND or a saved model file",
-    )
+    add_cost_args(p)
     p.add_argument(
         "--requests",
         type=positive_int,
@@ -110,12 +106,13 @@ def run(args: argparse.Namespace) -> int:
     platform = Platform.load(args.platform)
     check_cost(args.cost)
     graph = load_model(args)
+    cost = cost_model(args, platform)
     options = dict(requests=args.requests, interval_s=args.interval, record=bool(args.trace), seed=args.seed,
                    noise=args.noise, check_memory=not args.no_memory_check)  # fmt: skip
     if plan is not None:
-        run = schedulers.run_plan(graph, platform, plan, args.cost, **options)
+        run = schedulers.run_plan(graph, platform, plan, cost, **options)
     else:
-        run = sched.run(graph, platform, args.cost, **options)
+        run = sched.run(graph, platform, cost, **options)
     result = run.result
     if run.graph is not graph:
         print(f"{args.scheduler} rewrote the graph: {graph.number_of_nodes()} -> "

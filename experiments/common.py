@@ -13,8 +13,8 @@ from typing import Any
 from hetsim.graphs.graph import Graph, GraphError
 
 __all__ = [
-    "add_model_args", "check_cost", "load_model", "non_negative_float", "parse_kv",
-    "positive_int",
+    "add_cost_args", "add_model_args", "check_cost", "cost_model", "load_model", "non_negative_float",
+    "parse_kv", "positive_int",
 ]  # fmt: skip
 
 
@@ -45,6 +45,27 @@ def check_cost(spec: str) -> None:
     from hetsim.costmodel.fit import parse_spec
 
     parse_spec(spec)
+
+
+def add_cost_args(p: argparse.ArgumentParser) -> None:
+    """``--cost SPEC`` and ``--allow-uncovered`` (see :func:`cost_model`)."""
+    p.add_argument("--cost", default="roofline", metavar="SPEC",
+                   help="cost model that plans and prices: roofline (default), a profile folder, "
+                   "PROFILE:KIND or a saved model file")  # fmt: skip
+    p.add_argument("--allow-uncovered", action="store_true",
+                   help="price a model the --cost profile measured none of (refused by default: "
+                   "every time would be extrapolated)")  # fmt: skip
+
+
+def cost_model(args: argparse.Namespace, platform: Any) -> Any:
+    """What ``--cost`` names, for ``Scheduler.run`` and ``compare``: the spec itself, or
+    with ``--allow-uncovered`` the cost model built from it that prices graphs its
+    profile measured none of."""
+    if not args.allow_uncovered:
+        return args.cost
+    from hetsim.costmodel.fit import from_spec
+
+    return from_spec(args.cost, platform=platform, allow_uncovered=True)
 
 
 def parse_kv(items: list[str] | None) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The dataflow graph: a thin, validated wrapper around :class:`networkx.DiGraph`.
 
-Node attributes (see ``shared/DESIGN.md``):
+Node attributes (``docs/architecture.md`` describes the data model):
 
 ======================  =====================================================
 ``op``                  operator kind (``conv2d``, ``matmul``, ...; ``fused``)
@@ -345,7 +345,7 @@ def load(path: str | os.PathLike[str]) -> Graph:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise GraphError(f"{path}: malformed or truncated JSON ({e.msg} at line {e.lineno})") from None
+        raise GraphError(f"{path}: malformed or truncated JSON ({e.msg}: line {e.lineno} column {e.colno})") from None
     return Graph.from_dict(data, source=str(path))
 
 

@@ -254,3 +254,14 @@ def test_import_runtime_is_light():
     code = "import sys, runtime, runtime.backends; print('torch' in sys.modules, 'tvm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_importing_a_module_prints_no_torch_future_warning():
+    """``hetsim validate`` rebuilt its model through ``import_module``, and every run
+    printed torch 2.13's ``LeafSpec`` FutureWarning (its own pytree code trips it)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import_module(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()), (torch.rand(1, 3, 8, 8),))
+    assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []

@@ -29,6 +29,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -117,8 +118,10 @@ def import_module(
     from hetsim.graphs import relax_import
 
     try:
-        ep = torch.export.export(module.eval(), tuple(example_inputs))
-        mod = from_exported_program(ep)
+        with warnings.catch_warnings():  # torch 2.13's own pytree code trips its LeafSpec deprecation
+            warnings.filterwarnings("ignore", category=FutureWarning, message=".*LeafSpec.*")
+            ep = torch.export.export(module.eval(), tuple(example_inputs))
+            mod = from_exported_program(ep)
     except Exception as e:  # torch / TVM raise many types
         raise BackendError(f"model {name!r}: export to Relax failed: {_first_line(e)}") from e
     graph = relax_import.from_relax(mod, granularity=granularity, name=name, source="torch")
