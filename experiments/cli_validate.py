@@ -12,10 +12,17 @@ Examples
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from hetsim.experiments.common import parse_kv
+
+#: the validated plans' median makespan spread ``(p90 - p10) / median`` above which
+#: ``hetsim validate`` says the host is busy: noise of that size hides the simulator's
+#: own error at the 10 % a validation judges
+BUSY_SPREAD = 0.10
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -135,6 +142,7 @@ def _run_one(args: argparse.Namespace) -> int:
                    repeats=args.repeats, device_map=_device_map(args.device_map),
                    scheduler_args=parse_kv(args.scheduler_arg) if not args.plan else None)
     print(res)
+    _hint_if_busy([res.run.spread])
     if args.out:
         out = res.write(args.out)
         print(f"wrote {out / 'sim_trace.json'} and {out / 'run_trace.json'} (open both in Perfetto)")
@@ -159,11 +167,36 @@ def _run_all(args: argparse.Namespace) -> int:
                          device_map=_device_map(args.device_map), out=args.out, progress=say,
                          in_context=args.in_context, calibrate=args.host_calibration)
     print(format_table(table))
+    _hint_if_busy(table.loc[table["status"] == "ok", "spread_pct"] / 100.0)
     cal = table.attrs.get("calibration")
     if cal is not None:
         print("\nhost costs measured in the rounds:\n" + cal.to_string(index=False))
     print(f"wrote {args.out}/validation.csv and {args.out}/ranking.csv")
     return 0
+
+
+def busy_host_hint(spreads: Iterable[float]) -> str | None:
+    """What to tell the user when the runs' own noise says the host was busy: the
+    median over the validated plans of their makespans' ``(p90 - p10) / median`` is
+    above :data:`BUSY_SPREAD`; None on a quiet host.
+
+    Examples
+    --------
+    >>> busy_host_hint([0.03, 0.05]) is None
+    True
+    """
+    spread = float(statistics.median(list(spreads) or [0.0]))
+    if not spread > BUSY_SPREAD:
+        return None
+    return (f"the measured makespans spread by {spread:.0%} (p10-p90 over the median; under "
+            f"{BUSY_SPREAD:.0%} on a quiet host): the host is busy, and the error mixes the simulator's "
+            "with the machine's noise; validate again on a quiet host (load average under 1)")
+
+
+def _hint_if_busy(spreads: Iterable[float]) -> None:
+    hint = busy_host_hint(spreads)
+    if hint:
+        print(f"hetsim validate: warning: {hint}", file=sys.stderr)
 
 
 def _calibrate(args: argparse.Namespace) -> int:

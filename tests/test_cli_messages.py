@@ -91,3 +91,33 @@ def test_files_are_written_with_the_umask_s_mode(tmp_path: Path, capsys: pytest.
         os.umask(old)
     capsys.readouterr()
     assert [stat.S_IMODE(p.stat().st_mode) for p in written] == [0o644, 0o644, 0o644, 0o600]
+
+
+@pytest.mark.parametrize(("makespans", "hint"), [([10.0, 10.1, 10.2, 9.9, 10.0], False),
+                                                 ([10.0, 14.0, 7.5, 12.0, 9.0], True)])  # fmt: skip
+def test_validate_says_when_its_runs_say_the_host_is_busy(makespans: list[float], hint: bool, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The same plan measured -64 % under load and +15 % on a quiet host, with no word
+    that the host was busy: the spread of validate's own timed runs now says it."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from hetsim.runtime import validate
+
+    run = SimpleNamespace(makespans=makespans)
+    run.spread = (np.percentile(makespans, 90) - np.percentile(makespans, 10)) / np.median(makespans)
+
+    def fake_validate(graph, platform, how, cost, **kw):  # noqa: ANN001, ANN003, ANN202
+        return SimpleNamespace(run=run)
+
+    monkeypatch.setattr(validate, "validate", fake_validate)
+    path = GRAPHS["chain"]().to_json(tmp_path / "chain.json")
+    assert main(["validate", str(path), "--platform", "cpu2", "--scheduler", "all-cpu"]) == 0
+    err = capsys.readouterr().err
+    spread = f"{run.spread:.0%}"
+    expected = (f"hetsim validate: warning: the measured makespans spread by {spread} (p10-p90 over the median; "
+                "under 10% on a quiet host): the host is busy, and the error mixes the simulator's with the "
+                "machine's noise; validate again on a quiet host (load average under 1)\n")  # fmt: skip
+    assert err == (expected if hint else "")

@@ -247,3 +247,25 @@ def test_cli_plot(results: pd.DataFrame, tmp_path, diamond, capsys) -> None:  # 
     assert (tmp_path / "g.pdf").exists()
     assert main(["plot", str(csv), "--kind", "bars"]) == 2
     assert "differ in ['link_bandwidth']" in capsys.readouterr().err
+
+
+def test_figure_files_carry_no_creation_date(results: pd.DataFrame, tmp_path) -> None:  # noqa: ANN001
+    """Re-running a documented command rewrote tracked PDFs whose only change was the
+    creation date: the same figure must give the same bytes (save_figure, and the
+    cost-model scatter that ``hetsim costmodel eval`` writes)."""
+    import time
+
+    from hetsim.costmodel.evaluate import plot_eval
+
+    points = pd.DataFrame({"predictor": "xgboost", "held_out": "m", "device": "cpu", "op": "conv2d",
+                           "signature": ["a", "b", "c"], "measured_s": [1e-5, 2e-5, 4e-5],
+                           "predicted_s": [1.1e-5, 1.9e-5, 4.4e-5], "ape_pct": [10.0, 5.0, 10.0]})  # fmt: skip
+    files = []
+    for i in range(2):
+        if i:
+            time.sleep(1.1)  # PDF dates have one-second resolution
+        files.append([p.read_bytes() for p in save_figure(makespan_bars(results, where={"link_bandwidth": 1.0}),
+                                                          tmp_path / str(i) / "bars")])  # fmt: skip
+        files[-1] += [p.read_bytes() for p in plot_eval(points, tmp_path / str(i))]
+    assert files[0] == files[1]
+    assert not any(b"/CreationDate" in f for f in files[0])
