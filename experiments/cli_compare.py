@@ -21,7 +21,8 @@ from hetsim.experiments.common import (
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``compare`` subcommand on ``sub``."""
-    from hetsim.sim.result import describe_metrics
+    from hetsim.experiments.compare import COLUMN_DEFINITIONS, TABLE_COLUMNS
+    from hetsim.sim.result import METRIC_DEFINITIONS, describe_metrics
 
     p = sub.add_parser(
         "compare",
@@ -30,12 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "print makespan, speedups, latency, request rates, utilisation, link traffic and "
         "scheduling time, and write results.csv, plans and charts to --out.",
         epilog="columns (results.csv names; the table shows times in ms, bytes in MB):\n"
-        + describe_metrics(more={
-            "rank": "1 for the smallest makespan; makespans within a relative 1e-6 of each "
-            "other tie (same rank, all named best)",
-            "graph_rewritten": "the plan is for a rewritten graph (tensor-split splits "
-            "operators); the note under the table says how",
-        })  # fmt: skip
+        + describe_metrics((), {c: {**METRIC_DEFINITIONS, **COLUMN_DEFINITIONS}[c] for c in TABLE_COLUMNS})
         + "\n\n" + textwrap.fill(
             "optimal states its objective under the table: the makespan of the --requests "
             "given, over static plans (a placement and an order) of the graph as given; "

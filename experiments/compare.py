@@ -26,7 +26,8 @@ from hetsim.graphs.graph import Graph
 from hetsim.schedulers.run import RUN_COLUMNS, PlanRun
 from hetsim.sim.platform import Platform
 
-__all__ = ["OUTPUTS", "STATUSES", "TABLE_COLUMNS", "TIE_RTOL", "Comparison", "check_arguments", "compare"]
+__all__ = ["COLUMN_DEFINITIONS", "OUTPUTS", "STATUSES", "TABLE_COLUMNS", "TIE_RTOL", "Comparison",
+           "check_arguments", "compare"]
 
 #: columns of :attr:`Comparison.table`, in order: the rank by makespan (ties share
 #: it), :data:`schedulers.RUN_COLUMNS` with the speedups over the single-device plans
@@ -46,6 +47,26 @@ TABLE_COLUMNS = [
 ]
 #: makespans within this relative difference are a tie (same rank, all "best")
 TIE_RTOL = 1e-6
+#: what each column of :data:`TABLE_COLUMNS` that is not a simulation metric
+#: (:data:`sim.result.METRIC_DEFINITIONS`) is (``hetsim compare --help``, the README)
+COLUMN_DEFINITIONS: dict[str, str] = {
+    "scheduler": "registry name of the scheduler",
+    "status": "ok (planned and simulated), skipped (does not apply: the reason in note) or "
+    "failed (raised: the error in note)",
+    "rank": "1 for the smallest makespan; makespans within a relative 1e-6 of each other tie "
+    "(same rank, all named best)",
+    "speedup_vs_all_gpu": "all-gpu's makespan / this makespan (above 1: faster than the whole "
+    "graph on the GPU)",
+    "speedup_vs_all_cpu": "all-cpu's makespan / this makespan",
+    "nodes": "nodes of the graph the plan is for (more than the model's when the scheduler "
+    "split operators)",
+    "sched_time_s": "wall time the scheduler took to plan (graph rewrite included), seconds",
+    "sim_time_s": "wall time of the simulation, seconds",
+    "graph_rewritten": "the plan is for a rewritten graph (tensor-split splits operators); the "
+    "note under the table says how",
+    "note": "why a row was skipped or failed; for an ok row, what its plan is for (a rewritten "
+    "graph, optimal's objective)",
+}
 #: ``status`` values: planned and simulated; declined (``why_not`` or a
 #: :class:`~schedulers.SchedulerError`: it does not apply); raised anything else
 STATUSES = ("ok", "skipped", "failed")
