@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from hetsim.experiments.common import parse_kv
+from hetsim.experiments.common import check_cost, parse_kv
 
 #: the validated plans' median makespan spread ``(p90 - p10) / median`` above which
 #: ``hetsim validate`` says the host is busy: noise of that size hides the simulator's
@@ -132,6 +132,10 @@ def _run_one(args: argparse.Namespace) -> int:
     from hetsim.sim.platform import Platform
 
     platform = Platform.load(args.platform)
+    if not args.plan:  # a mistyped scheduler, parameter or cost is reported before the model import
+        schedulers.get(args.scheduler, **parse_kv(args.scheduler_arg))
+    if args.cost:
+        check_cost(args.cost)
     if args.model.endswith(".json") or Path(args.model).is_file():
         graph = load(args.model)
     else:
@@ -157,6 +161,12 @@ def _run_all(args: argparse.Namespace) -> int:
         raise CLIError("--all needs --out DIR (validation.csv, ranking.csv and traces go there)")
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     scheds = [s.strip() for s in args.schedulers.split(",") if s.strip()] if args.schedulers else None
+    from hetsim import schedulers
+
+    for name in scheds or []:  # reported before any model import
+        schedulers.get(name)
+    if args.cost:
+        check_cost(args.cost)
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -121,3 +121,35 @@ def test_validate_says_when_its_runs_say_the_host_is_busy(makespans: list[float]
                 "under 10% on a quiet host): the host is busy, and the error mixes the simulator's with the "
                 "machine's noise; validate again on a quiet host (load average under 1)\n")  # fmt: skip
     assert err == (expected if hint else "")
+
+
+def test_version_says_which_code_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """``hetsim --version`` did not exist; the console script may run another checkout."""
+    import hetsim
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out.strip()
+    root = str(Path(hetsim.__file__).resolve().parent.parent)
+    assert out.startswith(f"hetsim {hetsim.__version__} (") and out.endswith(f"{root})")
+
+
+def test_validate_checks_its_arguments_before_the_model_import(capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A mistyped scheduler was reported after the model's import (and its TVM build)."""
+    from hetsim.graphs import zoo
+
+    def no_import(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the model was imported before the arguments were checked")
+
+    monkeypatch.setattr(zoo, "load", no_import)
+    for argv, message in [
+        (["validate", "resnet18", "--scheduler", "hfet"], "unknown scheduler 'hfet' (did you mean 'heft'?)"),
+        (["validate", "resnet18", "--scheduler", "heft", "--scheduler-arg", "sead=1"],
+         "scheduler 'heft': bad parameters ['sead']"),
+        (["validate", "resnet18", "--scheduler", "heft", "--cost", "profiles/nope"], "cost model spec 'profiles/nope'"),
+        (["validate", "--all", "--schedulers", "heft,hfet", "--out", "unused"], "unknown scheduler 'hfet'"),
+    ]:  # fmt: skip
+        assert main(argv) == 2, argv
+        assert f"hetsim validate: error: {message}" in capsys.readouterr().err, argv
