@@ -198,8 +198,8 @@ def busy_host_hint(spreads: Iterable[float]) -> str | None:
     spread = float(statistics.median(list(spreads) or [0.0]))
     if not spread > BUSY_SPREAD:
         return None
-    return (f"the measured makespans spread by {spread:.0%} (p10-p90 over the median; under "
-            f"{BUSY_SPREAD:.0%} on a quiet host): the host is busy, and the error mixes the simulator's "
+    return (f"the measured makespans spread by {spread:.0%} (p10-p90 over the median), more than the "
+            f"{BUSY_SPREAD:.0%} a validation judges: the host is busy, and the error mixes the simulator's "
             "with the machine's noise; validate again on a quiet host (load average under 1)")
 
 

@@ -117,9 +117,9 @@ def test_validate_says_when_its_runs_say_the_host_is_busy(makespans: list[float]
     assert main(["validate", str(path), "--platform", "cpu2", "--scheduler", "all-cpu"]) == 0
     err = capsys.readouterr().err
     spread = f"{run.spread:.0%}"
-    expected = (f"hetsim validate: warning: the measured makespans spread by {spread} (p10-p90 over the median; "
-                "under 10% on a quiet host): the host is busy, and the error mixes the simulator's with the "
-                "machine's noise; validate again on a quiet host (load average under 1)\n")  # fmt: skip
+    expected = (f"hetsim validate: warning: the measured makespans spread by {spread} (p10-p90 over the median), "
+                "more than the 10% a validation judges: the host is busy, and the error mixes the simulator's "
+                "with the machine's noise; validate again on a quiet host (load average under 1)\n")  # fmt: skip
     assert err == (expected if hint else "")
 
 
