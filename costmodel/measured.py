@@ -250,7 +250,7 @@ def write_json(path: Path, data: Any) -> None:
 class _GraphEntry:
     """Features of one graph and, per profile device, its predicted times."""
 
-    __slots__ = ("ref", "n_nodes", "index", "X", "times", "reasons", "warned")
+    __slots__ = ("ref", "n_nodes", "index", "X", "times", "reasons", "uncovered", "warned")
 
     def __init__(self, graph: Graph) -> None:
         self.ref = weakref.ref(graph)
@@ -259,6 +259,7 @@ class _GraphEntry:
         self.index = {n: i for i, n in enumerate(self.X.index)}
         self.times: dict[str, np.ndarray] = {}
         self.reasons: dict[str, list[str]] = {}
+        self.uncovered: set[str] = set()  # profile devices that measured none of the nodes
         self.warned: set[str] = set()
 
 
@@ -390,7 +391,10 @@ class MeasuredCostModel:
             raise CostModelError(f"graph {graph.name!r} has no node {node!r}")
         return entry
 
-    def _priced(self, graph: Graph, pdev: str, node: str | None = None) -> _GraphEntry:
+    def _priced(self, graph: Graph, pdev: str, node: str | None = None, *, refuse_uncovered: bool = True) -> _GraphEntry:
+        """The graph's entry with its times on ``pdev`` (predicted once); a graph the
+        profile measured none of is refused unless :attr:`allow_uncovered` (or
+        ``refuse_uncovered=False``: the reports)."""
         entry = self._entry(graph, node)
         if pdev not in entry.times:
             X = entry.X.assign(device=pdev)
@@ -399,17 +403,12 @@ class MeasuredCostModel:
             if overhead:
                 times = np.maximum(times - overhead, TIME_FLOOR_S)
             reasons = self.predictor.fallback_reasons(X)
-            if reasons and all(reasons) and not self.allow_uncovered:
-                raise CostModelError(
-                    f"{self.name}: the profile measured none of the {len(reasons)} nodes of graph "
-                    f"{graph.name!r} on {pdev!r} (coverage 0%, e.g. {reasons[0]}); profile the model "
-                    "('hetsim profile'), or accept extrapolated times with --allow-uncovered "
-                    "(Python: allow_uncovered=True)"
-                )
             entry.times[pdev] = times
             entry.reasons[pdev] = reasons
             n_fb = sum(1 for r in reasons if r)
-            if n_fb:
+            if n_fb and n_fb == len(reasons):
+                entry.uncovered.add(pdev)
+            if n_fb and (pdev not in entry.uncovered or self.allow_uncovered):
                 example = next(r for r in reasons if r)
                 warnings.warn(
                     CostModelWarning(
@@ -419,6 +418,13 @@ class MeasuredCostModel:
                     ),
                     stacklevel=4,
                 )
+        if refuse_uncovered and pdev in entry.uncovered and not self.allow_uncovered:
+            raise CostModelError(
+                f"{self.name}: the profile measured none of the {len(entry.reasons[pdev])} nodes of graph "
+                f"{graph.name!r} on {pdev!r} (coverage 0%, e.g. {entry.reasons[pdev][0]}); profile the model "
+                "('hetsim profile'), or accept extrapolated times with --allow-uncovered "
+                "(Python: allow_uncovered=True)"
+            )
         return entry
 
     def op_time(self, graph: Graph, node: str, device: Device) -> float:
@@ -469,7 +475,7 @@ class MeasuredCostModel:
         if pdev is None:
             why = f"no profile data for a {device.kind} device: {type(self.fallback).__name__}"
             return {n: why for n in nodes}
-        entry = self._priced(graph, pdev)
+        entry = self._priced(graph, pdev, refuse_uncovered=False)
         return {n: r for n, r in zip(entry.X.index, entry.reasons[pdev]) if r}
 
     def coverage(self, graph: Graph, device: Device) -> float:

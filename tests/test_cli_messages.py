@@ -51,8 +51,11 @@ def test_a_cost_model_warning_is_one_line_without_source(tmp_path: Path, capsys:
 def test_a_model_the_profile_never_measured_is_refused(cpu2: Platform) -> None:
     """0 % coverage was a warning: every time silently an extrapolation."""
     g = user_model()
+    refusing = costmodel.from_spec(PROFILE, platform=cpu2)
+    assert refusing.coverage(g, cpu2.device("cpu0")) == 0.0  # the report itself is no error
+    assert set(refusing.fallbacks(g, cpu2.device("cpu0"))) == {"act", "gate"}
     with pytest.raises(CostModelError) as e:
-        schedulers.get("all-cpu").run(g, cpu2, costmodel.from_spec(PROFILE, platform=cpu2))
+        schedulers.get("all-cpu").run(g, cpu2, refusing)
     assert str(e.value) == (
         "cpu2-torch: the profile measured none of the 2 nodes of graph 'mine' on 'cpu@1' (coverage 0%, "
         "e.g. signature not measured on cpu@1: XGBoost); profile the model ('hetsim profile'), or accept "
