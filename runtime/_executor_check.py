@@ -50,31 +50,36 @@ def tolerance(dtype: str, *, gpu: bool) -> tuple[float, float]:
 
 
 def reference_outputs(graph: Graph, model: RelaxModel | None) -> list[np.ndarray] | None:
-    """Graph outputs of the zoo model's own torch module on the CPU (its forward as
-    written, on the model's example inputs), or None when the graph names no zoo
-    model or the module's outputs do not line up with ``meta["outputs"]``."""
+    """Graph outputs of the model's own torch module on the CPU (its forward as written,
+    on the model's example inputs: the exported module of ``model.program``, else the
+    zoo model the graph names), or None when there is no such module or its outputs do
+    not line up with ``meta["outputs"]``."""
     meta = graph.meta
     name = meta.get("model")
     outs_meta = meta.get("outputs") or []
-    if not name or not outs_meta:
+    program = getattr(model, "program", None)
+    if (not name and program is None) or not outs_meta:
         return None
-    import torch
+    if program is not None:  # the exported module's own forward, outputs flattened alike
+        arrays = program.reference_outputs()
+    else:
+        import torch
 
-    from hetsim.graphs import zoo
+        from hetsim.graphs import zoo
 
-    try:
-        module, inputs = zoo.build(
-            str(name), batch=int(meta.get("batch") or 1), seed=int(meta.get("zoo_seed", 0)),
-            **dict(meta.get("zoo_kwargs") or {}),
-        )
-    except Exception:  # noqa: BLE001 - not a zoo model after all: the caller falls back
+        try:
+            module, inputs = zoo.build(
+                str(name), batch=int(meta.get("batch") or 1), seed=int(meta.get("zoo_seed", 0)),
+                **dict(meta.get("zoo_kwargs") or {}),
+            )
+        except Exception:  # noqa: BLE001 - not a zoo model after all: the caller falls back
+            return None
+        with torch.no_grad():
+            out = module(*inputs)
+        flat = [out] if isinstance(out, torch.Tensor) else list(_flatten(out))
+        arrays = [t.detach().cpu().numpy() for t in flat]
+    if len(arrays) != len(outs_meta):
         return None
-    with torch.no_grad():
-        out = module(*inputs)
-    flat = [out] if isinstance(out, torch.Tensor) else list(_flatten(out))
-    if len(flat) != len(outs_meta):
-        return None
-    arrays = [t.detach().cpu().numpy() for t in flat]
     for a, spec in zip(arrays, outs_meta):
         if "shape" in spec and list(a.shape) != list(spec["shape"]):
             return None

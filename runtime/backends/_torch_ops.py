@@ -21,13 +21,13 @@ Conventions
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["OPS", "Unsupported", "TORCH_DTYPES", "torch_dtype"]
+__all__ = ["OPS", "Builder", "Unsupported", "TORCH_DTYPES", "torch_dtype"]
 
 Fn = Callable[..., Any]
 Builder = Callable[[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], torch.device], Fn]
@@ -579,8 +579,3 @@ OPS: dict[str, Builder] = {
     "std": _moment(True),
     "einsum": _attr_fn(lambda a, o: lambda *xs: torch.einsum(str(a["subscripts"]), *xs)),
 }
-
-
-def supported_ops() -> Sequence[str]:
-    """Op kinds the torch backend maps, sorted."""
-    return sorted(OPS)

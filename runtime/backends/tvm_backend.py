@@ -50,7 +50,10 @@ from hetsim.runtime.backends.base import (
     random_array,
 )
 
-__all__ = ["KernelCache", "RelaxModel", "TvmBackend", "TvmKernel", "import_model", "import_module", "model_for"]
+__all__ = [
+    "KernelCache", "RelaxModel", "TvmBackend", "TvmKernel", "import_model", "import_module", "model_for",
+    "relax_model",
+]
 
 _SYMBOL = "hetsim_kernel"
 _VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
@@ -79,6 +82,9 @@ class RelaxModel:
         ``("const", tvm constant)``.
     example_inputs
         Graph input name -> the example value the model was imported with.
+    program
+        The exported torch model (:class:`graphs.torch_export.ImportedProgram`): its
+        module's own forward is the reference of the executor's output check.
     """
 
     graph: Graph
@@ -86,6 +92,7 @@ class RelaxModel:
     calls: dict[str, Any]
     sources: dict[str, list[tuple[str, Any]]]
     example_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    program: Any = None
 
     def constants(self, node: str) -> dict[int, np.ndarray]:
         """Input index -> value of the node's constant inputs (weights, literals)."""
@@ -94,47 +101,58 @@ class RelaxModel:
 
 
 def import_module(
-    module: Any, example_inputs: Sequence[Any], *, granularity: str = "op", name: str = "model",
+    module: Any, example_inputs: Any, *, granularity: str = "op", name: str = "model",
     exact: bool = True,
 ) -> RelaxModel:
-    """Import a torch module (``torch.export`` + TVM's frontend) as a :class:`RelaxModel`.
+    """Import a torch module (:func:`graphs.torch_export.export_torch`) as a :class:`RelaxModel`.
 
     Parameters
     ----------
     module, example_inputs
-        The model and its example inputs (their shapes become static shapes).
+        The model and its example inputs (a tuple, or a dict of keyword inputs; their
+        shapes become static shapes).
     granularity
         ``"op"`` or ``"fused"``.
     name
         Model name.
     exact
-        Fused granularity only: fold constants with TVM's ``FoldConstant`` (real
-        values, slower) instead of the importer's structure-only fold (same kernels,
-        zero-valued folded constants: enough to time kernels, not to check results).
+        Compute the values of folded weights (op: weight-only operators; fused: TVM's
+        ``FoldConstant``) instead of only the structure (zero-valued or absent folded
+        constants: enough to time kernels, not to check results).
     """
-    import torch
-    from tvm.relax.frontend.torch import from_exported_program
-
-    from hetsim.graphs import relax_import
+    from hetsim.graphs.graph import GraphError
+    from hetsim.graphs.torch_export import export_torch
 
     try:
-        ep = torch.export.export(module.eval(), tuple(example_inputs))
-        mod = from_exported_program(ep)
-    except Exception as e:  # torch / TVM raise many types
-        raise BackendError(f"model {name!r}: export to Relax failed: {_first_line(e)}") from e
-    graph = relax_import.from_relax(mod, granularity=granularity, name=name, source="torch")
-    if granularity == "fused":
-        walked, members = relax_import._fuse(mod, name, exact_fold=exact)
-    else:
-        walked, members = mod, None
+        program = export_torch(module, example_inputs, name=name)
+    except GraphError as e:
+        raise BackendError(f"model {name!r}: export to Relax failed: {e}") from e
+    return relax_model(program, granularity=granularity, name=name, exact=exact)
+
+
+def relax_model(program: Any, *, granularity: str = "op", name: str = "model", exact: bool = True) -> RelaxModel:
+    """The :class:`RelaxModel` of an exported torch model (a
+    :class:`graphs.torch_export.ImportedProgram`, e.g. ``graph.program`` of a graph
+    imported by :func:`graphs.from_torch`)."""
+    from hetsim.graphs import relax_import
+    from hetsim.graphs.graph import GraphError
+
+    try:
+        graph = relax_import.from_relax(program.mod, granularity=granularity, name=name, source="torch",
+                                        tags=program.tags)
+        from hetsim.runtime.backends.torch_backend import evaluate_op
+
+        walked, members, kernel_tags = relax_import.lower(program.mod, granularity=granularity, name=name,
+                                                          exact=exact, tags=program.tags, evaluate=evaluate_op)
+    except GraphError as e:
+        raise BackendError(f"model {name!r}: {e}") from e
+    if program.moe:
+        graph.meta["moe"] = [dict(b) for b in program.moe]
+    graph.program = program
     model = _align(graph, walked, members, name)
     names = [i["name"] for i in graph.meta.get("inputs", [])]
-    params = [p.name for p in mod["main"].params]
-    model.example_inputs = {
-        p: np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x)
-        for p, x in zip(params, example_inputs)
-        if p in names
-    }
+    model.example_inputs = {k: v for k, v in program.inputs.items() if k in names}
+    model.program = program
     return model
 
 
@@ -154,8 +172,16 @@ def import_model(
 
 
 def model_for(graph: Graph, *, exact: bool = False) -> RelaxModel:
-    """Rebuild the Relax module of a zoo graph (from ``meta["model"]``, ``batch``,
-    ``zoo_kwargs``, ``zoo_seed``, ``granularity``) and check it matches ``graph``."""
+    """Rebuild the Relax module of a graph and check it matches ``graph``: from
+    ``graph.program`` (a graph imported by :func:`graphs.from_torch`), else from the zoo
+    model it names (``meta["model"]``, ``batch``, ``zoo_kwargs``, ``zoo_seed``,
+    ``granularity``), else from its model spec (``meta["model_spec"]``)."""
+    if getattr(graph, "program", None) is not None:  # imported by graphs.from_torch here
+        model = relax_model(graph.program, granularity=str(graph.meta.get("granularity", "op")),
+                            name=graph.name, exact=exact)
+        _check_same(graph, model.graph)
+        model.graph = graph
+        return model
     meta = graph.meta
     model_name = meta.get("model")
     if not model_name:
