@@ -19,6 +19,13 @@ from hetsim.graphs.graph import (
     tensor_bytes,
     validate,
 )
+from hetsim.graphs.model_spec import (
+    InputSpec,
+    ModelSpec,
+    load_model_spec,
+    parse_input_spec,
+    parse_model_spec,
+)
 from hetsim.graphs.summary import format_summary, summary, to_dot
 from hetsim.graphs.transforms import critical_path, depths, split_op, widest_antichain
 
@@ -30,6 +37,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "Graph",
     "GraphError",
+    "InputSpec",
+    "ModelSpec",
     "critical_path",
     "dependency_matrix",
     "depths",
@@ -39,6 +48,9 @@ __all__ = [
     "from_relax",
     "from_torch",
     "load",
+    "load_model_spec",
+    "parse_input_spec",
+    "parse_model_spec",
     "signature",
     "split_op",
     "summary",

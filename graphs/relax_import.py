@@ -431,6 +431,7 @@ def from_onnx(
     shapes: Mapping[str, Sequence[int]] | None = None,
     granularity: str = "op",
     name: str | None = None,
+    example_inputs: Mapping[str, Any] | None = None,
 ) -> Graph:
     """Import an ONNX model (file or ``onnx.ModelProto``) via TVM's ONNX frontend.
 
@@ -444,6 +445,10 @@ def from_onnx(
         ``"op"`` or ``"fused"``, see :func:`from_relax`.
     name
         Model name; defaults to the file's stem, else the ONNX graph's name.
+    example_inputs
+        Input name -> the value to run the model on (``graph.program``, which the
+        executor runs; checked against a single-device run, there being no reference
+        module); default seeded random values.
 
     Raises
     ------
@@ -491,4 +496,26 @@ def from_onnx(
                 f"{match.group(1).strip()}"
             ) from e
         raise GraphError(f"model {name!r}: TVM's ONNX frontend failed: {_first_line(e)}") from e
-    return from_relax(mod, granularity=granularity, name=name, source="onnx")
+    graph = from_relax(mod, granularity=granularity, name=name, source="onnx")
+    graph.program = _onnx_program(graph, mod, example_inputs)
+    return graph
+
+
+def _onnx_program(graph: Graph, mod: tvm.IRModule, values: Mapping[str, Any] | None) -> Any:
+    """The in-memory program of an ONNX graph: its Relax module and example inputs
+    (``values``, else seeded random ones: floats from a standard normal, ints 0/1)."""
+    import numpy as np
+
+    from hetsim.graphs.torch_export import ImportedProgram
+
+    rng = np.random.default_rng(0)
+    inputs = {}
+    for spec in graph.meta.get("inputs") or []:
+        name, shape, dtype = spec["name"], spec["shape"], spec["dtype"]
+        if values is not None and name in values:
+            inputs[name] = np.ascontiguousarray(np.asarray(values[name]))
+        elif dtype.startswith("float"):
+            inputs[name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            inputs[name] = rng.integers(0, 2, size=shape).astype(dtype)
+    return ImportedProgram(mod, inputs)

@@ -124,9 +124,12 @@ class ImportedProgram:
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def reference_outputs(self) -> list[np.ndarray]:
+    def reference_outputs(self) -> list[np.ndarray] | None:
         """The module's own forward on the example inputs: its output tensors, flattened
-        as the graph's outputs are (:func:`flatten_tensors`)."""
+        as the graph's outputs are (:func:`flatten_tensors`); None without a module
+        (an ONNX model)."""
+        if self.module is None:
+            return None
         training = {sub: sub.training for sub in self.module.modules()}
         try:
             with torch.no_grad():

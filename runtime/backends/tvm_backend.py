@@ -184,6 +184,22 @@ def model_for(graph: Graph, *, exact: bool = False) -> RelaxModel:
         return model
     meta = graph.meta
     model_name = meta.get("model")
+    spec = meta.get("model_spec")
+    if not model_name and isinstance(spec, dict) and spec.get("spec"):
+        from hetsim.graphs.graph import GraphError
+        from hetsim.graphs.model_spec import load_model_spec
+
+        try:
+            rebuilt = load_model_spec(spec["spec"], inputs=spec.get("inputs") or (),
+                                      options=spec.get("options"), seed=int(spec.get("seed", 0)),
+                                      granularity=str(meta.get("granularity", "op")))
+        except GraphError as e:
+            raise BackendError(f"graph {graph.name!r}: cannot rebuild its model {spec['spec']!r}: {e}") from e
+        model = relax_model(rebuilt.program, granularity=str(meta.get("granularity", "op")),
+                            name=rebuilt.name, exact=exact)
+        _check_same(graph, model.graph)
+        model.graph = graph
+        return model
     if not model_name:
         raise BackendError(
             f"graph {graph.name!r} names no zoo model (meta['model']); the tvm backend needs its "
