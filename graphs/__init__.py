@@ -27,7 +27,13 @@ from hetsim.graphs.model_spec import (
     parse_model_spec,
 )
 from hetsim.graphs.summary import format_summary, summary, to_dot
-from hetsim.graphs.transforms import critical_path, depths, split_op, widest_antichain
+from hetsim.graphs.transforms import (
+    critical_path,
+    depths,
+    split_op,
+    weight_only_nodes,
+    widest_antichain,
+)
 
 _LAZY = {"from_torch", "from_onnx", "from_relax"}
 
@@ -57,6 +63,7 @@ __all__ = [
     "tensor_bytes",
     "to_dot",
     "validate",
+    "weight_only_nodes",
     "widest_antichain",
 ]
 
