@@ -26,7 +26,7 @@ from tvm import relax
 
 from hetsim.graphs.graph import GraphError
 
-__all__ = ["Evaluator", "fold_weight_only", "normalize_take", "weight_only_bindings"]
+__all__ = ["Evaluator", "bind_placeholders", "fold_weight_only", "normalize_take", "weight_only_bindings"]
 
 #: ``evaluate(op, attrs, inputs, outputs, values) -> output arrays`` of one operator
 Evaluator = Callable[[str, dict[str, Any], Sequence[Any], Sequence[Any], Sequence[Any]], Sequence[Any]]
@@ -94,6 +94,8 @@ def weight_only_bindings(func: relax.Function) -> tuple[list[str], list[str]]:
             ok = isinstance(v.tuple_value, relax.Var) and v.tuple_value in folded
         elif isinstance(v, relax.Var):
             ok = v in folded
+        elif isinstance(v, tvm.ir.Constant):  # a literal bound to a variable
+            ok = True
         else:
             ok = False
         if ok and _static_tensors(b.var.ty):
@@ -186,6 +188,23 @@ def fold_weight_only(
     return tvm.IRModule(funcs, attrs=mod.attrs, global_infos=mod.global_infos)
 
 
+def bind_placeholders(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with zero-valued weights bound for the weight parameters of ``main`` that
+    have no value (the folded values of a structure-only :func:`fold_weight_only`), so
+    that passes after it (TVM's fusion pipeline) see constants, as with real values."""
+    func = mod["main"]
+    attrs = func.attrs or {}
+    n_in = int(attrs["num_input"]) if "num_input" in attrs else len(func.params)
+    missing = func.params[n_in + len(attrs.get("params") or []):]
+    if not missing:
+        return mod
+    zeros = [
+        tvm.runtime.tensor(np.zeros([int(d.value) for d in p.ty.shape.values], dtype=str(p.ty.dtype)))
+        for p in missing
+    ]
+    return relax.transform.BindParams("main", dict(zip(missing, zeros)))(mod)
+
+
 def _evaluate(mod: tvm.IRModule, frontier: list[str], name: str, evaluate: Evaluator) -> list[Any]:
     """Values of the ``frontier`` variables of ``mod["main"]``: the weight-only
     operators that make them run through ``evaluate``, each once, on the weights."""
@@ -241,7 +260,7 @@ class _TakeIndices(relax.PyExprMutator):
         ax = 0 if axis is None else int(axis) % rank
         n = int(np.prod([int(d.value) for d in dims])) if axis is None else int(dims[ax].value)
         fixed = np.where(arr < 0, arr + n, arr).astype(arr.dtype)
-        return relax.Call(call.op, [call.args[0], relax.const(fixed)], call.attrs, call.ty_args)
+        return relax.Call(call.op, [call.args[0], relax.const(fixed, str(arr.dtype))], call.attrs, call.ty_args)
 
 
 def normalize_take(mod: tvm.IRModule) -> tvm.IRModule:

@@ -156,13 +156,15 @@ def lower(
     """The module :func:`from_relax` walks for ``granularity``.
 
     ``take`` s by negative constant indices are normalised
-    (:func:`graphs.fold.normalize_take`); at ``op`` granularity weight-only operators
-    are folded into parameters (:func:`graphs.fold.fold_weight_only`), at ``fused``
-    granularity TVM's fusion pipeline runs (its constant folding folds them).
-    ``exact``: compute the folded values (for running the module), not only the
-    structure, with ``evaluate`` at ``op`` granularity (see
-    :func:`graphs.fold.fold_weight_only`) and TVM's ``FoldConstant`` at ``fused``; the
-    walked structure is the same. ``tags``: as for :func:`from_relax`
+    (:func:`graphs.fold.normalize_take`) and weight-only operators are folded into
+    parameters (:func:`graphs.fold.fold_weight_only`); at ``fused`` granularity TVM's
+    fusion pipeline then runs on the folded module (its own constant folding folds what
+    legalization adds, e.g. a batch norm's ``sqrt(var + eps)``, but not operators
+    without a legalization such as ``cumsum`` of a boolean mask, which the op-level fold
+    takes). ``exact``: compute the folded values (for running the module), not only the
+    structure, with ``evaluate`` (see :func:`graphs.fold.fold_weight_only`) and TVM's
+    ``FoldConstant`` at ``fused``; the walked structure is the same. ``tags``: as for
+    :func:`from_relax`
     (the fused kernels get those their members share).
 
     Returns
@@ -177,16 +179,19 @@ def lower(
         mod = fold.normalize_take(mod)
     except Exception as e:  # any TVM failure becomes a GraphError
         raise GraphError(f"model {name!r}: normalising take indices failed: {_first_line(e)}") from e
-    if granularity == "fused":
-        return _fuse(mod, name, exact_fold=exact, tags=tags)
     try:
         if exact and evaluate is None:
-            raise GraphError(f"model {name!r}: exact folding at op granularity needs an evaluator")
-        return fold.fold_weight_only(mod, evaluate=evaluate if exact else None, name=name), None, {}
+            raise GraphError(f"model {name!r}: exact folding needs an evaluator")
+        folded = fold.fold_weight_only(mod, evaluate=evaluate if exact else None, name=name)
+        if granularity == "fused" and not exact:
+            folded = fold.bind_placeholders(folded)
     except GraphError:
         raise
     except Exception as e:  # any TVM failure becomes a GraphError
         raise GraphError(f"model {name!r}: folding weight-only operators failed: {_first_line(e)}") from e
+    if granularity == "fused":  # what TVM's own constant folding misses is folded already
+        return _fuse(folded, name, exact_fold=exact, tags=tags)
+    return folded, None, {}
 
 
 def _assemble(walker: Any, outputs: list[Any], *, name: str) -> Graph:
