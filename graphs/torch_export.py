@@ -19,6 +19,9 @@ is computed (and so FLOPs and bytes) unchanged:
   ``transformers::grouped_mm_fallback``, ``aten._grouped_mm``) and the ``histc`` that
   sizes their groups become one slice + matmul per expert, sized by the routing of
   the example inputs (:mod:`graphs.moe`).
+* **converter bugs**: ``div(x, 2, rounding_mode="floor")`` of an integer tensor (TVM
+  types the literal int32 against int64) and ``elu``'s ``scale`` (dropped by TVM, so
+  ``selu`` was 5 % off) get converters of their own.
 
 The result is a :class:`ImportedProgram`: the Relax module, the example inputs by
 graph-input name, and tags (``moe_block``, ``expert``, ``top_k``) by Relax variable
@@ -269,8 +272,28 @@ def _div_rounding(node: Any, importer: Any) -> Any:
     return bb.emit(relax.op.trunc(bb.emit(relax.op.divide(x, y))))
 
 
+def _elu(node: Any, importer: Any) -> Any:
+    """``aten.elu`` with its ``scale`` and ``input_scale`` (TVM 0.27 drops them, so that
+    ``selu``, which decomposes to ``elu(x, alpha, scale)``, comes out 5 % too small)."""
+    from tvm import relax
+
+    bb = importer.block_builder
+    args = importer.retrieve_args(node)
+    x = args[0]
+    alpha, scale, input_scale = (float(a) for a in (list(args[1:]) + [1.0, 1.0, 1.0])[:3])
+    dtype = str(x.ty.dtype)
+
+    def c(v: float) -> Any:
+        return relax.const(v, dtype)
+
+    xs = x if input_scale == 1.0 else bb.emit(relax.op.multiply(x, c(input_scale)))
+    neg = bb.emit(relax.op.multiply(c(alpha), bb.emit(relax.op.subtract(bb.emit(relax.op.exp(xs)), c(1.0)))))
+    y = bb.emit(relax.op.where(bb.emit(relax.op.greater(x, c(0.0))), x, neg))
+    return y if scale == 1.0 else bb.emit(relax.op.multiply(y, c(scale)))
+
+
 #: converters that replace TVM's own (bugs of the 0.27 frontend)
-_CONVERTERS = {"div.Tensor_mode": _div_rounding}
+_CONVERTERS = {"div.Tensor_mode": _div_rounding, "elu.default": _elu}
 
 
 def _convert(ep: torch.export.ExportedProgram, name: str) -> tuple[Any, dict[Any, Any]]:
