@@ -95,3 +95,23 @@ def test_mapped_operators_compute_what_the_module_does(module, inputs):
     assert run.check["reference"] == "torch module"
     assert run.check["error"] <= 1.0 and run.check["node_error"] <= 1.0
     assert ops <= set(supported_ops())
+
+
+class Upsample(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.interpolate(self.conv(x), scale_factor=2, mode="bilinear") + 1.0
+
+
+def test_operators_left_to_tvm_run_on_the_tvm_backend():
+    g = hetsim.from_torch(Upsample(), (torch.rand(1, 3, 8, 8),))
+    assert "resize2d" in TVM_ONLY and "resize2d" in {d["op"] for _, d in g.nodes(data=True)}
+    platform = hetsim.Platform.preset("cpu2")
+    plan = hetsim.get_scheduler("round-robin").schedule(g, platform, hetsim.Roofline())
+    with pytest.raises(hetsim.runtime.backends.BackendError, match=r"'resize2d'.*use the tvm backend"):
+        hetsim.execute(g, plan, platform, warmup=0, repeats=1)
+    run = hetsim.execute(g, plan, platform, warmup=0, repeats=1, backend="tvm")
+    assert run.check["reference"] == "torch module" and run.check["error"] <= 1.0
