@@ -143,32 +143,18 @@ def load_model(graph: Graph) -> RelaxModel:
         elsewhere): pass ``model=`` (from
         :func:`runtime.backends.tvm_backend.import_module`) to ``execute`` instead.
     """
-    from hetsim.runtime.backends.tvm_backend import import_model, model_for
+    from hetsim.runtime.backends.relax_model import source_model
 
-    meta = graph.meta
-    name = meta.get("model")
-    if getattr(graph, "program", None) is not None or (not name and meta.get("model_spec")):
-        try:
-            return model_for(graph, exact=True)
-        except BackendError as e:
-            raise ExecutionError(f"graph {graph.name!r}: cannot rebuild its model: {e}") from e
-    if not name:
+    if getattr(graph, "program", None) is None and not graph.meta.get("model") and not graph.meta.get("model_spec"):
         raise ExecutionError(
             f"graph {graph.name!r} names no model (it was not imported by graphs.from_torch in "
             "this process, nor from the zoo or a model spec): its weights and dataflow are "
             "unknown; pass model=runtime.backends.tvm_backend.import_module(module, inputs) to execute()"
         )
     try:
-        return import_model(
-            str(name),
-            batch=int(meta.get("batch") or 1),
-            granularity=str(meta.get("granularity", "op")),
-            seed=int(meta.get("zoo_seed", 0)),
-            exact=True,
-            **dict(meta.get("zoo_kwargs") or {}),
-        )
+        return source_model(graph, exact=True)
     except BackendError as e:
-        raise ExecutionError(f"graph {graph.name!r}: cannot rebuild model {name!r}: {e}") from e
+        raise ExecutionError(f"graph {graph.name!r}: cannot rebuild its model: {e}") from e
 
 
 def _const_array(c: Any) -> np.ndarray:
@@ -201,11 +187,14 @@ def wire(graph: Graph, model: RelaxModel) -> Wiring:
     consts: dict[int, np.ndarray] = {}
     const_ids: dict[int, int] = {}
 
+    held: list[Any] = []  # keeps every keyed object alive: an id is unique only while it lives
+
     def const(c: Any) -> int:
         key = const_ids.get(id(c))
         if key is None:
             key = const_ids[id(c)] = len(consts)
             consts[key] = _const_array(c)
+            held.append(c)
         return key
 
     def redirect(src: tuple[str, Any]) -> tuple[str, Any]:

@@ -168,3 +168,16 @@ def test_cli_validate_and_compare_take_a_module_spec(user_file, capsys, tmp_path
     assert "twobranch: 9 nodes (op), batch 2" in capsys.readouterr().out
     assert main(["validate", f"{user_file}:Nope", "--input-shape", "2x8", "--scheduler", "heft"]) != 0
     assert "has no 'Nope'" in capsys.readouterr().err
+
+
+def test_user_module_under_tensor_split(user_file):
+    """split parts of a matmul read column slices of its folded (transposed) weight: each
+    part gets its own slice (the wiring keyed temporary slices by id, which Python reuses)."""
+    g = load_model_spec(f"{user_file}:TwoBranch", inputs=["8x8"], options={"hidden": 32})
+    platform = hetsim.Platform.preset("cpu2")
+    sched = hetsim.get_scheduler("tensor-split")
+    split = sched.transform(g, platform, hetsim.Roofline())
+    assert any("split_of" in d["attrs"] for _, d in split.nodes(data=True))
+    plan = sched.schedule(split, platform, hetsim.Roofline())
+    run = hetsim.execute(split, plan, platform, warmup=0, repeats=1)
+    assert run.check["reference"] == "torch module" and run.check["error"] <= 1.0

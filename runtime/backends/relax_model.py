@@ -18,7 +18,9 @@ import numpy as np
 from hetsim.graphs.graph import Graph
 from hetsim.runtime.backends.base import BackendError
 
-__all__ = ["RelaxModel", "check_same", "import_model", "import_module", "model_for", "relax_model"]
+__all__ = [
+    "RelaxModel", "check_same", "import_model", "import_module", "model_for", "relax_model", "source_model",
+]
 
 
 def _first_line(e: BaseException) -> str:
@@ -132,18 +134,23 @@ def import_model(
     return model
 
 
-def model_for(graph: Graph, *, exact: bool = False) -> RelaxModel:
-    """Rebuild the Relax module of a graph and check it matches ``graph``: from
-    ``graph.program`` (a graph imported by :func:`graphs.from_torch`), else from the zoo
-    model it names (``meta["model"]``, ``batch``, ``zoo_kwargs``, ``zoo_seed``,
-    ``granularity``), else from its model spec (``meta["model_spec"]``)."""
-    if getattr(graph, "program", None) is not None:  # imported by graphs.from_torch here
-        model = relax_model(graph.program, granularity=str(graph.meta.get("granularity", "op")),
-                            name=graph.name, exact=exact)
-        check_same(graph, model.graph)
-        model.graph = graph
-        return model
+def source_model(graph: Graph, *, exact: bool = True) -> RelaxModel:
+    """The Relax model a graph was imported from, rebuilt: from ``graph.program`` (a graph
+    imported by :func:`graphs.from_torch` or :func:`graphs.from_onnx` in this process),
+    else from the zoo model it names (``meta["model"]``, ``batch``, ``zoo_kwargs``,
+    ``zoo_seed``, ``granularity``), else from its model spec (``meta["model_spec"]``).
+    Its graph is the imported one (a graph rewritten since, e.g. by ``split_op``, has
+    other nodes: the executor's wiring maps them).
+
+    Raises
+    ------
+    BackendError
+        When the graph has none of these, or its model fails to rebuild.
+    """
     meta = graph.meta
+    gran = str(meta.get("granularity", "op"))
+    if getattr(graph, "program", None) is not None:  # imported in this process
+        return relax_model(graph.program, granularity=gran, name=graph.name, exact=exact)
     model_name = meta.get("model")
     spec = meta.get("model_spec")
     if not model_name and isinstance(spec, dict) and spec.get("spec"):
@@ -153,23 +160,26 @@ def model_for(graph: Graph, *, exact: bool = False) -> RelaxModel:
         try:
             rebuilt = load_model_spec(spec["spec"], inputs=spec.get("inputs") or (),
                                       options=spec.get("options"), seed=int(spec.get("seed", 0)),
-                                      granularity=str(meta.get("granularity", "op")))
+                                      granularity=gran)
         except GraphError as e:
             raise BackendError(f"graph {graph.name!r}: cannot rebuild its model {spec['spec']!r}: {e}") from e
-        model = relax_model(rebuilt.program, granularity=str(meta.get("granularity", "op")),
-                            name=rebuilt.name, exact=exact)
-        check_same(graph, model.graph)
-        model.graph = graph
-        return model
+        return relax_model(rebuilt.program, granularity=gran, name=rebuilt.name, exact=exact)
     if not model_name:
         raise BackendError(
-            f"graph {graph.name!r} names no zoo model (meta['model']); the tvm backend needs its "
-            "Relax module: TvmBackend().register(graph, import_module(module, inputs))"
+            f"graph {graph.name!r} names no model (it was not imported by graphs.from_torch in this "
+            "process, nor from the zoo or a model spec); pass its Relax model: "
+            "import_module(module, inputs)"
         )
-    model = import_model(
-        str(model_name), batch=int(meta.get("batch") or 1), granularity=str(meta.get("granularity", "op")),
+    return import_model(
+        str(model_name), batch=int(meta.get("batch") or 1), granularity=gran,
         seed=int(meta.get("zoo_seed", 0)), exact=exact, **dict(meta.get("zoo_kwargs") or {}),
     )
+
+
+def model_for(graph: Graph, *, exact: bool = False) -> RelaxModel:
+    """:func:`source_model` of ``graph``, checked to have ``graph``'s nodes, with ``graph``
+    as its graph (what the tvm backend compiles kernels from)."""
+    model = source_model(graph, exact=exact)
     check_same(graph, model.graph)
     model.graph = graph
     return model
