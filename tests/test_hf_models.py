@@ -19,7 +19,7 @@ from hetsim.graphs.transforms import weight_only_nodes  # noqa: E402
 
 NAMES = sorted(hf.ARCHITECTURES)
 #: executed under a HEFT plan on cpu2 (two workers), outputs checked
-EXECUTED = ["gpt2", "llama", "mixtral", "qwen2_moe", "t5", "bert", "vit", "swin", "resnet", "wav2vec2"]
+EXECUTED = ["gpt2", "llama", "mixtral", "qwen2_moe", "t5", "bert", "roberta", "vit", "swin", "resnet", "wav2vec2"]
 
 _PROGRAMS: dict[str, tuple] = {}
 

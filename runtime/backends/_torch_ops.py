@@ -473,7 +473,8 @@ def _const_fill(value: float) -> Builder:
 def _cumulative(prod: bool) -> Builder:
     def build(attrs, ins, outs, dev):
         axis = attrs.get("axis")
-        dt = torch_dtype(attrs["dtype"]) if attrs.get("dtype") else None
+        # torch sums integers as int64; Relax keeps the input's dtype unless told
+        dt = torch_dtype(attrs.get("dtype") or outs[0]["dtype"])
         fn = torch.cumprod if prod else torch.cumsum
         if attrs.get("exclusive"):
             if prod:
