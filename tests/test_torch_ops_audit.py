@@ -52,7 +52,8 @@ def test_every_frontend_operator_has_a_backend():
 
 
 class Indexing(nn.Module):
-    """argsort, gather, index_put, scatter, one_hot, tril/triu, stack, cumsum on activations."""
+    """argsort, gather, index_put, scatter, one_hot, tril/triu, stack, cumsum (of floats,
+    booleans, int32) on activations."""
 
     def forward(self, x: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
         order = torch.argsort(x, dim=-1)
@@ -63,7 +64,8 @@ class Indexing(nn.Module):
         hot = F.one_hot(idx, 6).float() * 2.0
         tri = torch.tril(x @ x.T) + torch.triu(x @ x.T, 1)
         st = torch.stack([x, g], 1).sum(1)
-        return g, inv, s, hot, tri, st, torch.cumsum(x, 1)
+        counts = torch.cumsum(idx > 2, 0) + torch.cumsum(idx.int(), 0)  # bool, int32: no int64 by torch
+        return g, inv, s, hot, tri, st, torch.cumsum(x, 1), counts
 
 
 class MathOps(nn.Module):
