@@ -20,8 +20,9 @@ is computed (and so FLOPs and bytes) unchanged:
   sizes their groups become one slice + matmul per expert, sized by the routing of
   the example inputs (:mod:`graphs.moe`).
 * **converter bugs**: ``div(x, 2, rounding_mode="floor")`` of an integer tensor (TVM
-  types the literal int32 against int64) and ``elu``'s ``scale`` (dropped by TVM, so
-  ``selu`` was 5 % off) get converters of their own.
+  types the literal int32 against int64), ``elu``'s ``scale`` (dropped by TVM, so
+  ``selu`` was 5 % off) and ``cumsum``'s dtype (TVM kept a boolean mask's cumsum
+  boolean; torch counts in int64) get converters of their own.
 
 The result is a :class:`ImportedProgram`: the Relax module, the example inputs by
 graph-input name, and tags (``moe_block``, ``expert``, ``top_k``) by Relax variable
@@ -292,8 +293,20 @@ def _elu(node: Any, importer: Any) -> Any:
     return y if scale == 1.0 else bb.emit(relax.op.multiply(y, c(scale)))
 
 
+def _cumsum(node: Any, importer: Any) -> Any:
+    """``aten.cumsum`` in the dtype torch gives it (TVM 0.27 keeps the input's: a cumsum
+    of a boolean mask came out boolean, of int32 positions int32; torch counts in int64)."""
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    val = node.meta.get("val")
+    dtype = str(val.dtype).removeprefix("torch.") if val is not None else None
+    return importer.block_builder.emit(relax.op.cumsum(x, dim, dtype))
+
+
 #: converters that replace TVM's own (bugs of the 0.27 frontend)
-_CONVERTERS = {"div.Tensor_mode": _div_rounding, "elu.default": _elu}
+_CONVERTERS = {"div.Tensor_mode": _div_rounding, "elu.default": _elu, "cumsum.default": _cumsum}
 
 
 def _convert(ep: torch.export.ExportedProgram, name: str) -> tuple[Any, dict[Any, Any]]:
