@@ -208,7 +208,7 @@ def bind_placeholders(mod: tvm.IRModule) -> tvm.IRModule:
 def _evaluate(mod: tvm.IRModule, frontier: list[str], name: str, evaluate: Evaluator) -> list[Any]:
     """Values of the ``frontier`` variables of ``mod["main"]``: the weight-only
     operators that make them run through ``evaluate``, each once, on the weights."""
-    from hetsim.graphs._relax_ops import RelaxWalker
+    from hetsim.graphs.relax_ops import RelaxWalker
 
     func = mod["main"]
     attrs = func.attrs or {}

@@ -17,11 +17,11 @@ Granularities
     TVM launches. Nodes have ``op="fused"``, ``ops`` = member op kinds,
     ``attrs["primfunc"]``, and ``attrs["view"] = True`` for pure reshape-like
     kernels (zero cost at run time). FoldConstant is replaced by an equivalent
-    structure-only fold (:func:`graphs._relax_ops.shape_fold`): TVM's pass compiles
+    structure-only fold (:func:`graphs.relax_ops.shape_fold`): TVM's pass compiles
     every folded kernel with LLVM (~5 s for ResNet-18) and yields the same kernels.
 
 FLOPs follow the convention multiply-add = 2 FLOPs and come from TVM's TIR
-estimation of the legalized kernels (see :mod:`graphs._relax_ops`). ``param_bytes``
+estimation of the legalized kernels (see :mod:`graphs.relax_ops`). ``param_bytes``
 of a node counts its constant (weight) inputs; ``meta["param_bytes"]`` counts every
 weight of the model once (by identity: content-equal weights such as freshly
 initialised all-ones batch-norm scales stay distinct), so that shared weights and
@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hetsim.graphs.graph import Graph, GraphError, validate
+from hetsim.graphs.graph import Graph, GraphError, first_line, validate
 
 if TYPE_CHECKING:
     import onnx
@@ -115,7 +115,7 @@ def from_relax(
     import tvm
     from tvm import relax
 
-    from hetsim.graphs import _relax_ops
+    from hetsim.graphs import relax_ops
 
     if not isinstance(mod, tvm.IRModule):
         raise GraphError(f"model {name!r}: expected a tvm.IRModule, got {type(mod).__name__}")
@@ -124,13 +124,13 @@ def from_relax(
     ):
         raise GraphError(f"model {name!r}: the IRModule has no Relax function 'main'")
     walked, members, kernel_tags = lower(mod, granularity=granularity, name=name, tags=tags)
-    walker = _relax_ops.RelaxWalker(
+    walker = relax_ops.RelaxWalker(
         walked, model=name, members=members, tags={**(tags or {}), **kernel_tags}
     )
     outputs = walker.walk()
     graph = _assemble(walker, outputs, name=name)
     if params_dedup:  # each weight of the source once, tied weights included
-        graph.meta["param_bytes"] = _relax_ops.module_weight_bytes(mod)
+        graph.meta["param_bytes"] = relax_ops.module_weight_bytes(mod)
     first = graph.meta["inputs"][0] if graph.meta["inputs"] else None
     dtype = first["dtype"] if first else (outputs[0].dtype if outputs else "float32")
     graph.meta = {
@@ -178,7 +178,7 @@ def lower(
     try:
         mod = fold.normalize_take(mod)
     except Exception as e:  # any TVM failure becomes a GraphError
-        raise GraphError(f"model {name!r}: normalising take indices failed: {_first_line(e)}") from e
+        raise GraphError(f"model {name!r}: normalising take indices failed: {first_line(e)}") from e
     try:
         if exact and evaluate is None:
             raise GraphError(f"model {name!r}: exact folding needs an evaluator")
@@ -188,7 +188,7 @@ def lower(
     except GraphError:
         raise
     except Exception as e:  # any TVM failure becomes a GraphError
-        raise GraphError(f"model {name!r}: folding weight-only operators failed: {_first_line(e)}") from e
+        raise GraphError(f"model {name!r}: folding weight-only operators failed: {first_line(e)}") from e
     if granularity == "fused":  # what TVM's own constant folding misses is folded already
         return _fuse(folded, name, exact_fold=exact, tags=tags)
     return folded, None, {}
@@ -203,15 +203,7 @@ def _assemble(walker: Any, outputs: list[Any], *, name: str) -> Graph:
     ``meta["param_bytes"]`` is the sum of the nodes' ``param_bytes``. Graph outputs
     that are not produced by a node (a returned input or constant) are not listed.
     """
-    recs = walker.recs
-    live: set[int] = set()
-    stack = [r.key for r in outputs if r.kind == "node"]
-    while stack:
-        i = stack.pop()
-        if i not in live:
-            live.add(i)
-            stack.extend(r.key for r in recs[i].inputs if r.kind == "node")
-    recs = [rec for rec in recs if rec.index in live]
+    recs = walker.live_records(outputs)
     width = max(4, len(str(len(recs))))
     ids = {rec.index: f"{k:0{width}d}_{rec.label}" for k, rec in enumerate(recs)}
     g = Graph(name=name)
@@ -274,20 +266,20 @@ def _fuse(
     Member kinds are recorded exactly: each legalized kernel is traced back to the
     Relax operator whose binding it replaced, and each fused function lists the
     kernels FuseOps grouped into it (FuseTIR keeps the function's name).
-    FoldConstant is replaced by :func:`graphs._relax_ops.shape_fold` (same kernels
+    FoldConstant is replaced by :func:`graphs.relax_ops.shape_fold` (same kernels
     and grouping, without compiling every folded kernel) unless ``exact_fold``.
     """
     import tvm
     from tvm import relax
 
-    from hetsim.graphs import _relax_ops
+    from hetsim.graphs import relax_ops
 
     def run(m: tvm.IRModule, passes: Sequence[str]) -> tvm.IRModule:
         for p in passes:
             try:
                 m = getattr(relax.transform, p)()(m)
             except Exception as e:  # any TVM failure becomes a GraphError
-                raise GraphError(f"model {name!r}: TVM pass {p} failed: {_first_line(e)}") from e
+                raise GraphError(f"model {name!r}: TVM pass {p} failed: {first_line(e)}") from e
         return m
 
     func = mod["main"]
@@ -301,14 +293,14 @@ def _fuse(
             mod = relax.transform.BindParams("main", binding)(mod)
         except Exception as e:  # any TVM failure becomes a GraphError
             raise GraphError(
-                f"model {name!r}: binding weight parameters failed: {_first_line(e)}"
+                f"model {name!r}: binding weight parameters failed: {first_line(e)}"
             ) from e
     with tvm.target.Target({"kind": "llvm"}):
         decomposed = run(mod, ("DecomposeOpsForInference", "CanonicalizeBindings"))
-        with _relax_ops.quiet_native_stderr():
+        with relax_ops.quiet_native_stderr():
             legalized = run(decomposed, ("LegalizeOps",))
         op_of_var = {
-            b.var: _relax_ops.short_op_name(b.value.op.name)
+            b.var: relax_ops.short_op_name(b.value.op.name)
             for b in _bindings(decomposed["main"])
             if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)
         }
@@ -322,17 +314,17 @@ def _fuse(
             ):
                 kname = v.args[0].name_hint
                 kernel_op.setdefault(
-                    kname, op_of_var.get(b.var) or _relax_ops.canonical_kernel_name(kname)
+                    kname, op_of_var.get(b.var) or relax_ops.canonical_kernel_name(kname)
                 )
         annotated = run(legalized, ("AnnotateTIROpPattern",))
         if exact_fold:
             folded = run(annotated, ("FoldConstant",))
         else:
             try:
-                folded = _relax_ops.shape_fold(annotated)
+                folded = relax_ops.shape_fold(annotated)
             except Exception as e:  # any TVM failure becomes a GraphError
                 raise GraphError(
-                    f"model {name!r}: constant folding failed: {_first_line(e)}"
+                    f"model {name!r}: constant folding failed: {first_line(e)}"
                 ) from e
         grouped = run(folded, ("FuseOps",))
         members: dict[str, list[str]] = {k: [o] for k, o in kernel_op.items()}
@@ -343,7 +335,7 @@ def _fuse(
                 if found and all(t == found[0] for t in found):
                     kernel_tags[gv.name_hint] = found[0]
                 members[gv.name_hint] = [
-                    kernel_op.get(k, _relax_ops.canonical_kernel_name(k))
+                    kernel_op.get(k, relax_ops.canonical_kernel_name(k))
                     for b in _bindings(func)
                     if isinstance(b.value, relax.Call) and b.value.op.name == "relax.call_tir"
                     for k in [b.value.args[0].name_hint]
@@ -358,14 +350,6 @@ def _bindings(func: Any) -> list[Any]:
         return []
     return [b for block in body.blocks for b in block.bindings]
 
-
-def _first_line(e: BaseException) -> str:
-    """``"TypeName: first line of the message"`` (TVM and torch messages run long)."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    text = lines[0] if lines else ""
-    if len(text) > 300:
-        text = text[:297] + "..."
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def from_torch(
@@ -472,7 +456,7 @@ def from_onnx(
         try:
             model = onnx.load(str(path))
         except Exception as e:  # protobuf DecodeError and friends
-            raise GraphError(f"{path}: not an ONNX model ({_first_line(e)})") from e
+            raise GraphError(f"{path}: not an ONNX model ({first_line(e)})") from e
         if not model.graph.node or not model.opset_import:
             raise GraphError(f"{path}: not an ONNX model (no graph nodes or opset)")
     elif isinstance(path_or_model, onnx.ModelProto):
@@ -500,7 +484,7 @@ def from_onnx(
                 f"model {name!r}: TVM's ONNX frontend has no converter for operator(s) "
                 f"{match.group(1).strip()}"
             ) from e
-        raise GraphError(f"model {name!r}: TVM's ONNX frontend failed: {_first_line(e)}") from e
+        raise GraphError(f"model {name!r}: TVM's ONNX frontend failed: {first_line(e)}") from e
     graph = from_relax(mod, granularity=granularity, name=name, source="onnx")
     graph.program = _onnx_program(graph, mod, example_inputs)
     return graph

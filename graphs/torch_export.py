@@ -41,18 +41,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from hetsim.graphs.graph import GraphError
+from hetsim.graphs.graph import GraphError, first_line
 
-__all__ = ["ImportedProgram", "export_torch", "flatten_tensors", "first_line"]
+__all__ = ["ImportedProgram", "export_torch", "flatten_tensors"]
 
-
-def first_line(e: BaseException) -> str:
-    """``"TypeName: first line of the message"`` (TVM and torch messages run long)."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    text = lines[0] if lines else ""
-    if len(text) > 300:
-        text = text[:297] + "..."
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def flatten_tensors(obj: Any) -> list[torch.Tensor]:

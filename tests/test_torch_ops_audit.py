@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import hetsim
-from hetsim.runtime.backends._torch_more_ops import TVM_ONLY
 from hetsim.runtime.backends.torch_backend import supported_ops
+from hetsim.runtime.backends.torch_more_ops import TVM_ONLY
 
 
 def frontend_operators() -> set[str]:

@@ -80,7 +80,7 @@ _GRANULARITIES = ("op", "fused")
 #: modules whose source is part of the cache key: a change there re-imports.
 _IMPORTER_MODULES = (
     "hetsim.graphs.relax_import",
-    "hetsim.graphs._relax_ops",
+    "hetsim.graphs.relax_ops",
     "hetsim.graphs.torch_export",
     "hetsim.graphs.moe",
     "hetsim.graphs.fold",

@@ -23,11 +23,6 @@ __all__ = [
 ]
 
 
-def _first_line(e: BaseException) -> str:
-    text = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")[:300]
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
 @dataclass
 class RelaxModel:
     """A graph together with the Relax module it was walked from.
@@ -202,9 +197,9 @@ def check_same(graph: Graph, rebuilt: Graph) -> None:
 def _align(graph: Graph, walked: Any, members: Any, name: str) -> RelaxModel:
     """Walk ``walked`` again and pair its live records with the graph's nodes, in order
     (the order :func:`graphs.relax_import.from_relax` gives them)."""
-    from hetsim.graphs import _relax_ops
+    from hetsim.graphs import relax_ops
 
-    class Walker(_relax_ops.RelaxWalker):
+    class Walker(relax_ops.RelaxWalker):
         """Also remembers the Relax call behind each record."""
 
         rec_calls: dict[int, Any] = {}
@@ -219,14 +214,7 @@ def _align(graph: Graph, walked: Any, members: Any, name: str) -> RelaxModel:
     walker = Walker(walked, model=name, members=members)
     walker.rec_calls = {}
     outputs = walker.walk()
-    live: set[int] = set()
-    stack = [r.key for r in outputs if r.kind == "node"]
-    while stack:
-        i = stack.pop()
-        if i not in live:
-            live.add(i)
-            stack.extend(r.key for r in walker.recs[i].inputs if r.kind == "node")
-    recs = [r for r in walker.recs if r.index in live]
+    recs = walker.live_records(outputs)
     nodes = list(graph)
     if len(recs) != len(nodes):
         raise BackendError(f"model {name!r}: {len(recs)} kernels in the module, {len(nodes)} graph nodes")

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from hetsim.graphs.features import signature
-from hetsim.graphs.graph import Graph
+from hetsim.graphs.graph import VIEW_OPS, Graph, first_line
 from hetsim.runtime.backends.base import (
     BackendError,
     DeviceSpec,
@@ -63,12 +63,7 @@ __all__ = [
 ]
 
 _SYMBOL = "hetsim_kernel"
-_VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 
-
-def _first_line(e: BaseException) -> str:
-    text = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")[:300]
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 # ------------------------------------------------------------------ kernel building
@@ -107,7 +102,7 @@ def _plan(model: RelaxModel, node: str) -> tuple[str, Any]:
         if data["attrs"].get("view"):
             return "view", None
         return "primfunc", model.mod[call.args[0]]
-    if data["op"] in _VIEW_OPS:
+    if data["op"] in VIEW_OPS:
         return "view", None
     tiny = _single_op_module(call)
     leg = relax.transform.LegalizeOps()(tiny)
@@ -397,7 +392,7 @@ class TvmBackend:
             raise
         except Exception as e:  # TVM errors of all kinds
             raise BackendError(
-                f"op {op!r} (node {node!r}): TVM could not build it: {_first_line(e)}; try the torch backend"
+                f"op {op!r} (node {node!r}): TVM could not build it: {first_line(e)}; try the torch backend"
             ) from e
         rng = np.random.default_rng(seed)
         values = values or {}
@@ -409,7 +404,7 @@ class TvmBackend:
         try:
             outs = kernel()
         except Exception as e:  # TVM runtime errors
-            raise BackendError(f"op {op!r} (node {node!r}): TVM kernel failed: {_first_line(e)}") from e
+            raise BackendError(f"op {op!r} (node {node!r}): TVM kernel failed: {first_line(e)}") from e
         got = [(list(o.shape), str(o.dtype)) for o in outs]
         want = [(list(s["shape"]), s["dtype"]) for s in data["outputs"]]
         if got != want:

@@ -1,12 +1,12 @@
 """More of the Relax -> torch table of the ``torch`` backend: the rest of the operators
 TVM's PyTorch and ONNX frontends emit (indexing, sorting, scatter/gather, creation,
-elementwise math), merged into :data:`runtime.backends._torch_ops.OPS`.
+elementwise math), merged into :data:`runtime.backends.torch_ops.OPS`.
 
 Elementwise operators are *generated*: every Relax elementwise operator whose torch
 function has the same name (``acos``, ``atan2``, ``trunc``, ``bitwise_and``...) or a
 known other name (:data:`RENAMED`) maps to it. Which frontend operators the torch
 backend leaves to the tvm backend, and why, is :data:`TVM_ONLY`
-(``tests/test_backends.py`` audits the frontends' operator list against both).
+(``tests/test_torch_ops_audit.py`` audits the frontends' operator list against both).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hetsim.runtime.backends._torch_ops import Builder, Unsupported, torch_dtype
+from hetsim.runtime.backends.torch_ops import Builder, Unsupported, torch_dtype
 
 __all__ = ["MORE_OPS", "RENAMED", "TVM_ONLY"]
 
