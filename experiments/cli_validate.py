@@ -3,6 +3,7 @@
 Examples
 --------
 ``hetsim validate googlenet --platform cpu2 --scheduler heft --cost profiles/cpu2-torch --out out/v``
+``hetsim validate my_models.py:TinyNet --input-shape 1x3x32x32 --platform cpu2 --scheduler heft``
 ``hetsim validate --all --models googlenet,resnet18 --platform cpu2 --cost profiles/cpu2-torch --out out/validation``
 ``hetsim validate --all --models googlenet,resnet18 --platform cpu2 --cost profiles/cpu2-torch-ctx --in-context out/ctx --host-calibration squeezenet1_1 --out out/validation``
 ``hetsim validate --calibrate profiles/cpu2-torch`` (executor per-op overhead -> dispatch.json)
@@ -37,7 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "applicable scheduler on several models, a validation.csv table and the Kendall tau between "
         "the simulated and measured rankings per model.",
     )
-    p.add_argument("model", nargs="?", metavar="MODEL", help="zoo model name or graph JSON file")
+    p.add_argument("model", nargs="?", metavar="MODEL",
+                   help="zoo model name, graph JSON file, ONNX file, or file.py:ClassName (a torch module; "
+                   "give --input-shape)")
     p.add_argument("--all", action="store_true", help="validate every applicable scheduler on --models")
     p.add_argument("--models", default="googlenet,resnet18", metavar="M[,M...]",
                    help="models for --all (default googlenet,resnet18)")
@@ -64,6 +67,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="graph granularity (fused needs --backend tvm; default op)")
     p.add_argument("--arg", action="append", metavar="[MODEL.]KEY=VALUE",
                    help="zoo model option, e.g. --arg image_size=64 (repeatable)")
+    p.add_argument("--input-shape", action="append", metavar="[NAME=]DIMS[:DTYPE[:HIGH]]",
+                   help="example input of an ONNX or file.py:ClassName MODEL, full shape, e.g. 1x3x224x224 "
+                   "or input_ids=2x16:int64:50257; repeat for several inputs")
     p.add_argument("--out", default=None, metavar="DIR", help="write traces (and the --all tables) here")
     p.add_argument("--calibrate", default=None, metavar="PROFILE",
                    help="measure the executor's per-op overhead and write it into PROFILE/dispatch.json")
@@ -123,11 +129,8 @@ def _model_kwargs(models: list[str], items: list[str] | None) -> dict[str, dict[
 
 
 def _run_one(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from hetsim import schedulers
-    from hetsim.graphs import zoo
-    from hetsim.graphs.graph import load
+    from hetsim.graphs.model_spec import load_model_spec, parse_model_spec
     from hetsim.runtime.validate import validate
     from hetsim.sim.platform import Platform
 
@@ -136,11 +139,13 @@ def _run_one(args: argparse.Namespace) -> int:
         schedulers.get(args.scheduler, **parse_kv(args.scheduler_arg))
     if args.cost:
         check_cost(args.cost)
-    if args.model.endswith(".json") or Path(args.model).is_file():
-        graph = load(args.model)
-    else:
-        kw = _model_kwargs([args.model], args.arg)[args.model]
-        graph = zoo.load(args.model, batch=args.batch, granularity=args.granularity, **kw)
+    spec = parse_model_spec(args.model)
+    if spec.kind == "zoo":
+        options = _model_kwargs([args.model], args.arg)[args.model]
+    else:  # constructor arguments of a file.py:ClassName model
+        options = parse_kv(args.arg) if spec.kind == "module" else {}
+    graph = load_model_spec(spec, inputs=args.input_shape or (), options=options, batch=args.batch,
+                            granularity=args.granularity)
     how: Any = schedulers.load_plan(args.plan) if args.plan else args.scheduler
     res = validate(graph, platform, how, args.cost, backend=args.backend or "torch", warmup=args.warmup,
                    repeats=args.repeats, device_map=_device_map(args.device_map),

@@ -7,13 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 from hetsim.graphs.graph import Graph, GraphError
 
 __all__ = [
-    "add_cost_args", "add_model_args", "check_cost", "cost_model", "load_model", "non_negative_float",
+    "add_cost_args", "add_input_args", "add_model_args", "check_cost", "cost_model", "load_model", "non_negative_float",
     "parse_kv", "positive_int",
 ]  # fmt: skip
 
@@ -83,8 +82,13 @@ def parse_kv(items: list[str] | None) -> dict[str, Any]:
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    """MODEL positional plus ``--batch``, ``--granularity`` and ``--arg KEY=VALUE``."""
-    p.add_argument("model", metavar="MODEL", help="zoo model name or a graph JSON file")
+    """MODEL positional plus ``--batch``, ``--granularity``, ``--arg KEY=VALUE`` and
+    ``--input-shape``."""
+    p.add_argument(
+        "model",
+        metavar="MODEL",
+        help="zoo model name, graph JSON file, ONNX file, or file.py:ClassName (a torch module)",
+    )
     p.add_argument("--batch", type=positive_int, default=1, help="batch size (zoo models; default 1)")
     p.add_argument(
         "--granularity",
@@ -92,25 +96,39 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         default="op",
         help="one node per Relax op, or per fused TVM kernel (default op)",
     )
+    add_input_args(p)
+
+
+def add_input_args(p: argparse.ArgumentParser) -> None:
+    """``--arg KEY=VALUE`` (model options) and ``--input-shape`` (ONNX / Python models)."""
     p.add_argument(
         "--arg",
         action="append",
         metavar="KEY=VALUE",
-        help="zoo model argument, e.g. --arg seq_len=32 (repeatable)",
+        help="zoo model option, or constructor argument of a file.py:ClassName model, e.g. "
+        "--arg seq_len=32 (repeatable)",
+    )
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        metavar="[NAME=]DIMS[:DTYPE[:HIGH]]",
+        help="example input of an ONNX or file.py:ClassName model, full shape, e.g. 1x3x224x224 "
+        "or input_ids=2x16:int64:50257 (ints drawn in [0, HIGH)); repeat for several inputs",
     )
 
 
 def load_model(args: argparse.Namespace) -> Graph:
-    """The graph named by ``args.model``: a graph JSON file or a zoo model."""
-    from hetsim.graphs.graph import load
-
-    target = args.model
-    if target.endswith(".json") or Path(target).is_file():
-        return load(target)
-    from hetsim.graphs import zoo
+    """The graph named by ``args.model``, a model spec (:func:`graphs.load_model_spec`):
+    a zoo model (cached), a graph JSON file, an ONNX file or ``file.py:ClassName``."""
+    from hetsim.graphs.model_spec import load_model_spec
 
     # cache=True: $HETSIM_CACHE, else ~/.cache/hetsim/zoo (keyed by the importer's source,
     # so a changed importer never returns a stale graph)
-    return zoo.load(
-        target, batch=args.batch, granularity=args.granularity, cache=True, **parse_kv(args.arg)
+    return load_model_spec(
+        args.model,
+        inputs=getattr(args, "input_shape", None) or (),
+        options=parse_kv(args.arg),
+        batch=args.batch,
+        granularity=args.granularity,
+        cache=True,
     )

@@ -20,8 +20,21 @@ from hetsim.graphs.graph import (
     tensor_bytes,
     validate,
 )
+from hetsim.graphs.model_spec import (
+    InputSpec,
+    ModelSpec,
+    load_model_spec,
+    parse_input_spec,
+    parse_model_spec,
+)
 from hetsim.graphs.summary import format_summary, summary, to_dot
-from hetsim.graphs.transforms import critical_path, depths, split_op, widest_antichain
+from hetsim.graphs.transforms import (
+    critical_path,
+    depths,
+    split_op,
+    weight_only_nodes,
+    widest_antichain,
+)
 
 _LAZY = {"from_torch", "from_onnx", "from_relax"}
 
@@ -32,6 +45,8 @@ __all__ = [
     "VIEW_OPS",
     "Graph",
     "GraphError",
+    "InputSpec",
+    "ModelSpec",
     "critical_path",
     "dependency_matrix",
     "depths",
@@ -41,12 +56,16 @@ __all__ = [
     "from_relax",
     "from_torch",
     "load",
+    "load_model_spec",
+    "parse_input_spec",
+    "parse_model_spec",
     "signature",
     "split_op",
     "summary",
     "tensor_bytes",
     "to_dot",
     "validate",
+    "weight_only_nodes",
     "widest_antichain",
 ]
 

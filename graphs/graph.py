@@ -12,6 +12,12 @@ Node attributes (``docs/architecture.md`` describes the data model):
 ``param_bytes``         bytes of constant weights the op reads
 ``step``                time step of a recurrent model (optional)
 ``layer``               source module path (optional)
+``name``                the Relax variable the node was bound to (optional)
+``moe_block``           mixture-of-experts block the node belongs to (optional)
+``expert``              expert (within ``moe_block``) whose work the node does
+                        (optional; an expert's slice and matmuls)
+``top_k``               experts each token is routed to, on the router's
+                        ``topk`` node of ``moe_block`` (optional)
 ======================  =====================================================
 
 Edge attributes: ``bytes`` (size of the tensor that flows along the edge) and
@@ -21,7 +27,13 @@ it once per destination device.
 
 ``meta`` holds ``source``, ``batch``, ``dtype``, ``granularity``, ``tvm_version``,
 ``inputs`` (graph inputs: ``{"name", "shape", "dtype", "bytes", "consumers"}``) and
-``outputs`` (graph outputs: ``{"node", "output", "shape", "dtype", "bytes"}``).
+``outputs`` (graph outputs: ``{"node", "output", "shape", "dtype", "bytes"}``), and for
+mixture-of-experts models ``moe`` (one entry per block: ``block``, ``experts``,
+``top_k``, ``tokens`` routed to each expert by the example inputs).
+
+``Graph.program`` (not saved in JSON) holds, for a graph imported by
+:func:`graphs.relax_import.from_torch` in this process, the exported model
+(:class:`graphs.torch_export.ImportedProgram`) that the executor runs.
 """
 
 from __future__ import annotations
@@ -48,6 +60,7 @@ __all__ = [
     "atomic_write",
     "check_io",
     "VIEW_OPS",
+    "first_line",
 ]
 
 SCHEMA_VERSION = 1
@@ -73,12 +86,23 @@ DTYPE_BYTES: dict[str, int] = {
 VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 
 _REQUIRED_NODE_KEYS = ("op", "inputs", "outputs", "attrs", "flops", "bytes", "param_bytes")
-_OPTIONAL_NODE_KEYS = ("step", "layer", "ops", "name")
+_OPTIONAL_NODE_KEYS = ("step", "layer", "ops", "name", "moe_block", "expert", "top_k")
+_INT_NODE_KEYS = ("step", "moe_block", "expert", "top_k")
 _NODE_KEYS = frozenset(_REQUIRED_NODE_KEYS + _OPTIONAL_NODE_KEYS)
 
 
 class GraphError(ValueError):
     """A graph, a graph file or a model import is invalid; the message names the culprit."""
+
+
+def first_line(e: BaseException) -> str:
+    """``"TypeName: first line of the message"`` (at most 300 characters), for one-line
+    errors that wrap what TVM or torch raised (their messages run long)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    text = lines[0] if lines else ""
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def tensor_bytes(shape: Iterable[int], dtype: str) -> int:
@@ -129,6 +153,8 @@ class Graph:
         self.nx: nx.DiGraph = nx_graph if nx_graph is not None else nx.DiGraph()
         self.name = name
         self.meta: dict[str, Any] = dict(meta or {})
+        #: the in-memory source model (``from_torch``); not saved, kept by :meth:`copy`
+        self.program: Any = None
 
     # ----------------------------------------------------------------- building
     def add_op(
@@ -242,8 +268,10 @@ class Graph:
         return int(sum(d["param_bytes"] for _, d in self.nx.nodes(data=True)))
 
     def copy(self) -> Graph:
-        """A deep copy (attribute dicts included)."""
-        return Graph(copy.deepcopy(self.nx), name=self.name, meta=copy.deepcopy(self.meta))
+        """A deep copy (attribute dicts included; :attr:`program` is shared)."""
+        g = Graph(copy.deepcopy(self.nx), name=self.name, meta=copy.deepcopy(self.meta))
+        g.program = self.program
+        return g
 
     def __repr__(self) -> str:
         gran = self.meta.get("granularity", "?")
@@ -409,8 +437,9 @@ def validate(graph: Graph, *, source: str | None = None) -> Graph:
             _check_number(where, k, d[k])
         if d["op"] == "fused" and not isinstance(d.get("ops"), list):
             raise GraphError(f"{where}: a fused node needs an 'ops' list")
-        if "step" in d and (isinstance(d["step"], bool) or not isinstance(d["step"], int)):
-            raise GraphError(f"{where}: 'step' must be an int, got {d['step']!r}")
+        for k in _INT_NODE_KEYS:
+            if k in d and (isinstance(d[k], bool) or not isinstance(d[k], int)):
+                raise GraphError(f"{where}: {k!r} must be an int, got {d[k]!r}")
     for u, v, d in graph.nx.edges(data=True):
         where = f"{where0}: edge {u!r} -> {v!r}"
         if "bytes" not in d:

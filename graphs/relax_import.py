@@ -40,12 +40,11 @@ from __future__ import annotations
 
 import os
 import re
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hetsim.graphs.graph import Graph, GraphError, validate
+from hetsim.graphs.graph import Graph, GraphError, first_line, validate
 
 if TYPE_CHECKING:
     import onnx
@@ -64,6 +63,7 @@ def from_relax(
     name: str = "model",
     source: str = "relax",
     params_dedup: bool = True,
+    tags: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Graph:
     """Build a graph from the ``main`` function of a Relax IRModule.
 
@@ -79,10 +79,14 @@ def from_relax(
     source
         Recorded in ``meta["source"]`` (``"torch"``, ``"onnx"``, ``"relax"``).
     params_dedup
-        ``meta["param_bytes"]`` counts every weight of the model once (True): shared
-        (tied) weights once, and at ``fused`` granularity the weights of the source
-        module rather than the per-use copies FoldConstant makes. False: the sum of
-        the nodes' ``param_bytes`` (what the kernels read, copies included).
+        ``meta["param_bytes"]`` counts every weight of the source module once (True):
+        shared (tied) weights once, and the weights themselves rather than the folded
+        values made from them (a transposed copy, FoldConstant's per-use copies).
+        False: the sum of the nodes' ``param_bytes`` (what the kernels read).
+    tags
+        Relax variable name -> node attributes (``moe_block``, ``expert``, ``top_k``)
+        for the node of that binding (:func:`graphs.torch_export.export_torch` makes
+        them).
 
     Returns
     -------
@@ -119,18 +123,14 @@ def from_relax(
         mod["main"], relax.Function
     ):
         raise GraphError(f"model {name!r}: the IRModule has no Relax function 'main'")
-    members = None
-    walked = mod
-    if granularity == "fused":
-        walked, members = _fuse(mod, name)
-    walker = relax_ops.RelaxWalker(walked, model=name, members=members)
+    walked, members, kernel_tags = lower(mod, granularity=granularity, name=name, tags=tags)
+    walker = relax_ops.RelaxWalker(
+        walked, model=name, members=members, tags={**(tags or {}), **kernel_tags}
+    )
     outputs = walker.walk()
-    graph, distinct_weight_bytes = _assemble(walker, outputs, name=name)
-    if params_dedup:  # each weight once, tied weights included
-        graph.meta["param_bytes"] = (
-            # the source's weights, not FoldConstant's per-use copies of them
-            relax_ops.module_weight_bytes(mod) if granularity == "fused" else distinct_weight_bytes
-        )
+    graph = _assemble(walker, outputs, name=name)
+    if params_dedup:  # each weight of the source once, tied weights included
+        graph.meta["param_bytes"] = relax_ops.module_weight_bytes(mod)
     first = graph.meta["inputs"][0] if graph.meta["inputs"] else None
     dtype = first["dtype"] if first else (outputs[0].dtype if outputs else "float32")
     graph.meta = {
@@ -144,9 +144,58 @@ def from_relax(
     return validate(graph)
 
 
-def _assemble(walker: Any, outputs: list[Any], *, name: str) -> tuple[Graph, int]:
-    """Graph of the walk (the nodes that feed an output, in binding order) and the
-    bytes of the distinct weights its nodes read.
+def lower(
+    mod: tvm.IRModule,
+    *,
+    granularity: str = "op",
+    name: str = "model",
+    exact: bool = False,
+    tags: Mapping[str, Mapping[str, Any]] | None = None,
+    evaluate: Any = None,
+) -> tuple[tvm.IRModule, dict[str, list[str]] | None, dict[str, dict[str, Any]]]:
+    """The module :func:`from_relax` walks for ``granularity``.
+
+    ``take`` s by negative constant indices are normalised
+    (:func:`graphs.fold.normalize_take`) and weight-only operators are folded into
+    parameters (:func:`graphs.fold.fold_weight_only`); at ``fused`` granularity TVM's
+    fusion pipeline then runs on the folded module (its own constant folding folds what
+    legalization adds, e.g. a batch norm's ``sqrt(var + eps)``, but not operators
+    without a legalization such as ``cumsum`` of a boolean mask, which the op-level fold
+    takes). ``exact``: compute the folded values (for running the module), not only the
+    structure, with ``evaluate`` (see :func:`graphs.fold.fold_weight_only`) and TVM's
+    ``FoldConstant`` at ``fused``; the walked structure is the same. ``tags``: as for
+    :func:`from_relax`
+    (the fused kernels get those their members share).
+
+    Returns
+    -------
+    (module, members, kernel_tags)
+        The module to walk; for ``fused``, kernel name -> member op kinds, and kernel
+        name -> the tags (``moe_block``, ``expert``) all its members share.
+    """
+    from hetsim.graphs import fold
+
+    try:
+        mod = fold.normalize_take(mod)
+    except Exception as e:  # any TVM failure becomes a GraphError
+        raise GraphError(f"model {name!r}: normalising take indices failed: {first_line(e)}") from e
+    try:
+        if exact and evaluate is None:
+            raise GraphError(f"model {name!r}: exact folding needs an evaluator")
+        folded = fold.fold_weight_only(mod, evaluate=evaluate if exact else None, name=name)
+        if granularity == "fused" and not exact:
+            folded = fold.bind_placeholders(folded)
+    except GraphError:
+        raise
+    except Exception as e:  # any TVM failure becomes a GraphError
+        raise GraphError(f"model {name!r}: folding weight-only operators failed: {first_line(e)}") from e
+    if granularity == "fused":  # what TVM's own constant folding misses is folded already
+        return _fuse(folded, name, exact_fold=exact, tags=tags)
+    return folded, None, {}
+
+
+def _assemble(walker: Any, outputs: list[Any], *, name: str) -> Graph:
+    """Graph of the walk: the nodes that feed an output, in binding order.
 
     Node ids are ``f"{i:04d}_{label}"`` (label: op kind, or kernel name when fused).
     Several outputs of one producer read by one consumer share the single edge
@@ -154,22 +203,12 @@ def _assemble(walker: Any, outputs: list[Any], *, name: str) -> tuple[Graph, int
     ``meta["param_bytes"]`` is the sum of the nodes' ``param_bytes``. Graph outputs
     that are not produced by a node (a returned input or constant) are not listed.
     """
-    recs = walker.recs
-    live: set[int] = set()
-    stack = [r.key for r in outputs if r.kind == "node"]
-    while stack:
-        i = stack.pop()
-        if i not in live:
-            live.add(i)
-            stack.extend(r.key for r in recs[i].inputs if r.kind == "node")
-    recs = [rec for rec in recs if rec.index in live]
+    recs = walker.live_records(outputs)
     width = max(4, len(str(len(recs))))
     ids = {rec.index: f"{k:0{width}d}_{rec.label}" for k, rec in enumerate(recs)}
     g = Graph(name=name)
-    distinct: dict[Any, int] = {}
     for rec in recs:
         weights = {r.key: r.nbytes for r in rec.inputs if r.kind == "param" and not r.scalar}
-        distinct.update(weights)
         g.add_op(
             ids[rec.index],
             rec.op,
@@ -180,6 +219,7 @@ def _assemble(walker: Any, outputs: list[Any], *, name: str) -> tuple[Graph, int
             param_bytes=sum(weights.values()),
             ops=rec.ops,
             name=rec.var,
+            **(rec.tags or {}),
         )
     for rec in recs:
         per_src: dict[int, dict[int, int]] = {}
@@ -210,13 +250,18 @@ def _assemble(walker: Any, outputs: list[Any], *, name: str) -> tuple[Graph, int
         if r.kind == "node"
     ]
     g.meta["param_bytes"] = int(sum(d["param_bytes"] for _, d in g.nodes(data=True)))
-    return g, int(sum(distinct.values()))
+    return g
 
 
 def _fuse(
-    mod: tvm.IRModule, name: str, *, exact_fold: bool = False
-) -> tuple[tvm.IRModule, dict[str, list[str]]]:
-    """Run TVM's fusion pipeline; return the fused module and kernel -> member op kinds.
+    mod: tvm.IRModule,
+    name: str,
+    *,
+    exact_fold: bool = False,
+    tags: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[tvm.IRModule, dict[str, list[str]], dict[str, dict[str, Any]]]:
+    """Run TVM's fusion pipeline; return the fused module, kernel -> member op kinds
+    and kernel -> the tags its tagged members share (``tags``: by variable name).
 
     Member kinds are recorded exactly: each legalized kernel is traced back to the
     Relax operator whose binding it replaced, and each fused function lists the
@@ -234,7 +279,7 @@ def _fuse(
             try:
                 m = getattr(relax.transform, p)()(m)
             except Exception as e:  # any TVM failure becomes a GraphError
-                raise GraphError(f"model {name!r}: TVM pass {p} failed: {_first_line(e)}") from e
+                raise GraphError(f"model {name!r}: TVM pass {p} failed: {first_line(e)}") from e
         return m
 
     func = mod["main"]
@@ -248,7 +293,7 @@ def _fuse(
             mod = relax.transform.BindParams("main", binding)(mod)
         except Exception as e:  # any TVM failure becomes a GraphError
             raise GraphError(
-                f"model {name!r}: binding weight parameters failed: {_first_line(e)}"
+                f"model {name!r}: binding weight parameters failed: {first_line(e)}"
             ) from e
     with tvm.target.Target({"kind": "llvm"}):
         decomposed = run(mod, ("DecomposeOpsForInference", "CanonicalizeBindings"))
@@ -279,12 +324,16 @@ def _fuse(
                 folded = relax_ops.shape_fold(annotated)
             except Exception as e:  # any TVM failure becomes a GraphError
                 raise GraphError(
-                    f"model {name!r}: constant folding failed: {_first_line(e)}"
+                    f"model {name!r}: constant folding failed: {first_line(e)}"
                 ) from e
         grouped = run(folded, ("FuseOps",))
         members: dict[str, list[str]] = {k: [o] for k, o in kernel_op.items()}
+        kernel_tags: dict[str, dict[str, Any]] = {}
         for gv, func in grouped.functions.items():
             if isinstance(func, relax.Function) and func.attrs and "Primitive" in func.attrs:
+                found = [dict(tags[b.var.name]) for b in _bindings(func) if tags and b.var.name in tags]
+                if found and all(t == found[0] for t in found):
+                    kernel_tags[gv.name_hint] = found[0]
                 members[gv.name_hint] = [
                     kernel_op.get(k, relax_ops.canonical_kernel_name(k))
                     for b in _bindings(func)
@@ -292,7 +341,7 @@ def _fuse(
                     for k in [b.value.args[0].name_hint]
                 ]
         fused = run(grouped, ("FuseTIR", "DeadCodeElimination"))
-    return fused, members
+    return fused, members, kernel_tags
 
 
 def _bindings(func: Any) -> list[Any]:
@@ -302,34 +351,41 @@ def _bindings(func: Any) -> list[Any]:
     return [b for block in body.blocks for b in block.bindings]
 
 
-def _first_line(e: BaseException) -> str:
-    """``"TypeName: first line of the message"`` (TVM and torch messages run long)."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    text = lines[0] if lines else ""
-    if len(text) > 300:
-        text = text[:297] + "..."
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
 
 def from_torch(
     module: torch.nn.Module,
-    example_inputs: tuple[Any, ...],
+    example_inputs: Sequence[Any] | Mapping[str, Any] | torch.Tensor,
     *,
     granularity: str = "op",
     name: str | None = None,
 ) -> Graph:
     """Import a PyTorch module via ``torch.export`` and TVM's PyTorch frontend.
 
+    The export is rewritten where TVM's frontend cannot take it (non-contiguous
+    views, mixture-of-experts grouped matmuls, outputs that hold caches: see
+    :mod:`graphs.torch_export`), then weight-only operators are folded
+    (:func:`lower`). The graph keeps what the executor needs in memory
+    (``graph.program``: the module, its example inputs and the Relax module), so
+    that ``runtime.execute(graph, plan, platform)`` runs it; JSON files do not keep it.
+
     Parameters
     ----------
     module
         The model; exported in eval mode (its training flags are restored afterwards).
     example_inputs
-        Positional example inputs; their shapes become the graph's static shapes.
+        Positional example inputs (a tensor or a tuple), or keyword inputs (a dict);
+        their shapes become the graph's static shapes.
     granularity
         ``"op"`` or ``"fused"``, see :func:`from_relax`.
     name
         Model name; defaults to the module's class name, lowercased.
+
+    Returns
+    -------
+    Graph
+        As :func:`from_relax`; mixture-of-experts models also have ``meta["moe"]``
+        (per block: ``experts``, ``top_k``, ``tokens`` per expert) and the node
+        attributes ``moe_block``, ``expert``, ``top_k``.
 
     Raises
     ------
@@ -345,39 +401,17 @@ def from_torch(
     >>> [d["ops"] for _, d in g.nodes(data=True)]
     [['conv2d', 'add', 'relu']]
     """
-    import torch
+    from hetsim.graphs.torch_export import export_torch
 
     name = name or type(module).__name__.lower()
-    if isinstance(example_inputs, torch.Tensor):
-        example_inputs = (example_inputs,)
-    if not isinstance(example_inputs, tuple | list):
-        raise GraphError(f"model {name!r}: example_inputs must be a tuple of tensors")
-    training = {sub: sub.training for sub in module.modules()}
-    try:
-        with warnings.catch_warnings():
-            # torch 2.13's own pytree code trips its LeafSpec deprecation warning
-            warnings.filterwarnings("ignore", category=FutureWarning, message=".*LeafSpec.*")
-            ep = torch.export.export(module.eval(), tuple(example_inputs))
-    except Exception as e:  # torch raises many types
-        raise GraphError(f"model {name!r}: torch.export failed: {_first_line(e)}") from e
-    finally:
-        for sub, flag in training.items():
-            sub.training = flag
-    from tvm.relax.frontend.torch import from_exported_program
-
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=FutureWarning, message=".*LeafSpec.*")
-            mod = from_exported_program(ep)
-    except Exception as e:  # the frontend raises AssertionError, ValueError...
-        match = re.search(r"Unsupported function types? \[?([^\]\n]*)\]?", str(e))
-        if match:
-            ops = match.group(1).replace("'", "")
-            raise GraphError(
-                f"model {name!r}: TVM's PyTorch frontend cannot convert operator(s) {ops}"
-            ) from e
-        raise GraphError(f"model {name!r}: TVM's PyTorch frontend failed: {_first_line(e)}") from e
-    return from_relax(mod, granularity=granularity, name=name, source="torch")
+    program = export_torch(module, example_inputs, name=name)
+    graph = from_relax(
+        program.mod, granularity=granularity, name=name, source="torch", tags=program.tags
+    )
+    if program.moe:
+        graph.meta["moe"] = [dict(b) for b in program.moe]
+    graph.program = program
+    return graph
 
 
 def from_onnx(
@@ -386,6 +420,7 @@ def from_onnx(
     shapes: Mapping[str, Sequence[int]] | None = None,
     granularity: str = "op",
     name: str | None = None,
+    example_inputs: Mapping[str, Any] | None = None,
 ) -> Graph:
     """Import an ONNX model (file or ``onnx.ModelProto``) via TVM's ONNX frontend.
 
@@ -399,6 +434,10 @@ def from_onnx(
         ``"op"`` or ``"fused"``, see :func:`from_relax`.
     name
         Model name; defaults to the file's stem, else the ONNX graph's name.
+    example_inputs
+        Input name -> the value to run the model on (``graph.program``, which the
+        executor runs; checked against a single-device run, there being no reference
+        module); default seeded random values.
 
     Raises
     ------
@@ -417,7 +456,7 @@ def from_onnx(
         try:
             model = onnx.load(str(path))
         except Exception as e:  # protobuf DecodeError and friends
-            raise GraphError(f"{path}: not an ONNX model ({_first_line(e)})") from e
+            raise GraphError(f"{path}: not an ONNX model ({first_line(e)})") from e
         if not model.graph.node or not model.opset_import:
             raise GraphError(f"{path}: not an ONNX model (no graph nodes or opset)")
     elif isinstance(path_or_model, onnx.ModelProto):
@@ -445,5 +484,27 @@ def from_onnx(
                 f"model {name!r}: TVM's ONNX frontend has no converter for operator(s) "
                 f"{match.group(1).strip()}"
             ) from e
-        raise GraphError(f"model {name!r}: TVM's ONNX frontend failed: {_first_line(e)}") from e
-    return from_relax(mod, granularity=granularity, name=name, source="onnx")
+        raise GraphError(f"model {name!r}: TVM's ONNX frontend failed: {first_line(e)}") from e
+    graph = from_relax(mod, granularity=granularity, name=name, source="onnx")
+    graph.program = _onnx_program(graph, mod, example_inputs)
+    return graph
+
+
+def _onnx_program(graph: Graph, mod: tvm.IRModule, values: Mapping[str, Any] | None) -> Any:
+    """The in-memory program of an ONNX graph: its Relax module and example inputs
+    (``values``, else seeded random ones: floats from a standard normal, ints 0/1)."""
+    import numpy as np
+
+    from hetsim.graphs.torch_export import ImportedProgram
+
+    rng = np.random.default_rng(0)
+    inputs = {}
+    for spec in graph.meta.get("inputs") or []:
+        name, shape, dtype = spec["name"], spec["shape"], spec["dtype"]
+        if values is not None and name in values:
+            inputs[name] = np.ascontiguousarray(np.asarray(values[name]))
+        elif dtype.startswith("float"):
+            inputs[name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            inputs[name] = rng.integers(0, 2, size=shape).astype(dtype)
+    return ImportedProgram(mod, inputs)

@@ -255,10 +255,15 @@ class _ShapeFolder(relax.PyExprMutator):
 
     def visit_var_(self, var: relax.Var) -> relax.Expr:
         value = self.lookup_binding(var)
-        return value if isinstance(value, tvm.ir.Constant) else var
+        if isinstance(value, tvm.ir.Constant):
+            return value
+        return super().visit_var_(var)  # a re-emitted binding's new variable
 
     def visit_dataflow_var_(self, var: relax.DataflowVar) -> relax.Expr:
-        return self.visit_var_(var)
+        value = self.lookup_binding(var)
+        if isinstance(value, tvm.ir.Constant):
+            return value
+        return super().visit_dataflow_var_(var)
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:
         call = super().visit_call_(call)
@@ -388,6 +393,7 @@ class Rec:
     attrs: dict[str, Any]
     flops: float
     ops: list[str] | None = None
+    tags: dict[str, Any] | None = None  # graph node attributes (moe_block, expert, top_k)
 
 
 class RelaxWalker:
@@ -401,6 +407,8 @@ class RelaxWalker:
         Model name, used in error messages.
     members
         For fused modules: kernel name -> list of member op kinds.
+    tags
+        Binding variable name (or fused kernel name) -> node attributes to add.
     """
 
     def __init__(
@@ -409,10 +417,12 @@ class RelaxWalker:
         *,
         model: str,
         members: dict[str, list[str]] | None = None,
+        tags: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.mod = mod
         self.model = model
         self.members = members or {}
+        self.tags = tags or {}
         self.env: dict[Any, Any] = {}
         self.recs: list[Rec] = []
         self.inputs: list[Ref] = []
@@ -462,6 +472,18 @@ class RelaxWalker:
     def const_ref(self, c: Any) -> Ref:
         shape, dtype = self.spec(c.ty)
         return Ref("param", ("const", c), 0, shape, dtype, scalar=not shape)
+
+    def live_records(self, outputs: list[Ref]) -> list[Rec]:
+        """The records that feed ``outputs`` (those :meth:`walk` returned), in binding
+        order: a graph's nodes (work whose result nothing reads is dropped)."""
+        live: set[int] = set()
+        stack = [r.key for r in outputs if r.kind == "node"]
+        while stack:
+            i = stack.pop()
+            if i not in live:
+                live.add(i)
+                stack.extend(r.key for r in self.recs[i].inputs if r.kind == "node")
+        return [rec for rec in self.recs if rec.index in live]
 
     def flatten(self, value: Any) -> list[Ref]:
         if isinstance(value, Ref):
@@ -545,8 +567,6 @@ class RelaxWalker:
         if outs is None:
             return None  # e.g. shape_of: bookkeeping
         name = short_op_name(op.name)
-        if name == "take":
-            self._check_take(call)
         vals = [self.value(a, var) for a in call.args]
         inputs = [r for v in vals for r in self.flatten(v)]
         attrs = attrs_to_dict(call.attrs)
@@ -566,7 +586,8 @@ class RelaxWalker:
             if j is not _DROP and key not in attrs:
                 attrs[key] = j
         flops = self._op_flops(call, name, [r.spec for r in inputs], outs, attrs)
-        return self._add(Rec(len(self.recs), name, name, var, inputs, outs, attrs, flops), call.ty)
+        rec = Rec(len(self.recs), name, name, var, inputs, outs, attrs, flops, tags=self.tags.get(var))
+        return self._add(rec, call.ty)
 
     def kernel(self, call: relax.Call, var: str) -> Any:
         gv = call.args[0]
@@ -589,21 +610,9 @@ class RelaxWalker:
         if view:
             attrs["view"] = True
         flops = self._kernel_cache[name]
-        rec = Rec(len(self.recs), name, "fused", var, inputs, outs, attrs, flops, ops)
+        tags = self.tags.get(var) or self.tags.get(name)
+        rec = Rec(len(self.recs), name, "fused", var, inputs, outs, attrs, flops, ops, tags)
         return self._add(rec, call.ty)
-
-    def _check_take(self, call: relax.Call) -> None:
-        idx = call.args[1] if len(call.args) > 1 else None
-        mode = str(getattr(call.attrs, "mode", "fast"))
-        if mode != "fast" or not isinstance(idx, tvm.ir.Constant):
-            return
-        arr = idx.value.numpy()
-        if arr.size and (arr < 0).any():
-            raise self.error(
-                f"relax.take with negative constant index {arr.tolist()} in mode 'fast' reads "
-                "out of bounds (TVM's PyTorch importer turns y[:, -1] into this); index from "
-                "the end explicitly instead, e.g. y[:, y.shape[1] - 1]"
-            )
 
     def _op_flops(
         self, call: relax.Call, name: str, ins: list[dict], outs: list[dict], attrs: dict

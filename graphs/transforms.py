@@ -13,7 +13,7 @@ import networkx as nx
 
 from hetsim.graphs.graph import Graph, GraphError, tensor_bytes
 
-__all__ = ["critical_path", "depths", "widest_antichain", "split_op"]
+__all__ = ["critical_path", "depths", "widest_antichain", "split_op", "weight_only_nodes"]
 
 NodeWeight = str | Callable[[str], float] | None
 EdgeWeight = str | Callable[[str, str], float] | None
@@ -104,6 +104,32 @@ def depths(graph: Graph) -> dict[str, int]:
     for n in graph.topological_order():
         depth[n] = max((depth[u] + 1 for u in graph.nx.predecessors(n)), default=0)
     return depth
+
+
+def weight_only_nodes(graph: Graph) -> list[str]:
+    """Nodes whose inputs depend on no graph input: work on weights and constants alone,
+    which a deployment does once, before running (the importer folds it away).
+
+    A node counts as reached when it reads a graph input (``meta["inputs"]``
+    consumers) or a reached node's output.
+
+    Examples
+    --------
+    >>> g = Graph(meta={"inputs": [{"name": "x", "consumers": ["b"]}]})
+    >>> for n in "abc":
+    ...     g.add_op(n, "relu", inputs=[([1], "float32")], outputs=[([1], "float32")])
+    >>> g.add_edge("a", "b"); g.add_edge("b", "c")
+    >>> weight_only_nodes(g)
+    ['a']
+    """
+    reached: set[str] = set()
+    stack = [c for spec in graph.meta.get("inputs") or [] for c in spec.get("consumers") or []]
+    while stack:
+        n = stack.pop()
+        if n not in reached and n in graph.nx:
+            reached.add(n)
+            stack.extend(graph.nx.successors(n))
+    return [n for n in graph.nx if n not in reached]
 
 
 def widest_antichain(graph: Graph, *, exact_limit: int = 2500) -> tuple[int, bool]:

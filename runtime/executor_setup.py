@@ -127,43 +127,41 @@ class Wiring:
 
 
 def load_model(graph: Graph) -> RelaxModel:
-    """The Relax model (dataflow and real weights) behind a zoo graph.
+    """The Relax model (dataflow and real weights) behind a graph.
 
-    The zoo model named by ``graph.meta["model"]`` is rebuilt with the graph's batch,
-    options and seed. A graph rewritten by ``split_op`` gets the model of the graph
-    it was split from (:func:`wire` maps the parts).
+    A graph imported by :func:`graphs.from_torch` in this process carries its exported
+    model (``graph.program``); a zoo graph names its model (``meta["model"]``, rebuilt
+    with the graph's batch, options and seed); a graph loaded from a model spec
+    (:func:`graphs.load_model_spec`) names the spec (``meta["model_spec"]``). A graph
+    rewritten by ``split_op`` gets the model of the graph it was split from
+    (:func:`wire` maps the parts).
 
     Raises
     ------
     ExecutionError
-        When the graph names no zoo model: pass ``model=`` (from
+        When the graph has none of these (e.g. a graph JSON of a module imported
+        elsewhere): pass ``model=`` (from
         :func:`runtime.backends.tvm_backend.import_module`) to ``execute`` instead.
     """
-    meta = graph.meta
-    name = meta.get("model")
-    if not name:
-        raise ExecutionError(
-            f"graph {graph.name!r} names no zoo model (meta['model']): its weights and "
-            "dataflow are unknown; pass model=runtime.backends.tvm_backend.import_module(module, "
-            "inputs) to execute()"
-        )
-    from hetsim.runtime.backends.tvm_backend import import_model
+    from hetsim.runtime.backends.relax_model import source_model
 
-    try:
-        return import_model(
-            str(name),
-            batch=int(meta.get("batch") or 1),
-            granularity=str(meta.get("granularity", "op")),
-            seed=int(meta.get("zoo_seed", 0)),
-            exact=True,
-            **dict(meta.get("zoo_kwargs") or {}),
+    if getattr(graph, "program", None) is None and not graph.meta.get("model") and not graph.meta.get("model_spec"):
+        raise ExecutionError(
+            f"graph {graph.name!r} names no model (it was not imported by graphs.from_torch in "
+            "this process, nor from the zoo or a model spec): its weights and dataflow are "
+            "unknown; pass model=runtime.backends.tvm_backend.import_module(module, inputs) to execute()"
         )
+    try:
+        return source_model(graph, exact=True)
     except BackendError as e:
-        raise ExecutionError(f"graph {graph.name!r}: cannot rebuild model {name!r}: {e}") from e
+        raise ExecutionError(f"graph {graph.name!r}: cannot rebuild its model: {e}") from e
 
 
 def _const_array(c: Any) -> np.ndarray:
-    arr = c.value.numpy() if hasattr(c, "value") else np.asarray(c)
+    if hasattr(c, "value"):  # a Relax constant
+        arr = c.value.numpy()
+    else:  # a runtime tensor (a weight bound as a parameter, a folded value) or an array
+        arr = c.numpy() if hasattr(c, "numpy") else np.asarray(c)
     return _contiguous(arr)
 
 
@@ -189,11 +187,14 @@ def wire(graph: Graph, model: RelaxModel) -> Wiring:
     consts: dict[int, np.ndarray] = {}
     const_ids: dict[int, int] = {}
 
+    held: list[Any] = []  # keeps every keyed object alive: an id is unique only while it lives
+
     def const(c: Any) -> int:
         key = const_ids.get(id(c))
         if key is None:
             key = const_ids[id(c)] = len(consts)
             consts[key] = _const_array(c)
+            held.append(c)
         return key
 
     def redirect(src: tuple[str, Any]) -> tuple[str, Any]:

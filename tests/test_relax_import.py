@@ -181,12 +181,14 @@ def test_two_branch_concat():
 def test_split_tuple_outputs_and_linear_flops():
     m = SplitMLP()
     g = from_torch(m, (torch.randn(4, 16),))
-    assert Counter(ops_of(g)) == Counter(
-        {"permute_dims": 2, "matmul": 2, "add": 2, "relu": 1, "split": 1}
-    )
+    # the weight transposes are folded: each matmul reads its transposed weight
+    assert Counter(ops_of(g)) == Counter({"matmul": 2, "add": 2, "relu": 1, "split": 1})
     mm1, mm2 = nodes_with(g, "matmul")
     assert g.nodes[mm1]["flops"] == 2 * 4 * 32 * 16  # 2*M*N*K
     assert g.nodes[mm2]["flops"] == 2 * 4 * 8 * 16
+    assert g.nodes[mm1]["inputs"][1] == {"shape": [16, 32], "dtype": "float32"}
+    assert g.nodes[mm1]["param_bytes"] == 16 * 32 * 4
+    assert g.nodes[mm1]["bytes"] == (4 * 16 + 16 * 32 + 4 * 32) * 4
     (split,) = nodes_with(g, "split")
     assert len(g.nodes[split]["outputs"]) == 2
     assert g.edges[split, mm2] == {"bytes": 4 * 16 * 4, "output": 1}
@@ -201,7 +203,9 @@ def test_lstm_cell_loop_counts_weights_once():
     m = CellLoop(steps)
     g = from_torch(m, (torch.randn(steps, 2, 4),))
     ops = Counter(ops_of(g))
-    assert ops["matmul"] == 2 * steps + 1
+    # step 0's h0 @ W_hh^T (h0 is a constant zero tensor) is weight-only work: folded
+    assert ops["matmul"] == 2 * steps
+    assert "permute_dims" not in ops
     assert ops["split"] == steps and ops["sigmoid"] == 3 * steps and ops["tanh"] == 2 * steps
     assert g.param_bytes == weight_bytes(m)
     # every step reads the cell's weights again
@@ -209,9 +213,8 @@ def test_lstm_cell_loop_counts_weights_once():
     f = from_torch(m, (torch.randn(steps, 2, 4),), granularity="fused")
     assert f.number_of_nodes() < g.number_of_nodes()
     assert f.param_bytes == weight_bytes(m)
-    # constant folding removes step 0's h0 @ W_hh (h0 is a constant zero tensor)
-    hh0 = 2 * 2 * 32 * 8 + 2 * 32  # matmul + bias add
-    assert math.isclose(f.total_flops, g.total_flops - hh0, rel_tol=0.05)
+    # both granularities fold the same weight-only work: the same arithmetic remains
+    assert math.isclose(f.total_flops, g.total_flops, rel_tol=1e-3)
 
 
 # ------------------------------------------------------------------------ fused level
@@ -250,8 +253,8 @@ def test_shape_fold_matches_tvm_fold_constant():
 
     m = nn.Sequential(ConvBNReLU(), nn.Flatten(), nn.Linear(8 * 5 * 5, 3)).eval()
     mod = from_exported_program(torch.export.export(m, (torch.randn(1, 4, 10, 10),)))
-    exact, exact_members = relax_import._fuse(mod, "m", exact_fold=True)
-    fast, fast_members = relax_import._fuse(mod, "m")
+    exact, exact_members, _ = relax_import._fuse(mod, "m", exact_fold=True)
+    fast, fast_members, _ = relax_import._fuse(mod, "m")
     assert fast_members == exact_members
     assert fast["main"].script(show_meta=False) == exact["main"].script(show_meta=False)
 
@@ -360,11 +363,19 @@ class LastColumn(nn.Module):
         return y[:, y.shape[1] - 1] if self.explicit else y[:, -1]
 
 
-def test_negative_index_bug_is_guarded():
-    with pytest.raises(GraphError, match=r"negative.*y\.shape\[1\] - 1"):
-        from_torch(LastColumn(explicit=False), (torch.rand(2, 5),))
-    g = from_torch(LastColumn(explicit=True), (torch.rand(2, 5),))
-    assert ops_of(g) == ["take"]
+def test_negative_index_is_normalised():
+    """TVM 0.27 turns y[:, -1] into take(y, -1), which its kernels read out of bounds
+    (Falcon's rotary code indexes ``[..., -2]``): the index becomes the one it means."""
+    from hetsim.runtime.backends.tvm_backend import import_module
+
+    x = torch.rand(2, 5)
+    for explicit in (False, True):
+        g = from_torch(LastColumn(explicit=explicit), (x,))
+        assert ops_of(g) == ["take"]
+        model = import_module(LastColumn(explicit=explicit), (x,))
+        (node,) = list(model.graph)
+        index = model.constants(node)[1]
+        assert index.tolist() == 4 and index.dtype == np.int64
 
 
 def test_unknown_granularity_and_non_module():

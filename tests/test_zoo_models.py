@@ -24,6 +24,7 @@ import pytest
 import torch
 from torch import nn
 
+from hetsim import graphs
 from hetsim.graphs import Graph, GraphError, relax_import, zoo
 from hetsim.graphs.zoo import rnn
 
@@ -78,34 +79,40 @@ SMALL = {
     "gpt2": {"seq_len": 16},
     "vit_b_16": {"image_size": 64},  # 17 tokens; the same nodes as at 224 (197 tokens)
 }
-#: node counts observed with apache-tvm 0.27.0.post1 / torch 2.13 (op, fused).
+#: node counts observed with apache-tvm 0.27.0.post1 / torch 2.13 (op, fused), weight-only
+#: operators folded (before folding, at op granularity: alexnet 36, bert_base 704,
+#: densenet121 429, efficientnet_b0 354, googlenet 198, gpt2 602, gru 135, inception_v3
+#: 315, lstm 127, mobilenet_v2 154, mobilenet_v3_large 330, resnet18 71, resnet50 177,
+#: shufflenet_v2_x1_0 231, squeezenet1_1 117, vgg16 70, vit_b_16 589).
 NODES = {
-    "alexnet": (36, 13), "bert_base": (704, 294), "densenet121": (429, 243),
-    "efficientnet_b0": (354, 100), "googlenet": (198, 82), "gpt2": (602, 259),
-    "gru": (135, 27), "inception_v3": (315, 121), "lstm": (127, 39),
-    "mobilenet_v2": (154, 55), "mobilenet_v3_large": (330, 74), "resnet18": (71, 24),
-    "resnet50": (177, 57), "shufflenet_v2_x1_0": (231, 75), "squeezenet1_1": (117, 39),
-    "vgg16": (70, 23), "vit_b_16": (589, 257),
+    "alexnet": (28, 13), "bert_base": (623, 294), "densenet121": (428, 243),
+    "efficientnet_b0": (321, 100), "googlenet": (197, 82), "gpt2": (549, 259),
+    "gru": (128, 27), "inception_v3": (314, 121), "lstm": (122, 39),
+    "mobilenet_v2": (153, 55), "mobilenet_v3_large": (312, 74), "resnet18": (70, 24),
+    "resnet50": (176, 57), "shufflenet_v2_x1_0": (230, 75), "squeezenet1_1": (91, 39),
+    "vgg16": (54, 23), "vit_b_16": (538, 257),
 }  # fmt: skip
 #: op-granularity node kinds of the models that bring depthwise convolutions,
 #: clip (ReLU6, hardswish = x * clip(x + 3) / 6, hardsigmoid), sigmoid gates, channel
 #: split and shuffle (reshape, permute_dims) and stride-1 average pooling to the zoo.
+#: Weight transposes and bias reshapes are folded: the permute_dims and reshapes left
+#: move activations (the classifier's flatten, ShuffleNet's channel shuffle).
 OP_KINDS = {
     "mobilenet_v3_large": {
         "add": 57, "batch_norm": 46, "clip": 58, "conv2d": 62, "divide": 29, "matmul": 2,
-        "mean": 9, "multiply": 29, "permute_dims": 2, "relu": 19, "reshape": 17,
+        "mean": 9, "multiply": 29, "relu": 19, "reshape": 1,
     },
     "efficientnet_b0": {
         "add": 42, "batch_norm": 49, "conv2d": 81, "matmul": 1, "mean": 17, "multiply": 65,
-        "permute_dims": 1, "reshape": 33, "sigmoid": 65,
+        "reshape": 1, "sigmoid": 65,
     },
     "shufflenet_v2_x1_0": {
         "add": 1, "batch_norm": 56, "concat": 16, "conv2d": 56, "matmul": 1, "max_pool2d": 1,
-        "mean": 1, "permute_dims": 17, "relu": 37, "reshape": 32, "split": 13,
+        "mean": 1, "permute_dims": 16, "relu": 37, "reshape": 32, "split": 13,
     },
     "inception_v3": {
         "add": 1, "avg_pool2d": 9, "batch_norm": 94, "concat": 15, "conv2d": 94, "matmul": 1,
-        "max_pool2d": 4, "mean": 1, "permute_dims": 1, "relu": 94, "reshape": 1,
+        "max_pool2d": 4, "mean": 1, "relu": 94, "reshape": 1,
     },
 }  # fmt: skip
 #: depthwise convolutions (groups == input channels): one per block, plus ShuffleNet's
@@ -378,6 +385,31 @@ def test_import_node_count_and_meta(name, granularity):
 
 
 @pytest.mark.parametrize(("name", "granularity"), _cases(ALL))
+def test_import_no_node_does_only_weight_work(name, granularity):
+    """Work on weights alone (a transposed weight, a reshaped bias, a position gather, a
+    causal mask) is folded at import, as a deployment does once: a graph input reaches
+    every node."""
+    assert graphs.weight_only_nodes(_imported(name, granularity)) == []
+
+
+@pytest.mark.parametrize("name", ["bert_base", "gpt2", "vit_b_16", "alexnet"])
+def test_import_folded_weights_are_parameters_of_their_readers(name):
+    """A linear layer's transposed weight is a parameter of its matmul, with its bytes:
+    no node transposes or reshapes a weight on every inference (GPT-2's tied LM head
+    reads the token embedding transposed once)."""
+    g = _imported(name, "op")
+    readers = [g.nodes[n] for n in g if g.nodes[n]["param_bytes"]]
+    assert all(d["op"] not in ("permute_dims", "reshape") for d in readers)
+    matmuls = [d for d in readers if d["op"] == "matmul"]
+    linears = sum(isinstance(m, nn.Linear) for m in zoo.build(name, **SMALL.get(name, {}))[0].modules())
+    assert len(matmuls) == linears
+    for d in matmuls:
+        weight = d["inputs"][1]
+        assert d["param_bytes"] == 4 * math.prod(weight["shape"])
+        assert d["bytes"] == 4 * sum(math.prod(t["shape"]) for t in d["inputs"] + d["outputs"])
+
+
+@pytest.mark.parametrize(("name", "granularity"), _cases(ALL))
 def test_import_weight_bytes(name, granularity):
     g = _imported(name, granularity)
     model, _ = zoo.build(name, **SMALL.get(name, {}))
@@ -468,16 +500,10 @@ def test_import_rnn_steps(name, granularity):
     middle = {per_step[t] for t in range(1, seq_len - 1)}
     assert len(middle) == 1
     (count,) = middle
-    # nodes fed by no graph input: at op granularity the recurrent projection of the
-    # constant zero initial state and the head's weight transpose. TVM's FoldConstant
-    # removes them at fused granularity. They are tagged step 0.
-    inputs = g.meta["inputs"][0]["consumers"]
-    reached = set(inputs).union(*(nx.descendants(g.nx, n) for n in inputs))
-    constant_only = [n for n in g if n not in reached]
-    assert all(steps[n] == 0 for n in constant_only)
-    assert per_step[0] - len(constant_only) == count
-    if granularity == "fused":
-        assert not constant_only
+    # every node is reached from the input: the recurrent projection of the constant
+    # zero initial state and the head's weight transpose are folded at import
+    assert graphs.weight_only_nodes(g) == []
+    assert per_step[0] == count
     assert per_step[seq_len - 1] <= count + 3  # minus the next step's projection, plus head
 
 

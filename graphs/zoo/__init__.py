@@ -78,7 +78,13 @@ _REGISTRY: dict[str, tuple[Callable[..., nn.Module], ModuleType]] = {
 RECURRENT: frozenset[str] = frozenset(rnn.MODELS)
 _GRANULARITIES = ("op", "fused")
 #: modules whose source is part of the cache key: a change there re-imports.
-_IMPORTER_MODULES = ("hetsim.graphs.relax_import", "hetsim.graphs.relax_ops")
+_IMPORTER_MODULES = (
+    "hetsim.graphs.relax_import",
+    "hetsim.graphs.relax_ops",
+    "hetsim.graphs.torch_export",
+    "hetsim.graphs.moe",
+    "hetsim.graphs.fold",
+)
 
 
 def names() -> list[str]:

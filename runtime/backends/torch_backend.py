@@ -1,7 +1,10 @@
 """The ``torch`` backend: each Relax operator runs as the equivalent torch function.
 
 These are the vendor kernels a PyTorch deployment runs: oneDNN / MKL on the CPU,
-cuBLAS / cuDNN on CUDA GPUs. The op table is :data:`runtime.backends.torch_ops.OPS`;
+cuBLAS / cuDNN on CUDA GPUs. The op table is :data:`TORCH_OPS`
+(:data:`runtime.backends.torch_ops.OPS` and
+:data:`runtime.backends.torch_more_ops.MORE_OPS`: every operator TVM's frontends
+emit but those of :data:`~runtime.backends.torch_more_ops.TVM_ONLY`);
 an op kind without an entry raises :class:`~runtime.backends.base.BackendError`
 naming it. Graphs must be imported at ``op`` granularity (a fused TVM kernel has no
 single torch equivalent: use the ``tvm`` backend for those).
@@ -37,9 +40,18 @@ from hetsim.runtime.backends.base import (
     node_op,
     parse_device,
 )
+from hetsim.runtime.backends.torch_more_ops import MORE_OPS
 from hetsim.runtime.backends.torch_ops import OPS, Unsupported, torch_dtype
 
-__all__ = ["CudaTimer", "TorchBackend", "TorchKernel", "as_torch"]
+__all__ = ["TORCH_OPS", "CudaTimer", "TorchBackend", "TorchKernel", "as_torch", "evaluate_op", "supported_ops"]
+
+#: Relax operator -> builder of its torch function
+TORCH_OPS = {**OPS, **MORE_OPS}
+
+
+def supported_ops() -> list[str]:
+    """Relax operators the torch backend runs, sorted."""
+    return sorted(TORCH_OPS)
 
 
 def as_torch(x: Any, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -144,7 +156,7 @@ class TorchBackend:
                 f"node {node!r} is a fused TVM kernel ({op}): the torch backend runs single "
                 "Relax operators; import the graph with granularity='op', or use the tvm backend"
             )
-        builder = OPS.get(op)
+        builder = TORCH_OPS.get(op)
         if builder is None:
             raise BackendError(
                 f"op {op!r} (node {node!r}) has no mapping in the torch backend; use the tvm "
@@ -185,6 +197,32 @@ class TorchBackend:
         dev = parse_device(device)
         if dev.kind == "gpu":
             torch.cuda.synchronize(dev.torch_device)
+
+
+def evaluate_op(
+    op: str,
+    attrs: Mapping[str, Any],
+    inputs: Sequence[Mapping[str, Any]],
+    outputs: Sequence[Mapping[str, Any]],
+    values: Sequence[Any],
+) -> list[np.ndarray]:
+    """Run one Relax operator with its torch function on the CPU: the evaluator with
+    which the executor computes the weights folded at import
+    (:func:`graphs.fold.fold_weight_only`).
+
+    Raises
+    ------
+    BackendError
+        For an operator without a torch mapping (naming it).
+    """
+    builder = TORCH_OPS.get(op)
+    if builder is None:
+        raise BackendError(f"op {op!r} has no mapping in the torch backend")
+    cpu = torch.device("cpu")
+    fn = builder(dict(attrs), list(inputs), list(outputs), cpu)
+    args = [as_torch(v, cpu, torch_dtype(s["dtype"])) for v, s in zip(values, inputs)]
+    with torch.no_grad():
+        return [o.detach().numpy() for o in _as_list(fn(*args))]
 
 
 def _check_outputs(node: str, op: str, outs: list[Any], specs: list[dict[str, Any]]) -> None:

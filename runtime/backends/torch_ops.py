@@ -21,13 +21,13 @@ Conventions
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["OPS", "Unsupported", "TORCH_DTYPES", "torch_dtype"]
+__all__ = ["OPS", "Builder", "Unsupported", "TORCH_DTYPES", "torch_dtype"]
 
 Fn = Callable[..., Any]
 Builder = Callable[[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], torch.device], Fn]
@@ -473,17 +473,24 @@ def _const_fill(value: float) -> Builder:
 def _cumulative(prod: bool) -> Builder:
     def build(attrs, ins, outs, dev):
         axis = attrs.get("axis")
-        dt = torch_dtype(attrs["dtype"]) if attrs.get("dtype") else None
+        out = torch_dtype(outs[0]["dtype"])
+        # torch accumulates integers and booleans as int64 (it has no boolean cumsum);
+        # Relax keeps the input's dtype unless told: accumulate wide, cast to the output's
+        acc = out if out.is_floating_point else torch.int64
         fn = torch.cumprod if prod else torch.cumsum
-        if attrs.get("exclusive"):
-            if prod:
-                raise Unsupported("exclusive cumprod")
+        if attrs.get("exclusive") and prod:
+            raise Unsupported("exclusive cumprod")
+        exclusive = bool(attrs.get("exclusive"))
+
+        def f(x):
             if axis is None:
-                return lambda x: fn(x.reshape(-1), 0, dtype=dt) - x.reshape(-1).to(dt or x.dtype)
-            return lambda x: fn(x, int(axis), dtype=dt) - x.to(dt or x.dtype)
-        if axis is None:
-            return lambda x: fn(x.reshape(-1), 0, dtype=dt)
-        return lambda x: fn(x, int(axis), dtype=dt)
+                x = x.reshape(-1)
+            y = fn(x, 0 if axis is None else int(axis), dtype=acc)
+            if exclusive:
+                y = y - x.to(acc)
+            return y if y.dtype == out else y.to(out)
+
+        return f
 
     return build
 
@@ -579,8 +586,3 @@ OPS: dict[str, Builder] = {
     "std": _moment(True),
     "einsum": _attr_fn(lambda a, o: lambda *xs: torch.einsum(str(a["subscripts"]), *xs)),
 }
-
-
-def supported_ops() -> Sequence[str]:
-    """Op kinds the torch backend maps, sorted."""
-    return sorted(OPS)

@@ -10,16 +10,16 @@
   ``view`` kernels) are views at run time, as in TVM's own pipeline: no kernel.
 
 Targets: ``llvm`` for the host CPU (``mcpu`` = this CPU), ``cuda`` (``arch`` from the
-GPU) with TVM's default GPU schedules (dlight). TVM IR cannot be persisted, so the
-Relax module is rebuilt from the zoo model the graph names (:func:`model_for`), or
-given by the caller (:func:`import_module`, :meth:`TvmBackend.register`). Compiled
+GPU) with TVM's default GPU schedules (dlight). The Relax module behind a graph comes
+from :func:`model_for` (the graph's in-memory program, its zoo model or its model
+spec), or from the caller (:func:`import_module`, :meth:`TvmBackend.register`). Compiled
 kernels are cached on disk (:class:`KernelCache`: ``$HETSIM_CACHE/tvm`` or
 ``~/.cache/hetsim/tvm``, one ``.so`` per kernel plus ``index.json``), keyed by the
 kernel's TVMScript text, the target and the TVM version.
 
-:class:`RelaxModel` (also used by the correctness tests and the executor) pairs a
-graph with its Relax module: each node's call and where each of its inputs comes
-from (a node output, a graph input, or a constant with its value).
+:class:`RelaxModel` (:mod:`runtime.backends.relax_model`; also used by the executor)
+pairs a graph with its Relax module: each node's call and where each of its inputs
+comes from (a node output, a graph input, or a constant with its value).
 """
 
 from __future__ import annotations
@@ -29,17 +29,15 @@ import json
 import os
 import tempfile
 import time
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hetsim.graphs.features import signature
-from hetsim.graphs.graph import VIEW_OPS, Graph
+from hetsim.graphs.graph import VIEW_OPS, Graph, first_line
 from hetsim.runtime.backends.base import (
     BackendError,
     DeviceSpec,
@@ -50,197 +48,22 @@ from hetsim.runtime.backends.base import (
     parse_device,
     random_array,
 )
+from hetsim.runtime.backends.relax_model import (  # the models it compiles, exported here too
+    RelaxModel,
+    check_same,
+    import_model,
+    import_module,
+    model_for,
+    relax_model,
+)
 
-__all__ = ["KernelCache", "RelaxModel", "TvmBackend", "TvmKernel", "import_model", "import_module", "model_for"]
+__all__ = [
+    "KernelCache", "RelaxModel", "TvmBackend", "TvmKernel", "import_model", "import_module", "model_for",
+    "relax_model",
+]
 
 _SYMBOL = "hetsim_kernel"
 
-
-def _first_line(e: BaseException) -> str:
-    text = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")[:300]
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
-# ------------------------------------------------------------------- Relax models
-@dataclass
-class RelaxModel:
-    """A graph together with the Relax module it was walked from.
-
-    Attributes
-    ----------
-    graph
-        The graph (same node ids as :func:`graphs.zoo.load` gives).
-    mod
-        The walked module: the frontend's output (``op``) or the fused module.
-    calls
-        Node -> its Relax call (an operator call, or a ``call_tir`` when fused).
-    sources
-        Node -> per input slot ``("node", (src, output))``, ``("input", name)`` or
-        ``("const", tvm constant)``.
-    example_inputs
-        Graph input name -> the example value the model was imported with.
-    """
-
-    graph: Graph
-    mod: Any
-    calls: dict[str, Any]
-    sources: dict[str, list[tuple[str, Any]]]
-    example_inputs: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def constants(self, node: str) -> dict[int, np.ndarray]:
-        """Input index -> value of the node's constant inputs (weights, literals)."""
-        return {i: v.value.numpy() if hasattr(v, "value") else v.numpy() if hasattr(v, "numpy") else np.asarray(v)
-                for i, (kind, v) in enumerate(self.sources[node]) if kind == "const"}
-
-
-def import_module(
-    module: Any, example_inputs: Sequence[Any], *, granularity: str = "op", name: str = "model",
-    exact: bool = True,
-) -> RelaxModel:
-    """Import a torch module (``torch.export`` + TVM's frontend) as a :class:`RelaxModel`.
-
-    Parameters
-    ----------
-    module, example_inputs
-        The model and its example inputs (their shapes become static shapes).
-    granularity
-        ``"op"`` or ``"fused"``.
-    name
-        Model name.
-    exact
-        Fused granularity only: fold constants with TVM's ``FoldConstant`` (real
-        values, slower) instead of the importer's structure-only fold (same kernels,
-        zero-valued folded constants: enough to time kernels, not to check results).
-    """
-    import torch
-    from tvm.relax.frontend.torch import from_exported_program
-
-    from hetsim.graphs import relax_import
-
-    try:
-        with warnings.catch_warnings():  # torch 2.13's own pytree code trips its LeafSpec deprecation
-            warnings.filterwarnings("ignore", category=FutureWarning, message=".*LeafSpec.*")
-            ep = torch.export.export(module.eval(), tuple(example_inputs))
-            mod = from_exported_program(ep)
-    except Exception as e:  # torch / TVM raise many types
-        raise BackendError(f"model {name!r}: export to Relax failed: {_first_line(e)}") from e
-    graph = relax_import.from_relax(mod, granularity=granularity, name=name, source="torch")
-    if granularity == "fused":
-        walked, members = relax_import._fuse(mod, name, exact_fold=exact)
-    else:
-        walked, members = mod, None
-    model = _align(graph, walked, members, name)
-    names = [i["name"] for i in graph.meta.get("inputs", [])]
-    params = [p.name for p in mod["main"].params]
-    model.example_inputs = {
-        p: np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x)
-        for p, x in zip(params, example_inputs)
-        if p in names
-    }
-    return model
-
-
-def import_model(
-    name: str, *, batch: int = 1, granularity: str = "op", seed: int = 0, exact: bool = True, **kw: Any
-) -> RelaxModel:
-    """A zoo model (built as :func:`graphs.zoo.build` does) as a :class:`RelaxModel`;
-    its graph equals ``graphs.zoo.load(name, batch=..., granularity=..., seed=..., **kw)``."""
-    from hetsim.graphs import zoo
-
-    module, inputs = zoo.build(name, batch=batch, seed=seed, **kw)
-    model = import_module(module, inputs, granularity=granularity, name=name, exact=exact)
-    if name in zoo.RECURRENT:
-        model.graph = zoo.tag_steps(model.graph)
-    model.graph.meta.update(model=name, zoo_kwargs=dict(kw), zoo_seed=seed)
-    return model
-
-
-def model_for(graph: Graph, *, exact: bool = False) -> RelaxModel:
-    """Rebuild the Relax module of a zoo graph (from ``meta["model"]``, ``batch``,
-    ``zoo_kwargs``, ``zoo_seed``, ``granularity``) and check it matches ``graph``."""
-    meta = graph.meta
-    model_name = meta.get("model")
-    if not model_name:
-        raise BackendError(
-            f"graph {graph.name!r} names no zoo model (meta['model']); the tvm backend needs its "
-            "Relax module: TvmBackend().register(graph, import_module(module, inputs))"
-        )
-    model = import_model(
-        str(model_name), batch=int(meta.get("batch") or 1), granularity=str(meta.get("granularity", "op")),
-        seed=int(meta.get("zoo_seed", 0)), exact=exact, **dict(meta.get("zoo_kwargs") or {}),
-    )
-    _check_same(graph, model.graph)
-    model.graph = graph
-    return model
-
-
-def _check_same(graph: Graph, rebuilt: Graph) -> None:
-    if list(graph) != list(rebuilt):
-        raise BackendError(
-            f"graph {graph.name!r} differs from its model rebuilt now ({len(graph)} vs "
-            f"{len(rebuilt)} nodes, or other node ids): it was imported by another hetsim/TVM "
-            "version; re-import it (clear the zoo cache)"
-        )
-    for n in graph:
-        a, b = graph.nodes[n], rebuilt.nodes[n]
-        if a["op"] != b["op"] or a["inputs"] != b["inputs"] or a["outputs"] != b["outputs"]:
-            raise BackendError(f"graph {graph.name!r}: node {n!r} differs from the rebuilt model's")
-
-
-def _align(graph: Graph, walked: Any, members: Any, name: str) -> RelaxModel:
-    """Walk ``walked`` again and pair its live records with the graph's nodes, in order
-    (the order :func:`graphs.relax_import.from_relax` gives them)."""
-    from hetsim.graphs import relax_ops
-
-    class Walker(relax_ops.RelaxWalker):
-        """Also remembers the Relax call behind each record."""
-
-        rec_calls: dict[int, Any] = {}
-
-        def call(self, call: Any, var: str) -> Any:
-            n = len(self.recs)
-            out = super().call(call, var)
-            if len(self.recs) > n:
-                self.rec_calls[self.recs[-1].index] = call
-            return out
-
-    walker = Walker(walked, model=name, members=members)
-    walker.rec_calls = {}
-    outputs = walker.walk()
-    live: set[int] = set()
-    stack = [r.key for r in outputs if r.kind == "node"]
-    while stack:
-        i = stack.pop()
-        if i not in live:
-            live.add(i)
-            stack.extend(r.key for r in walker.recs[i].inputs if r.kind == "node")
-    recs = [r for r in walker.recs if r.index in live]
-    nodes = list(graph)
-    if len(recs) != len(nodes):
-        raise BackendError(f"model {name!r}: {len(recs)} kernels in the module, {len(nodes)} graph nodes")
-    func = walked["main"]
-    attrs = func.attrs or {}
-    n_in = int(attrs["num_input"]) if "num_input" in attrs else len(func.params)
-    bound = dict(zip(func.params[n_in:], attrs["params"])) if "params" in attrs else {}
-    ids = {rec.index: n for rec, n in zip(recs, nodes)}
-    calls: dict[str, Any] = {}
-    sources: dict[str, list[tuple[str, Any]]] = {}
-    for rec, n in zip(recs, nodes):
-        d = graph.nodes[n]
-        if d["op"] != rec.op or [r.spec for r in rec.inputs] != d["inputs"]:
-            raise BackendError(f"model {name!r}: node {n!r} does not match the module's binding {rec.var!r}")
-        calls[n] = walker.rec_calls[rec.index]
-        src: list[tuple[str, Any]] = []
-        for r in rec.inputs:
-            if r.kind == "node":
-                src.append(("node", (ids[r.key], r.output)))
-            elif r.kind == "input":
-                src.append(("input", r.key))
-            else:
-                kind, obj = r.key
-                src.append(("const", obj if kind == "const" else bound[obj]))
-        sources[n] = src
-    return RelaxModel(graph, walked, calls, sources)
 
 
 # ------------------------------------------------------------------ kernel building
@@ -499,7 +322,7 @@ class TvmBackend:
 
     def register(self, graph: Graph, model: RelaxModel) -> None:
         """Use ``model`` (e.g. from :func:`import_module`) for ``graph``'s kernels."""
-        _check_same(graph, model.graph)
+        check_same(graph, model.graph)
         self._remember(graph, model)
 
     def _remember(self, graph: Graph, model: RelaxModel | BackendError) -> None:
@@ -569,7 +392,7 @@ class TvmBackend:
             raise
         except Exception as e:  # TVM errors of all kinds
             raise BackendError(
-                f"op {op!r} (node {node!r}): TVM could not build it: {_first_line(e)}; try the torch backend"
+                f"op {op!r} (node {node!r}): TVM could not build it: {first_line(e)}; try the torch backend"
             ) from e
         rng = np.random.default_rng(seed)
         values = values or {}
@@ -581,7 +404,7 @@ class TvmBackend:
         try:
             outs = kernel()
         except Exception as e:  # TVM runtime errors
-            raise BackendError(f"op {op!r} (node {node!r}): TVM kernel failed: {_first_line(e)}") from e
+            raise BackendError(f"op {op!r} (node {node!r}): TVM kernel failed: {first_line(e)}") from e
         got = [(list(o.shape), str(o.dtype)) for o in outs]
         want = [(list(s["shape"]), s["dtype"]) for s in data["outputs"]]
         if got != want:

@@ -1,0 +1,99 @@
+"""The real-model test set: Hugging Face Transformers architectures (small configs, random
+weights, no downloads; ``tests/hf_architectures.py``) imported at both granularities and
+checked, and executed under a two-worker plan on cpu2 with their outputs checked
+against the module's own forward."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import hf_architectures as hf  # noqa: E402
+
+import hetsim  # noqa: E402
+from hetsim.graphs import validate  # noqa: E402
+from hetsim.graphs.relax_import import from_relax  # noqa: E402
+from hetsim.graphs.torch_export import export_torch  # noqa: E402
+from hetsim.graphs.transforms import weight_only_nodes  # noqa: E402
+
+NAMES = sorted(hf.ARCHITECTURES)
+#: executed under a HEFT plan on cpu2 (two workers), outputs checked
+EXECUTED = ["gpt2", "llama", "mixtral", "qwen2_moe", "t5", "bert", "roberta", "vit", "swin", "resnet", "wav2vec2"]
+
+_PROGRAMS: dict[str, tuple] = {}
+
+
+def _program(name: str) -> tuple:
+    """(module, inputs, exported program), once per architecture and session."""
+    if name not in _PROGRAMS:
+        module, inputs = hf.build(name)
+        _PROGRAMS[name] = (module, inputs, export_torch(module, inputs, name=name))
+    return _PROGRAMS[name]
+
+
+def test_the_set_covers_the_families_asked_for():
+    assert len(NAMES) >= 20
+    families = {a.family for a in hf.ARCHITECTURES.values()}
+    for want in ("dense decoder", "MoE decoder", "encoder-decoder", "CNN", "audio encoder",
+                 "vision transformer", "dense decoder (GQA)"):
+        assert want in families
+    assert hf.ARCHITECTURES["gpt2"].batch == 4  # GPT-2 batched: non-contiguous views
+    assert len(EXECUTED) >= 8 and set(EXECUTED) <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_imports_at_both_granularities(name):
+    module, inputs, program = _program(name)
+    op = from_relax(program.mod, granularity="op", name=name, tags=program.tags)
+    fused = from_relax(program.mod, granularity="fused", name=name, tags=program.tags)
+    for g in (op, fused):
+        validate(g)
+        assert weight_only_nodes(g) == []  # weight-only work is folded at import
+        assert [o["shape"] for o in g.meta["outputs"]] == [list(a.shape) for a in program.reference_outputs()]
+    assert len(fused) < len(op)
+    # fusion regroups the same work
+    assert fused.total_flops == pytest.approx(op.total_flops, rel=0.02)
+    try:
+        closed = hf.closed_form_flops(name, module, inputs)
+    except KeyError:  # no closed form (shifted windows, reduced keys)
+        return
+    products = sum(d["flops"] for _, d in op.nodes(data=True)
+                   if d["op"] == "matmul" or d["op"].startswith("conv"))
+    assert products == pytest.approx(closed, rel=0.02)
+
+
+@pytest.mark.parametrize("name", ["mixtral", "qwen2_moe"])
+def test_moe_graphs_carry_experts_and_top_k(name):
+    arch = hf.ARCHITECTURES[name]
+    blocks, top_k, hidden, inter = arch.moe
+    _, _, program = _program(name)
+    for gran in ("op", "fused"):
+        g = from_relax(program.mod, granularity=gran, name=name, tags=program.tags)
+        assert [b["block"] for b in program.moe] == list(range(blocks))
+        for b in program.moe:
+            assert b["top_k"] == top_k and b["experts"] == 4
+            assert sum(b["tokens"]) == hf.B * hf.S * top_k  # every routed (token, expert) pair
+            routers = [n for n, d in g.nodes(data=True) if d.get("moe_block") == b["block"] and "top_k" in d]
+            assert len(routers) == 1 and g.nodes[routers[0]]["top_k"] == top_k
+            for e, tokens in enumerate(b["tokens"]):
+                nodes = [d for _, d in g.nodes(data=True)
+                         if d.get("moe_block") == b["block"] and d.get("expert") == e]
+                if gran == "op":  # a slice and a matmul for the up and the down projection
+                    mm = [d for d in nodes if d["op"] == "matmul"]
+                    assert len(mm) == (2 if tokens else 0)
+                    assert sum(d["flops"] for d in mm) == 2.0 * tokens * 3 * hidden * inter
+                else:
+                    assert bool(nodes) == bool(tokens)
+
+
+@pytest.mark.parametrize("name", EXECUTED)
+def test_executes_two_workers_on_cpu2(name):
+    module, inputs, _ = _program(name)
+    g = hetsim.from_torch(module, inputs, name=name)  # keeps its program: no import_module
+    platform = hetsim.Platform.preset("cpu2")
+    plan = hetsim.get_scheduler("heft").schedule(g, platform, hetsim.Roofline())
+    assert set(plan.placement.values()) == {"cpu0", "cpu1"}
+    run = hetsim.execute(g, plan, platform, warmup=1, repeats=1)
+    assert run.check["reference"] == "torch module"
+    assert run.check["error"] <= 1.0 and run.check["node_error"] <= 1.0
