@@ -68,7 +68,7 @@ _SCHEDULERS = {
     "cp-greedy": OKABE_ITO["vermillion"], "donf": OKABE_ITO["orange"],
     "by-op": OKABE_ITO["reddish purple"], "by-path": OKABE_ITO["yellow"], "dynamic": "#882255",
     "timeslice-pipeline": "#44AA99", "antichain-dp": "#332288", "tensor-split": "#999933",
-    "optimal": "#AA4499", "round-robin": "#DDCC77", "random": "#88CCEE",
+    "optimal": "#AA4499", "round-robin": "#DDCC77", "random": "#88CCEE", "refine": "#117733",
 }  # fmt: skip
 
 #: rcParams applied while a figure is built and saved (never set globally)

@@ -24,28 +24,31 @@ Algorithm
 ---------
 1. Start: HEFT, contention-aware HEFT, CPOP, PEFT, by-path and every single-device plan
    are simulated; the best is the incumbent.
-2. Iteration: simulate the incumbent with records and take its critical path.
-   Candidate moves touch only its nodes: re-place a node, or the chain through
-   it, on another device; co-locate a node's consumers (or producers) with it;
-   run an op (or a transfer's reader) before the op (transfer) it waited for on
-   its device stream (link direction), carrying along the ops it depends on.
-   Moves are pruned twice before any
-   simulation: a local score (op-time and transfer-time change around the moved
-   nodes, O(degree)) keeps the ``2 x width`` most promising placement moves, and
-   the contention-aware list-scheduling estimate
-   (:func:`schedulers.base.list_schedule`, O(V + E x hops), about 7 x cheaper
-   than a simulation) ranks those and the priority moves; the ``width`` best are
+2. Iteration: take the incumbent's critical path from the records of its
+   simulation. Candidate moves touch only its nodes: re-place a node, or the
+   chain through it, on another device; co-locate a node's consumers (or
+   producers) with it; run an op (or a transfer's reader) before the op
+   (transfer) it waited for on its device stream (link direction), carrying
+   along the ops it depends on. Moves are pruned twice before any simulation: a
+   local score (op-time and transfer-time change around the moved nodes,
+   O(degree)) keeps the ``width`` most promising placement moves, and the
+   contention-aware list-scheduling estimate
+   (:func:`schedulers.base.list_schedule`, O(V + E x hops), 5-7 x cheaper than
+   a simulation) ranks those and the priority moves; the ``width`` best are
    simulated in that order and the first that shortens the makespan is taken.
    A move that overflows a device's weights memory is never tried; a plan seen
    before is not simulated again.
-3. When no candidate improves (a local optimum), a kick moves a few critical
-   nodes (drawn with ``seed``) to other devices and the search goes on from
-   there; the best plan ever simulated is kept.
+   When none of them improves, the next ``width`` placement moves by local
+   score (and the next priority moves) are tried, until the neighbourhood is
+   exhausted.
+3. At a local optimum, a kick moves a few critical nodes (drawn with ``seed``)
+   to other devices and the search goes on from there; the best plan ever
+   simulated is kept.
 
-Per iteration: one recorded simulation, O((V + E x hops) log V), the critical
-path, O(R log R) for R records, the local scores, O(C x D x degree) for C
-critical nodes and D devices, at most ``2.5 x width`` estimates, O(V + E x
-hops) each, and at most ``width`` simulations.
+Per iteration: the critical path, O(R log R) for R records, the local scores, O(C x D x degree) for C
+critical nodes and D devices, at most ``1.5 x width`` estimates, O(V + E x
+hops) each, and at most ``width`` simulations (with records),
+O((V + E x hops) log V) each.
 
 The search stops after ``evaluations`` simulations (deterministic: the same
 seed gives the same plan), after ``patience`` kicks without a new best, or when
@@ -73,7 +76,6 @@ from hetsim.schedulers.base import (
     upward_rank,
 )
 from hetsim.schedulers.by_path import ByPath
-from hetsim.schedulers.cp_greedy import CPGreedy
 from hetsim.schedulers.cpop import CPOP
 from hetsim.schedulers.critical_path import CriticalPath, critical_path_of
 from hetsim.schedulers.heft import heft_state
@@ -193,8 +195,7 @@ class Refine(Scheduler):
 
         add("heft", heft_state(table).to_plan())
         add("heft-contention", heft_state(table, contention=True).to_plan())
-        for name, sched in (("cpop", CPOP()), ("peft", PEFT()), ("by-path", ByPath()),
-                            ("cp-greedy-start", CPGreedy(max_passes=0, verify=False))):
+        for name, sched in (("cpop", CPOP()), ("peft", PEFT()), ("by-path", ByPath())):
             try:
                 add(name, sched.schedule(graph, platform, cost))
             except (SchedulerError, PlanError):
@@ -227,6 +228,8 @@ class _Search:
         self.rng = np.random.default_rng(params.seed)
         self.seen: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
         self.used = 0
+        self.last: tuple[Any, list[dict[str, Any]]] = (None, [])
+        self.paths: dict[tuple[tuple[str, ...], tuple[str, ...]], CriticalPath] = {}
         self.stopped_by = "patience"
         nodes = self.graph.nx.nodes
         self.param_bytes = {v: int(nodes[v]["param_bytes"]) for v in table.topo}
@@ -237,27 +240,44 @@ class _Search:
     def out_of_time(self) -> bool:
         return time.perf_counter() - self.t0 > self.p.time_budget_s
 
+    def key(self, pl: dict[str, str], order: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return tuple(pl[n] for n in self.table.topo), tuple(order)
+
     def evaluate(self, pl: dict[str, str], order: list[str], *, count: bool = True) -> float:
-        """Simulated makespan of (placement, order); inf when it overflows memory."""
-        key = (tuple(pl[n] for n in self.table.topo), tuple(order))
+        """Simulated makespan of (placement, order); inf when it overflows memory.
+        The simulation keeps its records until the next one, for :meth:`critical_path`."""
+        key = self.key(pl, order)
         hit = self.seen.get(key)
         if hit is not None:
             return hit
         if count:
             self.used += 1
+        t = self.table
         try:
-            ms = simulate(self.graph, self.table.platform, self.plan(pl, order), self.table.cost, requests=1).makespan
+            res = simulate(self.graph, t.platform, self.plan(pl, order), t.cost, requests=1, record=True)
+            ms, self.last = res.makespan, (key, res.records)
         except (PlanError, SimulationError):
             ms = math.inf
         self.seen[key] = ms
         return ms
 
     def critical_path(self, pl: dict[str, str], order: list[str]) -> CriticalPath:
-        """Critical path of (placement, order), from a recorded simulation (counted)."""
-        self.used += 1
-        t = self.table
-        run = simulate(self.graph, t.platform, self.plan(pl, order), t.cost, requests=1, record=True)
-        return critical_path_of(run.records, self.graph)
+        """Critical path of (placement, order): from the last simulation when it was
+        this plan's, from a cache, else from a new (counted) simulation."""
+        key = self.key(pl, order)
+        path = self.paths.get(key)
+        if path is not None:
+            return path
+        if self.last[0] != key:
+            self.used += 1
+            t = self.table
+            run = simulate(self.graph, t.platform, self.plan(pl, order), t.cost, requests=1, record=True)
+            self.last = (key, run.records)
+        path = critical_path_of(self.last[1], self.graph)
+        if len(self.paths) >= 32:
+            del self.paths[next(iter(self.paths))]
+        self.paths[key] = path
+        return path
 
     def plan(self, pl: dict[str, str], order: list[str]) -> Plan:
         return Plan(dict(pl), {n: float(i) for i, n in enumerate(order)})
@@ -311,8 +331,10 @@ class _Search:
     def comm(self, nbytes: int, src: str, dst: str) -> float:
         return 0.0 if src == dst else self.table.comm(nbytes, src, dst)
 
-    def candidates(self, pl: dict[str, str], order: list[str]) -> list[Move]:
-        """Moves around the incumbent's critical path, pruned and ranked by estimate."""
+    def candidates(self, pl: dict[str, str], order: list[str], depth: int = 0) -> list[Move]:
+        """Moves around the incumbent's critical path, pruned and ranked by estimate:
+        the ``depth``-th slice of ``width`` placement moves by local score (and of
+        ``width / 2`` priority moves); empty when the neighbourhood is exhausted."""
         t = self.table
         g = self.graph.nx
         path = self.critical_path(pl, order)
@@ -337,17 +359,17 @@ class _Search:
                     continue
                 place.append((self.local_score(pl, grp, d), float(self.rng.random()), ("place", grp, d)))
         place.sort(key=lambda x: (x[0], x[1]))
-        moves: list[Move] = [m for _, _, m in place[: 2 * self.p.width]]
+        w, h = self.p.width, max(1, self.p.width // 2)
+        moves: list[Move] = [m for _, _, m in place[depth * w:(depth + 1) * w]]
         pos = {n: i for i, n in enumerate(order)}
-        waits = 0
+        waits: dict[Move, None] = {}
         for rec, blocker in path.waits:
             a, b = self.reader(rec, pl, pos), self.reader(blocker, pl, pos)
-            if a is None or b is None or a == b or pos[a] < pos[b]:
-                continue
-            moves.append(("before", (a,), b))
-            waits += 1
-            if waits >= self.p.width:
-                break
+            if a is not None and b is not None and a != b and pos[a] > pos[b]:
+                waits[("before", (a,), b)] = None
+                if len(waits) >= (depth + 1) * h:
+                    break
+        moves += list(waits)[depth * h:]
         ranked = []
         for m in dict.fromkeys(moves):
             npl, nord = self.apply(m, pl, order)
@@ -401,7 +423,7 @@ class _Search:
         cur_pl, cur_order = starts[start]
         cur = best = results[start]
         best_pl, best_order = cur_pl, cur_order
-        accepted = kicks = stale = 0
+        accepted = kicks = stale = depth = 0
         tried: dict[str, int] = {}
         taken: dict[str, int] = {}
         while True:
@@ -412,7 +434,8 @@ class _Search:
                 self.stopped_by = "time"
                 break
             improved = False
-            for m in self.candidates(cur_pl, cur_order) if self.used < self.budget else ():
+            moves = self.candidates(cur_pl, cur_order, depth) if self.used < self.budget else []
+            for m in moves:
                 if self.used >= self.budget or self.out_of_time():
                     break
                 npl, nord = self.apply(m, cur_pl, cur_order)
@@ -425,11 +448,16 @@ class _Search:
                     accepted += 1
                     break
             if improved:
+                depth = 0
                 if cur < best * (1 - 1e-9):
                     best, best_pl, best_order, stale = cur, cur_pl, cur_order, 0
                 continue
             if self.used >= self.budget or self.out_of_time():
                 continue  # the loop's head says which budget ran out
+            if moves:  # the next slice of the neighbourhood
+                depth += 1
+                continue
+            depth = 0
             stale += 1
             if stale > self.p.patience:
                 break
