@@ -50,12 +50,14 @@ critical nodes and D devices, at most ``1.5 x width`` estimates, O(V + E x
 hops) each, and at most ``width`` simulations (with records),
 O((V + E x hops) log V) each.
 
-The search stops after ``evaluations`` simulations (deterministic: the same
-seed gives the same plan), after ``patience`` kicks without a new best, or when
-``time_budget_s`` has passed (an upper bound only: with the defaults the
-evaluation budget or patience stops it first on the zoo models on this
-project's machines). The plan returned is never worse, in simulation, than the
-best start.
+The search stops after ``evaluations`` simulations or ``patience`` kicks
+without a new best, whichever comes first: both deterministic, so that one
+seed gives one plan on any machine. ``time_budget_s`` (CPU seconds of this
+process, so that other load on the machine does not cut the search short) is
+only an upper bound: with the defaults, the evaluation budget or patience
+stops the search first on the zoo models (``benchmarks/refine_gap.py``), and
+``meta["stopped_by"]`` says which rule stopped it. The plan returned is never
+worse, in simulation, than the best start.
 """
 
 from __future__ import annotations
@@ -93,9 +95,9 @@ Move = tuple[str, tuple[str, ...], str]  # ("place", nodes, device) or ("before"
 
 def default_evaluations(nodes: int) -> int:
     """Simulations the search may run on a graph of ``nodes`` nodes by default:
-    ``12 000 / nodes`` within [24, 300] (about 1-2 s of simulation at any size on
-    a 2020s core)."""
-    return int(min(300, max(24, 12_000 // max(nodes, 1))))
+    ``25 000 / nodes`` within [30, 300]: 1-3 s of CPU time in all on the zoo
+    models (``benchmarks/refine_gap.py``)."""
+    return int(min(300, max(30, 25_000 // max(nodes, 1))))
 
 
 def chain_through(graph: Graph, node: str) -> list[str]:
@@ -141,9 +143,9 @@ class Refine(Scheduler):
         :func:`default_evaluations` of the graph's size). The stopping rule that
         makes the result depend on the seed only.
     time_budget_s
-        Wall-time upper bound of the whole scheduling (starts included); hitting
-        it makes the result depend on the machine's speed (``meta["stopped_by"]``
-        says ``"time"`` then).
+        Upper bound on the CPU time of the whole scheduling (starts included),
+        in seconds; hitting it makes the result depend on the machine's speed
+        (``meta["stopped_by"]`` says ``"time"`` then).
     seed
         Seeds the kicks out of local optima and the order of tied moves.
     width
@@ -209,7 +211,7 @@ class Refine(Scheduler):
 
     # -------------------------------------------------------------- scheduling
     def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         table = CostTable(graph, platform, cost)
         search = _Search(self, table, t0)
         return search.run()
@@ -238,7 +240,7 @@ class _Search:
 
     # -------------------------------------------------------------- objective
     def out_of_time(self) -> bool:
-        return time.perf_counter() - self.t0 > self.p.time_budget_s
+        return time.process_time() - self.t0 > self.p.time_budget_s
 
     def key(self, pl: dict[str, str], order: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         return tuple(pl[n] for n in self.table.topo), tuple(order)
@@ -419,7 +421,7 @@ class _Search:
                 f"refine: every start plan of graph {self.graph.name!r} overflows a device's memory "
                 f"on {self.table.platform.name!r}"
             )
-        start_time = time.perf_counter() - self.t0
+        start_time = time.process_time() - self.t0
         cur_pl, cur_order = starts[start]
         cur = best = results[start]
         best_pl, best_order = cur_pl, cur_order
@@ -478,6 +480,6 @@ class _Search:
             "moves_tried": tried,
             "moves_accepted": taken,
             "stopped_by": self.stopped_by,
-            "start_time_s": start_time,
+            "start_cpu_time_s": start_time,
         }
         return plan
