@@ -45,14 +45,14 @@ TOL_MUTED = ("#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "
 _MARKERS = ("o", "s", "D", "^", "v", "<", ">", "p", "P", "X", "*", "h")
 
 #: fixed scheduler -> colour: baselines grey and black, the Okabe-Ito colours for the
-#: list schedulers, and seven more at least 20 CIEDE2000 units from every other
+#: list schedulers, and eight more at least 20 CIEDE2000 units from every other
 SCHEDULER_COLOURS = {
     "all-cpu": "#999999", "all-gpu": OKABE_ITO["black"], "heft": OKABE_ITO["blue"],
     "cpop": OKABE_ITO["sky blue"], "peft": OKABE_ITO["bluish green"],
     "cp-greedy": OKABE_ITO["vermillion"], "donf": OKABE_ITO["orange"],
     "by-op": OKABE_ITO["reddish purple"], "by-path": OKABE_ITO["yellow"], "dynamic": "#AA3377",
     "timeslice-pipeline": "#01665E", "antichain-dp": "#542788", "tensor-split": "#999933",
-    "optimal": "#B2182B", "round-robin": "#8DD3C7", "random": "#FB8072",
+    "optimal": "#B2182B", "round-robin": "#8DD3C7", "random": "#FB8072", "refine": "#554400",
 }  # fmt: skip
 
 #: rcParams applied while a figure is built and saved (never set globally)

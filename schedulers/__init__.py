@@ -25,6 +25,7 @@ from hetsim.schedulers.heft import HEFT
 from hetsim.schedulers.optimal import Optimal
 from hetsim.schedulers.peft import PEFT
 from hetsim.schedulers.random_placement import RandomPlacement
+from hetsim.schedulers.refine import Refine
 from hetsim.schedulers.round_robin import RoundRobin
 from hetsim.schedulers.run import RUN_COLUMNS, PlanRun, run_plan
 from hetsim.schedulers.single_device import SingleDevice
@@ -63,6 +64,7 @@ REGISTRY: dict[str, tuple[type[Scheduler], dict[str, Any]]] = {
     "timeslice-pipeline": (TimeslicePipeline, {}),
     "antichain-dp": (AntichainDP, {}),
     "tensor-split": (TensorSplit, {}),
+    "refine": (Refine, {}),
     "optimal": (Optimal, {}),
 }
 
