@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from hetsim.graphs.graph import GraphError
 
 #: subcommand modules, in the order ``hetsim --help`` lists them
-SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "costmodel", "validate", "sweep", "plot"]
+SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "costmodel", "validate", "sweep", "plot", "llm"]
 
 
 class CLIError(Exception):

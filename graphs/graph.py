@@ -12,6 +12,12 @@ Node attributes (see ``shared/DESIGN.md``):
 ``param_bytes``         bytes of constant weights the op reads
 ``step``                time step of a recurrent model (optional)
 ``layer``               source module path (optional)
+``name``                the Relax variable the node was bound to (optional)
+``moe_block``           mixture-of-experts block the node belongs to (optional)
+``expert``              expert (within ``moe_block``) whose work the node does
+                        (optional; an expert's slice and matmuls)
+``top_k``               experts each token is routed to, on the router's
+                        ``topk`` node of ``moe_block`` (optional)
 ======================  =====================================================
 
 Edge attributes: ``bytes`` (size of the tensor that flows along the edge) and
@@ -70,10 +76,13 @@ DTYPE_BYTES: dict[str, int] = {
 #: operator kinds that only re-index a tensor in place: TVM runs them as views of
 #: their input (no kernel), cost models price them at zero (no launch, no dispatch)
 #: and the executors skip them.
-VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
+#: ``weight`` is the home of a constant tensor in memory (the source of a weight
+#: streamed to another device, :func:`graphs.llm.stream_weights`): no kernel either.
+VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten", "weight"})
 
 _REQUIRED_NODE_KEYS = ("op", "inputs", "outputs", "attrs", "flops", "bytes", "param_bytes")
-_OPTIONAL_NODE_KEYS = ("step", "layer", "ops", "name")
+_OPTIONAL_NODE_KEYS = ("step", "layer", "ops", "name", "moe_block", "expert", "top_k")
+_INT_NODE_KEYS = ("step", "moe_block", "expert", "top_k")
 _NODE_KEYS = frozenset(_REQUIRED_NODE_KEYS + _OPTIONAL_NODE_KEYS)
 
 
@@ -409,8 +418,9 @@ def validate(graph: Graph, *, source: str | None = None) -> Graph:
             _check_number(where, k, d[k])
         if d["op"] == "fused" and not isinstance(d.get("ops"), list):
             raise GraphError(f"{where}: a fused node needs an 'ops' list")
-        if "step" in d and (isinstance(d["step"], bool) or not isinstance(d["step"], int)):
-            raise GraphError(f"{where}: 'step' must be an int, got {d['step']!r}")
+        for k in _INT_NODE_KEYS:
+            if k in d and (isinstance(d[k], bool) or not isinstance(d[k], int)):
+                raise GraphError(f"{where}: {k!r} must be an int, got {d[k]!r}")
     for u, v, d in graph.nx.edges(data=True):
         where = f"{where0}: edge {u!r} -> {v!r}"
         if "bytes" not in d:
