@@ -150,3 +150,37 @@ def test_stream_weights_refuses_bad_nodes() -> None:
         stream_weights(g, ["blk.0.rope"])
     with pytest.raises(GraphError, match="window must be an int >= 1"):
         stream_weights(g, [], window=0)
+
+
+def test_layer_weight_work_matches_the_tvm_import_of_a_torch_layer() -> None:
+    """One decoder layer's projections and SwiGLU FFN imported through TVM Relax at the
+    tiny config's real dimensions: TVM's FLOPs of its matmuls and its weight bytes are
+    the builder's (attention over the cache, priced in closed form, is left out)."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from hetsim.graphs import from_torch
+
+    c = LLMConfig.preset("tiny")
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            h, kv, f = c.hidden, c.kv_dim, c.ffn
+            self.q, self.o = nn.Linear(h, h, bias=False), nn.Linear(h, h, bias=False)
+            self.k, self.v = nn.Linear(h, kv, bias=False), nn.Linear(h, kv, bias=False)
+            self.gate, self.up, self.down = (nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False),
+                                             nn.Linear(f, h, bias=False))
+
+        def forward(self, x):
+            y = self.o(self.q(x)) + self.k(x).sum() + self.v(x).sum()
+            return self.down(nn.functional.silu(self.gate(y)) * self.up(y))
+
+    tvm = from_torch(Layer(), (torch.randn(1, c.hidden),))
+    ours = llm_graph(c, kv_length=8, weights="f32")
+    mine = [d for _, d in ours.nodes(data=True) if d["op"] == "matmul" and d.get("layer") == 0]
+    theirs = [d for _, d in tvm.nodes(data=True) if d["op"] == "matmul"]
+    assert len(theirs) == len(mine) == 7
+    assert sum(d["flops"] for d in theirs) == sum(d["flops"] for d in mine) == 2 * (
+        2 * c.hidden**2 + 2 * c.hidden * c.kv_dim + 3 * c.hidden * c.ffn)
+    assert tvm.param_bytes == sum(d["param_bytes"] for d in mine)
