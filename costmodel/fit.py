@@ -129,6 +129,10 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
         :func:`fit` of ``KIND`` (``table``, ``polynomial``, ``xgboost``).
     ``FILE.json``
         A model saved by ``hetsim costmodel fit`` (:func:`load`).
+    ``aiconfigurator-GPU``
+        GPU GEMM and attention times measured by NVIDIA AIConfigurator on ``GPU``
+        (``h100_sxm``, ``h200_sxm``, ``a100_sxm``, ``l40s``), the roofline for the rest
+        (:class:`~costmodel.aiconfigurator.AIConfiguratorCostModel`).
 
     Examples
     --------
@@ -141,6 +145,10 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
         from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
+    if spec.startswith("aiconfigurator-"):
+        from hetsim.costmodel.aiconfigurator import AIConfiguratorCostModel
+
+        return AIConfiguratorCostModel(spec[len("aiconfigurator-"):])
     path = Path(spec)
     if path.is_dir():
         return fit(path, DEFAULT_KIND, platform=platform, device_map=device_map)

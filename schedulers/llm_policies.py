@@ -212,13 +212,18 @@ class WeightStreaming(LLMPolicy):
         units = [u for u in llm_meta(graph)["units"] if u != "token_embd"]
         devices = {**dict.fromkeys(units, gpu), "token_embd": host}
         r = Residency(devices, frozenset(units), self.window)
+
+        def gpu_fits(trial: Residency) -> bool:
+            return trial.memory(graph, platform)[gpu] <= platform.device(gpu).memory_bytes - self.reserve_bytes
+
+        if gpu_fits(r):
+            streamed = set(units)
+            for u in ["output", *[u for us in layer_units(graph).values() for u in us]]:
+                trial = Residency(devices, frozenset(streamed - {u}), self.window)
+                if gpu_fits(trial):
+                    streamed.discard(u)
+                    r = trial
         if not self._fits(graph, platform, r):
-            raise SchedulerError(overflow_message("weight-streaming: the KV cache and one layer in flight do not fit",
-                                                  graph, platform, r, self.reserve_bytes))
-        streamed = set(units)
-        for u in ["output", *[u for us in layer_units(graph).values() for u in us]]:
-            trial = Residency(devices, frozenset(streamed - {u}), self.window)
-            if self._fits(graph, platform, trial):
-                streamed.discard(u)
-                r = trial
+            raise SchedulerError(overflow_message("weight-streaming: the KV caches and the weights in flight "
+                                                  "do not fit", graph, platform, r, self.reserve_bytes))
         return r

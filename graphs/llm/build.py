@@ -28,7 +28,8 @@ experts is priced at its expectation under uniform routing: expert ``e`` gets
 ``rows * top_k / experts`` rows and its weights are read when it gets at least one
 token, with probability ``1 - (1 - top_k / experts) ** rows``.
 
-Node attributes: ``layer`` (the decoder layer index) on every node of a layer,
+A ``matmul`` node's ``attrs`` hold its weight's ``k`` (input) and ``n`` (output)
+sizes. Node attributes: ``layer`` (the decoder layer index) on every node of a layer,
 ``moe_block`` and ``expert`` on expert nodes, ``top_k`` on the router's ``topk`` node.
 ``meta["llm"]`` holds the configuration, the phase and its sizes, and ``units``: the
 groups of nodes a placement moves together (``token_embd``, ``blk.{i}.attn``,
@@ -60,11 +61,13 @@ class _Builder:
         self.units: dict[str, list[str]] = {}
 
     def op(self, unit: str, node: str, op: str, *, rows: float, width: int, flops: float, nbytes: float,
-           param_bytes: float = 0, inputs: list[tuple[str, float]] = (), **attrs: Any) -> str:
+           param_bytes: float = 0, inputs: list[tuple[str, float]] = (), op_attrs: dict | None = None,
+           **attrs: Any) -> str:
         out_rows = max(1, math.ceil(rows))
         self.g.add_op(
             node, op,
             outputs=[([out_rows, width], "float32")],
+            attrs=op_attrs,
             flops=float(flops),
             bytes=int(round(nbytes)),
             param_bytes=int(round(param_bytes)),
@@ -166,7 +169,8 @@ def llm_graph(
         w = k * n * wb
         act_in = rows * k * a if in_bytes is None else in_bytes
         return b.op(unit, node, "matmul", rows=rows, width=n, flops=2 * rows * k * n,
-                    nbytes=act_in + rows * n * a + w * read_p, param_bytes=w, inputs=[(src, act_in)], **attrs)
+                    nbytes=act_in + rows * n * a + w * read_p, param_bytes=w, inputs=[(src, act_in)],
+                    op_attrs={"k": k, "n": n}, **attrs)
 
     def norm(unit: str, node: str, src: str, rows: float, **attrs: Any) -> str:
         return b.op(unit, node, "rms_norm", rows=rows, width=h, flops=4 * rows * h,
