@@ -184,3 +184,15 @@ def test_layer_weight_work_matches_the_tvm_import_of_a_torch_layer() -> None:
     assert sum(d["flops"] for d in theirs) == sum(d["flops"] for d in mine) == 2 * (
         2 * c.hidden**2 + 2 * c.hidden * c.kv_dim + 3 * c.hidden * c.ffn)
     assert tvm.param_bytes == sum(d["param_bytes"] for d in mine)
+
+
+def test_llm_workload_strings() -> None:
+    from hetsim.graphs.llm import llm_graph_from_spec, parse_llm_spec
+
+    assert parse_llm_spec("llm:tiny-moe,phase=prefill,tokens=8") == ("tiny-moe", {"phase": "prefill", "tokens": 8})
+    g = llm_graph_from_spec("llm:tiny,context=64,weights=q8", batch=2)
+    assert g.meta["llm"]["context"] == 64 and g.meta["llm"]["weights"] == "q8_0" and g.meta["batch"] == 2
+    with pytest.raises(GraphError, match=r"'llm:tiny,ctx=4': 'ctx=4' is not key=value with key one of tokens"):
+        parse_llm_spec("llm:tiny,ctx=4")
+    with pytest.raises(GraphError, match="context must be an integer, got 'big'"):
+        parse_llm_spec("llm:tiny,context=big")

@@ -126,3 +126,22 @@ def test_llama_cpp_flags() -> None:
     assert '-ot "blk\\.(0)\\.attn_.*=CPU"' in flags and note.startswith("approximate")
     streamed = Residency(NGL.layout(g, p, 3).devices, {"blk.0.ffn"})
     assert llama_cpp_flags(streamed, g, p)[0] is None
+
+
+def test_sweeps_accept_llm_workloads_and_policies(tmp_path: Path) -> None:
+    from hetsim.experiments.sweep import Sweep, SweepError, run_sweep
+
+    box = str(tinybox(tmp_path))
+    sweep = Sweep.from_dict({"name": "llm", "grid": {
+        "model": ["llm:tiny,context=64,weights=f16", "llm:tiny,context=128,weights=f16"],
+        "platform": [box], "scheduler": ["ngl", "weight-streaming"], "link_bandwidth": [0.5, 2.0]},
+        "scheduler_args": {"ngl": {"reserve_bytes": 20_000}, "weight-streaming": {"reserve_bytes": 20_000}}})
+    df = run_sweep(sweep, tmp_path / "out", workers=0, progress=False)
+    assert len(df) == 8 and (df["status"] == "ok").all()
+    t = df.set_index(["scheduler", "model", "link_bandwidth"])["makespan_s"]
+    short, long_ = "llm:tiny,context=64,weights=f16", "llm:tiny,context=128,weights=f16"
+    assert t["ngl", long_, 2.0] > t["ngl", short, 2.0]  # the longer context reads more KV cache
+    assert (df.nodes[df.model == short] == 31).all()
+    with pytest.raises(SweepError, match=r"model 'llm:tiny,context=999': context 999 is longer than 'tiny' allows"):
+        Sweep.from_dict({"name": "bad", "grid": {"model": ["llm:tiny,context=999"], "platform": [box],
+                                                  "scheduler": ["ngl"]}}).check()

@@ -19,19 +19,24 @@ from hetsim.graphs.llm.config import (
     kv_dtype_bytes,
     weight_format,
 )
+from hetsim.graphs.llm.spec import LLM_PREFIX, is_llm_spec, llm_graph_from_spec, parse_llm_spec
 from hetsim.graphs.llm.streaming import WEIGHT_SUFFIX, stream_weights
 
 __all__ = [
     "ACT_BYTES",
     "KV_DTYPES",
+    "LLM_PREFIX",
     "PHASES",
     "PRESETS",
     "WEIGHT_FORMATS",
     "WEIGHT_SUFFIX",
     "LLMConfig",
     "WeightFormat",
+    "is_llm_spec",
     "kv_dtype_bytes",
     "llm_graph",
+    "llm_graph_from_spec",
+    "parse_llm_spec",
     "stream_weights",
     "weight_format",
 ]
