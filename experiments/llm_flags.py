@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.schedulers.llm_residency import Residency
     from hetsim.sim.platform import Platform
 
-__all__ = ["llama_cpp_flags"]
+__all__ = ["llama_cpp_flags", "number_regex"]
 
 #: what ``-ot`` moves for each set of a layer's units in host memory
 _PATTERNS = {
@@ -72,10 +72,32 @@ def llama_cpp_flags(residency: Residency, graph: Graph, platform: Platform) -> t
         by_pattern.setdefault(pattern, []).append(i)
     parts = [f"-ngl {all_gpu}"]
     for pattern, idx in by_pattern.items():
-        layers_re = "|".join(str(i) for i in idx)
-        parts.append(f'-ot "blk\\.({layers_re})\\.{pattern}=CPU"')
+        parts.append(f'-ot "blk\\.({number_regex(idx)})\\.{pattern}=CPU"')
     if residency.devices.get("output") == host:
         parts.append('-ot "output\\.weight=CPU"')
     note = ("approximate: llama.cpp keeps the KV cache of these layers on the GPU, -ot moves only their "
             "attention weights" if approximate else "exact")
     return " ".join(parts), note
+
+
+def number_regex(numbers: list[int]) -> str:
+    """A regular expression alternation matching exactly ``numbers`` (non-negative),
+    with runs of a decade as character classes.
+
+    >>> number_regex([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 30])
+    '[2-9]|1[0-9]|2[0-5]|30'
+    """
+    by_prefix: dict[str, list[int]] = {}
+    for n in sorted(set(numbers)):
+        by_prefix.setdefault(str(n)[:-1], []).append(n % 10)
+    parts = []
+    for prefix, units in by_prefix.items():
+        runs: list[list[int]] = []
+        for u in units:
+            if runs and u == runs[-1][-1] + 1:
+                runs[-1].append(u)
+            else:
+                runs.append([u])
+        for r in runs:
+            parts.append(prefix + (str(r[0]) if len(r) == 1 else f"[{r[0]}-{r[-1]}]"))
+    return "|".join(parts)

@@ -9,9 +9,11 @@ equivalent llama.cpp flags; :meth:`LLMPlanReport.save` writes the best plan as J
 ``hetsim llm plan`` is its command line.
 
 Assumptions (stated): costs are the analytic roofline unless ``cost`` says otherwise
-(device peaks and bandwidths of the platform); host-memory bandwidth is not shared
-between CPU compute and PCIe transfers (each runs at its own rate); the experts of a
-mixture are priced at their expectation under uniform routing.
+(device peaks and bandwidths of the platform); CPU compute and PCIe transfers share
+host-memory bandwidth where the platform declares the host memory a contended domain
+(the LLM presets do: :mod:`sim.contention`, each drawing its own rate, both slowed in
+proportion when together they exceed it); the experts of a mixture are priced at
+their expectation under uniform routing.
 """
 
 from __future__ import annotations

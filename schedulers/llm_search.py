@@ -146,7 +146,8 @@ class PlacementSearch(LLMPolicy):
             ts = max(tg, sum(cost.transfer_time(int(read), lk) for lk in links))
             info[u] = (tg, tc, ts, sum(int(nodes[n]["param_bytes"]) for n in ns))
         density = {u: (min(tc, ts) - tg) / max(rb, 1) for u, (tg, tc, ts, rb) in info.items()}
-        order = sorted(info, key=lambda u: -density[u])
+        # ties (identical layers) fill the GPU from the last layer down, as llama.cpp's -ngl does
+        order = sorted(reversed(list(info)), key=lambda u: -density[u])
         base = {u: host for u in units}
 
         def build(resident: set[str], streamed: set[str]) -> Residency:

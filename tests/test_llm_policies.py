@@ -148,3 +148,23 @@ def test_residency_round_trips_and_applies_to_either_phase() -> None:
     assert plan.placement["blk.1.ffn_up.weight"] == "cpu" and plan.placement["blk.1.ffn_up"] == "gpu"
     with pytest.raises(SchedulerError, match="streamed unit 'blk.0.attn' must be a unit on a GPU"):
         Residency({u: "cpu" for u in g.meta["llm"]["units"]}, {"blk.0.attn"}).apply(g, box(10**6))
+
+
+def test_cpu_compute_and_weight_streaming_share_host_memory() -> None:
+    """Layer 0 on the CPU while layer 1's weights stream to the GPU over PCIe: with the
+    host memory declared as a contended domain (issue 18's mechanism) both slow down."""
+    import dataclasses
+
+    from hetsim.sim import simulate
+    from hetsim.sim.contention import MemoryDomain
+
+    g = llm_graph("tiny", phase="decode", kv_length=64, weights="f16")
+    plain = box(10**6, link_bw=5e10)
+    shared = dataclasses.replace(plain, memory_domains=(MemoryDomain("dram", 5e10, {"cpu": "rate", "cpu<->gpu": "rate"}),))
+    devices = {u: "gpu" for u in g.meta["llm"]["units"]} | {"token_embd": "cpu", "blk.0.attn": "cpu", "blk.0.ffn": "cpu"}
+    g2, plan = Residency(devices, {"blk.1.attn", "blk.1.ffn"}).apply(g, plain)
+    alone = simulate(g2, plain, plan, Roofline(), record=True)
+    both = simulate(g2, shared, plan, Roofline(), record=True)
+    assert both.makespan > alone.makespan
+    link = lambda r: [x for x in r.records if x["kind"] == "transfer" and x["bytes"] > 10_000]  # noqa: E731
+    assert sum(x["end"] - x["start"] for x in link(both)) > sum(x["end"] - x["start"] for x in link(alone))
