@@ -135,6 +135,13 @@ def test_stream_weights_moves_weights_to_a_source_node() -> None:
     assert s.param_bytes == g.param_bytes and g.nodes["blk.1.ffn_up"]["param_bytes"] > 0
     assert s.meta["llm"]["streamed"] == ["blk.0.attn_q", "blk.1.ffn_up"]
     validate(s)
+    # a weight source runs no kernel: free, no launch, no dispatch
+    from hetsim.costmodel import Roofline
+    from hetsim.sim.platform import Platform
+
+    cpu = Platform.preset("desktop-rtx4090").device("cpu")
+    assert Roofline().op_time(s, "blk.1.ffn_up.weight", cpu) == 0.0
+    assert Roofline().dispatch_time(s, "blk.1.ffn_up.weight", cpu) == 0.0
 
 
 def test_streamed_expert_moves_its_expected_bytes() -> None:
