@@ -25,6 +25,7 @@ Every candidate is simulated whole (``max_evals`` at most); the best is returned
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hetsim.graphs.llm.build import llm_graph
@@ -129,7 +130,8 @@ class PlacementSearch(LLMPolicy):
                                  f"(the fixed policies' errors say what is needed)")
         return best[1]
 
-    def _ladder(self, g: Graph, platform: Platform, cost: CostModel, host: str, gpu: str, consider) -> list:
+    def _ladder(self, g: Graph, platform: Platform, cost: CostModel, host: str, gpu: str,
+                consider: Callable[[Residency], float]) -> list[Residency]:
         """Step 2-3 of the search; calls ``consider`` on each candidate it simulates."""
         nodes, units = g.nx.nodes, llm_meta(g)["units"]
         frac = float(llm_meta(g).get("expert_read_fraction", 1.0))
