@@ -101,14 +101,14 @@ class LLMPlanReport:
             "model": self.model, "platform": self.platform, "context": self.context, "batch": self.batch,
             "prompt": self.prompt, "weights": self.weights, "kv_dtype": self.kv_dtype,
             "objective": self.objective,
-            "best": asdict(best),
-            "predictions": [asdict(p) for p in self.predictions],
+            "best": _json_safe(asdict(best)),
+            "predictions": [_json_safe(asdict(p)) for p in self.predictions],
         }
 
     def save(self, path: str | Path) -> Path:
         """Write :meth:`to_dict` as JSON (atomically)."""
         data = self.to_dict()
-        return atomic_write(path, lambda fh: json.dump(data, fh, indent=1, allow_nan=True))
+        return atomic_write(path, lambda fh: json.dump(data, fh, indent=1, allow_nan=False))
 
 
 def plan_llm(
@@ -195,6 +195,11 @@ def plan_llm(
         raise SchedulerError(f"no policy places {report.model!r} on {platform.name!r}: "
                              + "; ".join(f"{p.policy}: {p.error}" for p in preds))
     return report
+
+
+def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with NaN (a policy without a placement) as None: strict JSON."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
 
 
 def _prediction(name: str, residency: Residency, runs: dict, decode, platform: Platform, batch: int,

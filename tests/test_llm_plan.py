@@ -74,6 +74,8 @@ def test_plan_json_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert data["hetsim_llm_plan"] == 1 and data["model"] == "tiny" and data["weights"] == "f16"
     assert data["best"]["policy"] in {"ngl", "weight-streaming", "llm-search"}
     assert set(data["best"]["residency"]["devices"]) == set(llm_graph("tiny", kv_length=8).meta["llm"]["units"])
+    bad = [p for p in data["predictions"] if p["error"]]
+    assert [p["policy"] for p in bad] == ["expert-offload"] and bad[0]["decode_tok_s"] is None
 
 
 @pytest.mark.parametrize(
