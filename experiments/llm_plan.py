@@ -124,6 +124,7 @@ def plan_llm(
     objective: str = "decode",
     cost: Any = None,
     reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+    policy_args: dict[str, dict[str, Any]] | None = None,
 ) -> LLMPlanReport:
     """Predict every placement policy for ``model`` on ``platform`` (nothing is loaded).
 
@@ -149,6 +150,9 @@ def plan_llm(
         Cost model or spec (None: the roofline).
     reserve_bytes
         GPU memory every policy leaves free for activations.
+    policy_args
+        Keyword arguments per policy name, e.g. ``{"ngl": {"n_gpu_layers": 40}}`` for
+        llama.cpp's ``-ngl 40`` (default: each policy chooses by memory).
 
     Raises
     ------
@@ -175,6 +179,7 @@ def plan_llm(
         kw: dict[str, Any] = {"reserve_bytes": reserve_bytes}
         if name == "llm-search":
             kw.update(objective=objective, prompt=min(prompt, context))
+        kw.update((policy_args or {}).get(name, {}))
         policy = get(name, **kw)
         reason = policy.why_not(decode, platform)
         if reason is not None:

@@ -195,22 +195,31 @@ class WeightStreaming(LLMPolicy):
     ----------
     window
         Layers of prefetch (streamed weights of layer ``i`` load during layer ``i - window``).
+    cpu_attention
+        FlexGen's CPU delegation (``--cpu-cache-compute``, the KV cache in host memory):
+        every layer's attention unit (its Q/K/V/O projections, read from host memory, and
+        the attention over its KV cache) runs on the CPU; the rest as above. FlexGen
+        streams the projections to the GPU instead: here they cost CPU time.
     reserve_bytes
         GPU memory left free.
     """
 
     name = "weight-streaming"
 
-    def __init__(self, *, window: int = 1, reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> None:
+    def __init__(self, *, window: int = 1, cpu_attention: bool = False,
+                 reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise SchedulerError(f"weight-streaming: window must be an int >= 1, got {window!r}")
         self.window = window
+        self.cpu_attention = bool(cpu_attention)
         self.reserve_bytes = reserve_bytes
 
     def residency(self, graph: Graph, platform: Platform, cost: CostModel) -> Residency:
         host, gpu = llm_devices(platform)
-        units = [u for u in llm_meta(graph)["units"] if u != "token_embd"]
-        devices = {**dict.fromkeys(units, gpu), "token_embd": host}
+        on_host = {"token_embd"} | ({u for u in llm_meta(graph)["units"] if u.endswith(".attn")}
+                                    if self.cpu_attention else set())
+        units = [u for u in llm_meta(graph)["units"] if u not in on_host]
+        devices = {**dict.fromkeys(units, gpu), **dict.fromkeys(on_host, host)}
         r = Residency(devices, frozenset(units), self.window)
 
         def gpu_fits(trial: Residency) -> bool:
@@ -218,7 +227,7 @@ class WeightStreaming(LLMPolicy):
 
         if gpu_fits(r):
             streamed = set(units)
-            for u in ["output", *[u for us in layer_units(graph).values() for u in us]]:
+            for u in ["output", *[u for us in layer_units(graph).values() for u in us if u in units]]:
                 trial = Residency(devices, frozenset(streamed - {u}), self.window)
                 if gpu_fits(trial):
                     streamed.discard(u)

@@ -234,6 +234,20 @@ PRESETS: dict[str, LLMConfig] = {
         # 32768; 46.7 B parameters, 12.9 B active per token (Mistral AI, Jan 2024).
         LLMConfig("mixtral-8x7b", 4096, 32, 32, 8, 14336, 32000, 32768, experts=8, top_k=2,
                   source="mistralai/Mixtral-8x7B-v0.1 config.json (46.7 B parameters, 12.9 B active)"),
+        # Qwen/Qwen2.5-Coder-14B config.json (as Qwen2.5-14B): hidden_size 5120,
+        # num_hidden_layers 48, num_attention_heads 40, num_key_value_heads 8,
+        # intermediate_size 13824, vocab_size 152064, max_position_embeddings 32768, untied
+        # embeddings; 14.7 B parameters (the QKV biases, 0.3 M per layer, are left out).
+        LLMConfig("qwen2.5-14b", 5120, 48, 40, 8, 13824, 152064, 32768,
+                  source="Qwen/Qwen2.5-Coder-14B config.json (14.7 B parameters)"),
+        # facebook/opt-30b config.json: hidden_size 7168, num_hidden_layers 48,
+        # num_attention_heads 56 (no GQA), ffn_dim 28672, vocab_size 50272,
+        # max_position_embeddings 2048. OPT's FFN is two matrices (fc1, fc2: 2 x 7168 x
+        # 28672 weights); as a SwiGLU of three, ffn 19115 gives the same weights and FLOPs
+        # (3 x 19115 = 57345 ~ 2 x 28672.5). OPT ties its embeddings; counted twice here
+        # (+0.36 B of 30 B). Used by experiments/fig7_llm_offload (FlexGen).
+        LLMConfig("opt-30b", 7168, 48, 56, 56, 19115, 50272, 2048,
+                  source="facebook/opt-30b config.json (FFN 2 x 7168 x 28672 as a SwiGLU of width 19115)"),
         # tiny architectures for tests and examples (not published models)
         LLMConfig("tiny", 64, 2, 4, 2, 128, 256, 256, source="hetsim test architecture"),
         LLMConfig("tiny-moe", 64, 2, 4, 2, 96, 256, 256, experts=4, top_k=2,
