@@ -63,3 +63,11 @@ def test_plot_from_committed_results(tmp_path: Path) -> None:
     assert (tmp_path / "fig7_llm_offload.png").stat().st_size > 0
     committed = pd.read_csv(FIG / "results.csv")
     assert set(committed["id"]) == set(load("run").load_published()["id"])
+
+
+def test_host_bandwidth_sensitivity_scales_cpu_and_domain() -> None:
+    run = load("run")
+    p = run.scale_host_bandwidth(Platform.preset("desktop-i7-8700-rtx5060ti"), 0.7)
+    assert math.isclose(p.device("cpu").mem_bandwidth_bytes_per_s, 0.7 * 3.84e10)
+    assert math.isclose(p.memory_domains[0].bandwidth_bytes_per_s, 0.7 * 3.84e10)
+    assert p.device("gpu").mem_bandwidth_bytes_per_s == 4.48e11  # the GPU untouched

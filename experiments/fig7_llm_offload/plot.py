@@ -4,6 +4,8 @@ One log-log panel: the y = x line and a ±25 % band, one labelled dot per publis
 figure, coloured by source. The headline prints each figure's error and the
 quantities that explain the far-off ones (the host bandwidth a row implies:
 CPU-resident bytes read per token x published tokens/s, against the preset's).
+Hollow markers: ``results_host070.csv`` (``run.py --host-bandwidth-scale 0.70``), the
+same predictions with the CPU at 70 % of its peak memory bandwidth, where present.
 Writes ``fig7_llm_offload.{png,pdf}``::
 
     python experiments/fig7_llm_offload/plot.py [--results CSV] [--out DIR]
@@ -34,7 +36,7 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=["cpu_bytes", "cpu_bandwidth"]).round(2)
 
 
-def draw(df: pd.DataFrame) -> Figure:
+def draw(df: pd.DataFrame, host070: pd.DataFrame | None = None) -> Figure:
     fig = Figure(figsize=(6.0, 4.6))
     ax = fig.add_subplot()
     lo, hi = 0.6 * min(df["published"].min(), df["predicted"].min()), 1.6 * max(df["published"].max(),
@@ -53,6 +55,9 @@ def draw(df: pd.DataFrame) -> Figure:
             label = r["id"].split("-")[-1] if key == "ihq" else ("-ngl 42" if key == "llmfit" else "OPT-30B")
             ax.annotate(f"{label} ({r['error_pct']:+.0f} %)", (r["published"], r["predicted"]), fontsize=7,
                         xytext=(4, -3), textcoords="offset points")
+    if host070 is not None:
+        ax.scatter(host070["published"], host070["predicted"], facecolors="none", edgecolors="0.35", s=30,
+                   zorder=2, label="same, CPU at 70 % of its peak bandwidth (sensitivity)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -75,11 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE)
     a = ap.parse_args(argv)
     df = pd.read_csv(a.results)
-    fig = draw(df)
+    sens = a.results.with_name("results_host070.csv")
+    host070 = pd.read_csv(sens) if sens.exists() else None
+    fig = draw(df, host070)
     for ext in ("png", "pdf"):
         fig.savefig(a.out / f"{NAME}.{ext}", dpi=200)
     print(headline(df).to_string(index=False))
     print(f"mean |error| {df['error_pct'].abs().mean():.1f} % over {len(df)} figures")
+    if host070 is not None:
+        print("CPU at 70 % of its peak bandwidth:")
+        print(host070[["id", "published", "predicted", "error_pct"]].round(2).to_string(index=False))
     return 0
 
 

@@ -22,6 +22,7 @@ step(batch))``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -50,24 +51,35 @@ def load_published(path: Path = PUBLISHED) -> pd.DataFrame:
     return df
 
 
-def predict(row: pd.Series | dict[str, Any]) -> dict[str, Any]:
+def scale_host_bandwidth(platform: Platform, factor: float) -> Platform:
+    """``platform`` with its CPU's memory bandwidth and its host-memory domains times
+    ``factor`` (the sensitivity ``--host-bandwidth-scale`` measures)."""
+    devs = tuple(dataclasses.replace(d, mem_bandwidth_bytes_per_s=d.mem_bandwidth_bytes_per_s * factor)
+                 if d.kind == "cpu" else d for d in platform.devices)  # fmt: skip
+    doms = tuple(dataclasses.replace(m, bandwidth_bytes_per_s=m.bandwidth_bytes_per_s * factor)
+                 for m in platform.memory_domains)  # fmt: skip
+    return platform.replace(devices=devs, memory_domains=doms)
+
+
+def predict(row: pd.Series | dict[str, Any], host_bandwidth_scale: float = 1.0) -> dict[str, Any]:
     """Simulate one published figure; the prediction beside it, with what it rests on."""
     args = {row["policy"]: dict(row["policy_args"])}
     common = dict(context=int(row["context"]), weights=row["weights"], policies=[row["policy"]], policy_args=args)
     batch, gen = int(row["batch"]), int(row["gen"])
+    plat = Platform.load(row["platform"])
+    if host_bandwidth_scale != 1.0:
+        plat = scale_host_bandwidth(plat, host_bandwidth_scale)
     if row["metric"] == "decode_tok_s":
-        p = _one(hetsim.plan_llm(row["model"], row["platform"], batch=batch, prompt=int(row["prompt"]), **common))
+        p = _one(hetsim.plan_llm(row["model"], plat, batch=batch, prompt=int(row["prompt"]), **common))
         step, ttft, value = batch / p.decode_tok_s, p.ttft_s, p.decode_tok_s
     elif row["metric"] == "generation_throughput":
         gpu_batch = int(row["gpu_batch"])
-        p = _one(hetsim.plan_llm(row["model"], row["platform"], batch=batch, prompt=1, **common))
-        pre = _one(hetsim.plan_llm(row["model"], row["platform"], batch=gpu_batch, prompt=int(row["prompt"]),
-                                   **common))
+        p = _one(hetsim.plan_llm(row["model"], plat, batch=batch, prompt=1, **common))
+        pre = _one(hetsim.plan_llm(row["model"], plat, batch=gpu_batch, prompt=int(row["prompt"]), **common))
         step, ttft = batch / p.decode_tok_s, batch / gpu_batch * pre.ttft_s
         value = batch * gen / (ttft + (gen - 1) * step)
     else:
         raise ValueError(f"unknown metric {row['metric']!r}")
-    plat = Platform.load(row["platform"])
     return {
         "predicted": value, "error_pct": (value / float(row["published"]) - 1) * 100, "decode_step_s": step,
         "ttft_s": ttft, "gpu_bytes": p.memory_bytes.get("gpu", 0), "cpu_bytes": p.memory_bytes.get("cpu", 0),
@@ -90,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--published", type=Path, default=PUBLISHED)
     ap.add_argument("--out", type=Path, default=HERE / "results.csv")
     ap.add_argument("--only", nargs="*", help="ids of the rows to predict (default: all)")
+    ap.add_argument("--host-bandwidth-scale", type=float, default=1.0,
+                    help="multiply the CPU's memory bandwidth (and host-memory domains) by this (sensitivity)")
     a = ap.parse_args(argv)
     pub = load_published(a.published)
     if a.only:
@@ -98,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                             cwd=HERE).stdout.strip()  # fmt: skip
     rows = []
     for _, r in pub.iterrows():
-        res = predict(r)
+        res = predict(r, a.host_bandwidth_scale)
         rows.append({**r.to_dict(), **res, "policy_args": json.dumps(r["policy_args"], sort_keys=True),
                      "git_commit": commit, "hetsim_version": hetsim.__version__,
                      "finished_at": datetime.now(UTC).isoformat(timespec="seconds")})  # fmt: skip
