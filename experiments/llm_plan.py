@@ -38,7 +38,8 @@ PLAN_FORMAT = 1
 
 @dataclass
 class PolicyPrediction:
-    """What one policy's placement is predicted to do (``error`` set when it has none)."""
+    """What one policy's placement is predicted to do (``error`` set when it has none);
+    ``busy_s``: seconds each device computes in the decode step and in the prefill."""
 
     policy: str
     prefill_tok_s: float = math.nan
@@ -49,6 +50,7 @@ class PolicyPrediction:
     llama_cpp: str | None = None
     llama_cpp_note: str = ""
     residency: dict[str, Any] | None = None
+    busy_s: dict[str, dict[str, float]] = field(default_factory=dict)
     error: str | None = None
 
     @property
@@ -219,6 +221,7 @@ def _prediction(name: str, residency: Residency, runs: dict, decode, platform: P
         name, prefill_tok_s=batch * prompt / p.makespan, decode_tok_s=batch / d.makespan, ttft_s=p.makespan,
         memory_bytes=memory, pcie_bytes_per_token=pcie, llama_cpp=flags, llama_cpp_note=note,
         residency=residency.to_dict(),
+        busy_s={"decode": dict(d.device_busy), "prefill": dict(p.device_busy)},
     )
 
 

@@ -51,6 +51,8 @@ def test_each_row_is_predicted(tmp_path: Path) -> None:
     assert list(df.index) == ids
     assert df.loc["ihq-ngl40", "llama_cpp"] == "-ngl 40"
     assert df.loc["ihq-ngl40", "cpu_bandwidth"] == 3.84e10
+    # FlexGen with CPU attention: its projections run on the CPU, which dominates the prefill
+    assert df.loc["flexgen-opt30b", "prefill_cpu_busy_s"] > df.loc["flexgen-opt30b", "prefill_gpu_busy_s"] > 0
     for i in ids:
         pred, published = df.loc[i, "predicted"], pub.set_index("id").loc[i, "published"]
         assert math.isfinite(pred) and pred > 0

@@ -16,7 +16,8 @@ step at the row's context). ``generation_throughput`` is FlexGen's: ``batch x ge
 tokens over prefill plus decode time; FlexGen runs the prefill in ``batch / gpu_batch``
 GPU batches (its ``--num-gpu-batches``) and each decode step over the whole batch, so
 the prediction is ``batch x gen / (batch / gpu_batch x TTFT(gpu_batch) + (gen - 1) x
-step(batch))``.
+step(batch))``. ``prefill_*_busy_s``: seconds the CPU and the GPU compute in one
+prefill (one GPU batch for FlexGen), ``decode_*_busy_s`` in one decode step.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ PUBLISHED = HERE / "published.csv"
 #: columns of results.csv, in order
 COLUMNS = ("id", "source", "url", "platform", "model", "weights", "context", "batch", "policy", "policy_args",
            "llama_cpp", "metric", "published", "predicted", "error_pct", "units", "decode_step_s", "ttft_s",
-           "gpu_bytes", "cpu_bytes", "pcie_bytes_per_token", "cpu_bandwidth", "gpu_bandwidth", "link_bandwidth",
+           "gpu_bytes", "cpu_bytes", "pcie_bytes_per_token", "prefill_cpu_busy_s", "prefill_gpu_busy_s",
+           "decode_cpu_busy_s", "decode_gpu_busy_s", "cpu_bandwidth", "gpu_bandwidth", "link_bandwidth",
            "git_commit", "hetsim_version", "finished_at")  # fmt: skip
 
 
@@ -72,6 +74,7 @@ def predict(row: pd.Series | dict[str, Any], host_bandwidth_scale: float = 1.0) 
     if row["metric"] == "decode_tok_s":
         p = _one(hetsim.plan_llm(row["model"], plat, batch=batch, prompt=int(row["prompt"]), **common))
         step, ttft, value = batch / p.decode_tok_s, p.ttft_s, p.decode_tok_s
+        pre = p
     elif row["metric"] == "generation_throughput":
         gpu_batch = int(row["gpu_batch"])
         p = _one(hetsim.plan_llm(row["model"], plat, batch=batch, prompt=1, **common))
@@ -84,6 +87,9 @@ def predict(row: pd.Series | dict[str, Any], host_bandwidth_scale: float = 1.0) 
         "predicted": value, "error_pct": (value / float(row["published"]) - 1) * 100, "decode_step_s": step,
         "ttft_s": ttft, "gpu_bytes": p.memory_bytes.get("gpu", 0), "cpu_bytes": p.memory_bytes.get("cpu", 0),
         "pcie_bytes_per_token": p.pcie_bytes_per_token, "llama_cpp": p.llama_cpp or "",
+        "prefill_cpu_busy_s": pre.busy_s["prefill"].get("cpu", 0.0),
+        "prefill_gpu_busy_s": pre.busy_s["prefill"].get("gpu", 0.0),
+        "decode_cpu_busy_s": p.busy_s["decode"].get("cpu", 0.0), "decode_gpu_busy_s": p.busy_s["decode"].get("gpu", 0.0),
         "cpu_bandwidth": plat.device("cpu").mem_bandwidth_bytes_per_s,
         "gpu_bandwidth": plat.device("gpu").mem_bandwidth_bytes_per_s,
         "link_bandwidth": plat.route("cpu", "gpu")[0].bandwidth_bytes_per_s,
