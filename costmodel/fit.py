@@ -113,8 +113,8 @@ def fit(
 def parse_spec(spec: str) -> tuple[str, Path | None, str | None]:
     """What a ``--cost`` spec names, checked without fitting or loading anything.
 
-    Returns ``("roofline", None, None)``, ``("profile", folder, kind)`` or
-    ``("file", path, None)``; the CLI calls it before importing a model, so that
+    Returns ``("roofline", None, None)``, ``("profile", folder, kind)``,
+    ``("file", path, None)`` or ``("aiconfigurator", None, gpu)``; the CLI calls it before importing a model, so that
     a mistyped spec is reported at once.
 
     Raises
@@ -131,6 +131,8 @@ def parse_spec(spec: str) -> tuple[str, Path | None, str | None]:
         raise CostModelError(f"cost model spec must be a non-empty string, got {spec!r}")
     if spec == "roofline":
         return "roofline", None, None
+    if spec.startswith("aiconfigurator-"):
+        return "aiconfigurator", None, spec[len("aiconfigurator-"):]
     path = Path(spec)
     if path.is_dir():
         return "profile", path, DEFAULT_KIND
@@ -141,7 +143,7 @@ def parse_spec(spec: str) -> tuple[str, Path | None, str | None]:
         return "profile", Path(head), kind
     raise CostModelError(
         f"cost model spec {spec!r}: expected 'roofline', a profile folder, PROFILE:KIND "
-        f"(KIND in {list(KINDS)}) or a saved model file; nothing of that name exists"
+        f"(KIND in {list(KINDS)}), a saved model file or aiconfigurator-GPU; nothing of that name exists"
     )
 
 
@@ -170,6 +172,10 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
         :func:`fit` of ``KIND`` (``table``, ``polynomial``, ``xgboost``).
     ``FILE.json``
         A model saved by ``hetsim costmodel fit`` (:func:`load`).
+    ``aiconfigurator-GPU``
+        GPU GEMM and attention times measured by NVIDIA AIConfigurator on ``GPU``
+        (``h100_sxm``, ``h200_sxm``, ``a100_sxm``, ``l40s``), the roofline for the rest
+        (:class:`~costmodel.aiconfigurator.AIConfiguratorCostModel`).
 
     ``allow_uncovered``: price graphs the profile measured none of, instead of
     refusing them (:class:`~costmodel.measured.MeasuredCostModel`).
@@ -184,6 +190,10 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
         from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
+    if what == "aiconfigurator":
+        from hetsim.costmodel.aiconfigurator import AIConfiguratorCostModel
+
+        return AIConfiguratorCostModel(kind)
     if what == "profile":
         return fit(path, kind, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
     from hetsim.costmodel.measured import MeasuredCostModel

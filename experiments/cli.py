@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from hetsim.graphs.graph import GraphError
 
 #: subcommand modules, in the order ``hetsim --help`` lists them
-SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "costmodel", "validate", "sweep", "plot"]
+SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "costmodel", "validate", "sweep", "plot", "llm"]
 
 
 class CLIError(Exception):

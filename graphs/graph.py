@@ -83,7 +83,9 @@ DTYPE_BYTES: dict[str, int] = {
 #: operator kinds that only re-index a tensor in place: TVM runs them as views of
 #: their input (no kernel), cost models price them at zero (no launch, no dispatch)
 #: and the executors skip them.
-VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
+#: ``weight`` is the home of a constant tensor in memory (the source of a weight
+#: streamed to another device, :func:`graphs.llm.stream_weights`): no kernel either.
+VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten", "weight"})
 
 _REQUIRED_NODE_KEYS = ("op", "inputs", "outputs", "attrs", "flops", "bytes", "param_bytes")
 _OPTIONAL_NODE_KEYS = ("step", "layer", "ops", "name", "moe_block", "expert", "top_k")

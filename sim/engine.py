@@ -36,6 +36,10 @@ Model
   is ready on its device ``platform.decision_s`` later (the runtime's time to run
   the policy), plus the device's ``handoff_s`` when an input comes from another
   device of its memory domain.
+* Memory contention (only for platforms with ``memory_domains``): while the
+  devices and link directions drawing on one memory demand more than its
+  bandwidth, their ops and transfers progress proportionally slower
+  (:mod:`sim.contention`); records and busy times are the stretched durations.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ import simpy
 
 from hetsim.costmodel.base import host_dispatch
 from hetsim.sim import engine_servers as _servers
+from hetsim.sim.contention import Contention
 from hetsim.sim.engine_prep import (
     Fanout,
     Prepared,
@@ -192,6 +197,9 @@ class EngineRun:
         self.graph, self.platform, self.plan, self.cost = graph, platform, plan, cost
         self.prep, self.n_req, self.interval = prep, n_req, interval
         self.env = simpy.Environment()
+        # memory-bandwidth contention (sim.contention): None unless the platform declares it
+        self.contention = (Contention(self.env, platform, prep.dev_names, prep.res_names)
+                           if platform.memory_domains else None)
         n_dev = len(prep.dev_names)
         self.n_dev = n_dev
         self.dev_index = {d: i for i, d in enumerate(prep.dev_names)}

@@ -47,6 +47,7 @@ def stream(run: EngineRun, di: int, s: int) -> Generator[simpy.Event, Any, None]
     records, dev_name, names = run.records, prep.dev_names[di], prep.names
     timeout, event = env.timeout, env.event
     start, finish, zero, drain = run._start, run._finish, run.zero, run._drain
+    draws = run.contention.device[di] if run.contention is not None else None
     while True:
         if not heap:
             ev = event()
@@ -85,7 +86,11 @@ def stream(run: EngineRun, di: int, s: int) -> Generator[simpy.Event, Any, None]
             t *= req.factors[u]
         t0 = env.now
         ends[s] = t0 + t
-        yield timeout(t)
+        if draws is None:
+            yield timeout(t)
+        else:  # memory contention: slower while the memory is oversubscribed
+            yield run.contention.run(draws, t, run.graph.nx.nodes[names[u]].get("bytes", 0))
+            t = env.now - t0
         busy[di] += t
         if records is not None:
             record(run, "op", names[u], names[u], r, dev_name, s, t0, env.now, run.node_bytes[u])
@@ -99,6 +104,7 @@ def link(run: EngineRun, ri: int) -> Generator[simpy.Event, Any, None]:
     env, heap, idle = run.env, run.lheaps[ri], run.lidle[ri]
     records, res_name, names = run.records, run.prep.res_names[ri], run.prep.names
     dev_names = run.prep.dev_names
+    draws = run.contention.link[ri] if run.contention is not None else None
     while True:
         if not heap:
             ev = env.event()
@@ -114,7 +120,11 @@ def link(run: EngineRun, ri: int) -> Generator[simpy.Event, Any, None]:
         if h == 0:
             run._xfer_start(x)
         t0 = env.now
-        yield env.timeout(t)
+        if draws is None:
+            yield env.timeout(t)
+        else:  # memory contention: slower while the memory is oversubscribed
+            yield run.contention.run(draws, t, x.nbytes)
+            t = env.now - t0
         run.lbusy[ri] += t
         run.lbytes[ri] += x.nbytes
         if records is not None:
