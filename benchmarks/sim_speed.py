@@ -126,13 +126,18 @@ def measure(n: int, repeats: int) -> dict[str, Any]:
     return out
 
 
-def run_size(tree: Path, n: int, repeats: int) -> dict[str, Any]:
-    """:func:`measure` in a fresh process importing hetsim from ``tree``."""
+def run_worker(script: str, tree: Path, args: list[str], timeout: float | None = None) -> dict[str, Any] | None:
+    """Run ``benchmarks/<script> --worker ARGS`` in a fresh process importing hetsim
+    from ``tree``; its last stdout line, as JSON (None: it ran past ``timeout`` s)."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(n), "--repeats", str(repeats)]
-    done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    cmd = [sys.executable, str(HERE / script), "--worker", *args]
+    try:
+        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True,
+                              check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
     if done.returncode != 0:
-        raise SystemExit(f"{tree} at {n} nodes failed:\n{done.stderr.strip()}")
+        raise SystemExit(f"{script} {' '.join(args)} on {tree} failed:\n{done.stderr.strip()}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -141,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
     ap.add_argument("--repeats", type=int, default=3, help="best of this many runs (1 at 1M nodes)")
     ap.add_argument("--before", type=Path, help="another hetsim checkout to measure in the same run")
-    ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # one size, in this process
     args = ap.parse_args(argv)
     if args.worker is not None:
         print(json.dumps(measure(args.worker, args.repeats)))
@@ -154,7 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[tuple[str, int], dict[str, Any]] = {}
     for n in args.sizes:
         for label, tree in trees:
-            r = run_size(tree, n, 1 if n >= 1_000_000 else args.repeats)
+            r = run_worker("sim_speed.py", tree, [str(n), "--repeats", str(1 if n >= 1_000_000 else args.repeats)])
+            assert r is not None
             results[(label, n)] = r
             same = "" if r["floor_same"] else "  (floor makespan differs!)"
             print(f"{label:>6} {n:>8} {r['cpu_s']:>8.3f} {r['ops'] / r['cpu_s']:>8.0f} "
