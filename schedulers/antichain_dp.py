@@ -22,8 +22,13 @@ DP costs O(S^2 x D) for S downsets.
 The number of downsets grows exponentially with the graph's width: up to
 ``max_states`` are enumerated (breadth first, as bitmasks); beyond that the graph
 is coarsened to one linear sequence of cut points, the prefixes of a
-topological order (every prefix is a downset), and the same DP runs on it in
-O(V^2 x D) (a contiguous split of a chain, as PipeDream does for linear models).
+topological order (every prefix is a downset), and the same DP runs on it
+(a contiguous split of a chain, as PipeDream does for linear models): its tables in
+O(V + E) (prefix sums), the split in O(V) cost evaluations on two devices, O(V^2 x
+D) on more (:func:`schedulers.timeslice.partition_chain`). Enumerating the downsets
+costs O(max_states x (V + E)) at most. Measured (``python
+benchmarks/scheduler_scaling.py``, layered DAGs on ``xeon-p2200``, CPU time):
+see the README's "Speed and scale".
 The plan carries the stages and ``microbatches``.
 """
 

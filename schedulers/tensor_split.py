@@ -13,7 +13,7 @@ Because the plan is for a rewritten graph, the split happens in :meth:`transform
 (``graphs.split_op``); :meth:`schedule` expects that graph (its
 ``meta["tensor_split"]`` records the splits) and raises otherwise. Use
 :meth:`Scheduler.run` to do both. Complexity: O(V log V) to pick the operators,
-O(k x (V + E)) for the splits, then HEFT's O(V^2 x D).
+O(k x (V + E)) for the splits, then HEFT's (near-linear: :mod:`schedulers.heft`).
 """
 
 from __future__ import annotations

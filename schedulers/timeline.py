@@ -4,28 +4,29 @@ HEFT-style list schedulers place an op in the first idle gap of a stream that
 holds it (the insertion-based policy). Scanning the stream from its first
 interval makes a schedule quadratic in the number of ops; :class:`Timeline`
 keeps the intervals in blocks of at most ``2 * BLOCK``, each with the largest gap
-before one of its intervals, so that a search starts at the first interval
-beginning at or after the op's ready time (bisection) and skips every block whose
-largest gap is too short. The answer is exactly the linear scan's: same start,
+before one of its intervals, and a max segment tree over the blocks, so that a
+search starts at the first interval beginning at or after the op's ready time
+(bisection) and jumps over every block whose largest gap is too short. The answer is exactly the linear scan's: same start,
 same position, bit for bit.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from operator import sub
 
 __all__ = ["Timeline"]
 
-BLOCK = 128
+BLOCK = 32
 
 
 class Timeline:
     """Non-overlapping busy intervals ``(start, end)`` of one stream, in start order.
 
     :meth:`earliest` answers where an op of a given duration would go,
-    :meth:`insert` puts it there. Both cost O(log n + BLOCK + n / BLOCK) at worst;
-    appending after the last interval (the common case) O(log n).
+    :meth:`insert` puts it there: O(BLOCK + log n) each, plus O(n / BLOCK) for the
+    tree on the one insertion in ``BLOCK`` that splits a block.
 
     Examples
     --------
@@ -38,13 +39,15 @@ class Timeline:
     [(0.0, 2.0), (5.0, 6.0)]
     """
 
-    __slots__ = ("_starts", "_ends", "_firsts", "_maxgap", "end", "size")
+    __slots__ = ("_starts", "_ends", "_firsts", "_maxgap", "_tree", "_leaves", "end", "size")
 
     def __init__(self) -> None:
         self._starts: list[list[float]] = []
         self._ends: list[list[float]] = []
         self._firsts: list[float] = []  # start of each block's first interval
         self._maxgap: list[float] = []  # largest (start - previous end) in each block
+        self._leaves = 1  # the tree: _tree[_leaves + b] = _maxgap[b], parents the max
+        self._tree: list[float] = [-math.inf, -math.inf]
         self.end = 0.0  # end of the last interval (0 when empty)
         self.size = 0
 
@@ -91,12 +94,9 @@ class Timeline:
                 if s + dur <= bs[i]:
                     return s, (b, i)
                 prev = be[i]
-            b += 1
-            # later gaps all start after ready: skip the blocks none of whose gaps can
-            # hold dur (the tolerance covers rounding of the stored gaps)
-            maxgap = self._maxgap
-            while b < nb and maxgap[b] < dur - 1e-12 * (dur + ends[b][-1]):
-                b += 1
+            # later gaps all start after ready: the first block that has one long enough
+            # (the tolerance covers rounding of the stored gaps; the scan decides)
+            b = self._first(b + 1, dur - 1e-12 * (dur + self.end))
             if b == nb:
                 break
             bs, k = starts[b], 0
@@ -112,6 +112,7 @@ class Timeline:
             self._firsts.append(start)
             self._maxgap.append(start)
             self.end, self.size = end, 1
+            self._rebuild()
             return
         bs, be = self._starts[b], self._ends[b]
         bs.insert(i, start)
@@ -119,11 +120,15 @@ class Timeline:
         self.size += 1
         self._firsts[b] = bs[0]
         last_block = b == len(self._starts) - 1
-        if last_block and i == len(bs) - 1:
+        if last_block and i == len(bs) - 1:  # appended: one new gap, the others stay
             self.end = end
-        self._regap(b)
-        if i == len(bs) - 1 and not last_block:
-            self._regap(b + 1)  # its first gap now starts at end
+            g = start - (be[i - 1] if i else self._ends[b - 1][-1] if b else 0.0)
+            if g > self._maxgap[b]:
+                self._set_gap(b, g)
+        else:
+            self._regap(b)
+            if i == len(bs) - 1:
+                self._regap(b + 1)  # its first gap now starts at end
         if len(bs) > 2 * BLOCK:
             self._starts[b + 1:b + 1] = [bs[BLOCK:]]
             self._ends[b + 1:b + 1] = [be[BLOCK:]]
@@ -132,8 +137,53 @@ class Timeline:
             self._maxgap.insert(b + 1, 0.0)
             self._regap(b)
             self._regap(b + 1)
+            self._rebuild()
 
     def _regap(self, b: int) -> None:
         prev = self._ends[b - 1][-1] if b else 0.0
         be = self._ends[b]
-        self._maxgap[b] = max(map(sub, self._starts[b], [prev, *be[:-1]]))
+        self._set_gap(b, max(map(sub, self._starts[b], [prev, *be[:-1]])))
+
+    def _set_gap(self, b: int, g: float) -> None:
+        self._maxgap[b] = g
+        tree, i = self._tree, self._leaves + b
+        if i < len(tree):
+            tree[i] = g
+            i >>= 1
+            while i:
+                tree[i] = max(tree[2 * i], tree[2 * i + 1])
+                i >>= 1
+
+    def _rebuild(self) -> None:
+        """The tree over the blocks' largest gaps, after the blocks changed."""
+        nb = len(self._maxgap)
+        leaves = 1
+        while leaves < nb:
+            leaves *= 2
+        level = self._maxgap + [-math.inf] * (leaves - nb)
+        levels = [level]
+        while len(level) > 1:
+            level = list(map(max, level[0::2], level[1::2]))
+            levels.append(level)
+        tree = [-math.inf]  # index 0 unused; the root at 1, node i's children at 2i, 2i + 1
+        for level in reversed(levels):
+            tree += level
+        self._tree, self._leaves = tree, leaves
+
+    def _first(self, b: int, least: float) -> int:
+        """The first block at or after ``b`` whose largest gap is ``>= least``, else
+        the number of blocks."""
+        nb = len(self._maxgap)
+        if b >= nb:
+            return nb
+        tree, leaves = self._tree, self._leaves
+        i = leaves + b
+        while tree[i] < least:
+            while i & 1:  # a right child: up until a left one
+                i >>= 1
+            if i == 0:
+                return nb
+            i += 1
+        while i < leaves:
+            i = 2 * i if tree[2 * i] >= least else 2 * i + 1
+        return i - leaves if i - leaves < nb else nb
