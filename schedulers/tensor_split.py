@@ -22,7 +22,7 @@ Because the plan is for a rewritten graph, the split happens in :meth:`transform
 plans the graph it is given with HEFT, pinning the parts of the splits recorded
 there. Use :meth:`Scheduler.run` to do both. Complexity: O(V log V) to pick the
 operators, then for each of the ``top_k`` candidates a split (O(V + E)), HEFT
-(O(V^2 x D)) and a simulation.
+(near-linear: :mod:`schedulers.heft`) and a simulation.
 """
 
 from __future__ import annotations

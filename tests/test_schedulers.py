@@ -524,7 +524,9 @@ def test_insertion_fills_gaps() -> None:
     graph = chain_graph()
     table = CostTable(graph, Platform.preset("xeon-p2200"), Roofline())
     state = EFTState(table, insertion=True)
-    state.lanes["gpu"][0] = [(0.0, 1.0), (5.0, 6.0)]
+    lane = state.lanes["gpu"][0]
+    for start, end in [(0.0, 1.0), (5.0, 6.0)]:
+        lane.insert(lane.tail(), start, end)
     s, _ = state.eft("conv1", "gpu")
     assert s == 1.0 + table.disp["conv1"]["gpu"] * 0  # fits in the gap [1, 5)
     state.insertion = False
