@@ -91,8 +91,8 @@ def price_nodes(
     >>> [round(t * 1e6, 1) for t in ops], disp
     ([1007.0, 0.0], [6e-06, 0.0])
     """
-    many_ops = getattr(cost, "op_times", None)
-    many_disp = getattr(cost, "dispatch_times", None)
+    many_ops = _batched(cost, "op_times", "op_time")
+    many_disp = _batched(cost, "dispatch_times", "dispatch_time")
     if many_ops is None or (many_disp is None and hasattr(cost, "dispatch_time")):
         ops, disp = [], []
         for n in nodes:
@@ -103,6 +103,18 @@ def price_nodes(
     if many_disp is None:
         return ops, [float(device.dispatch_s)] * len(ops)
     return ops, list(many_disp(graph, nodes, device))
+
+
+def _batched(cost: Any, many: str, one: str) -> Any:
+    """``cost.<many>`` when it prices what ``cost.<one>`` does: not when a subclass
+    overrides the one-node method below the class that defines the batch one (a
+    ``Roofline`` subclass with its own ``dispatch_time`` keeps it)."""
+    method = getattr(cost, many, None)
+    if method is None:
+        return None
+    mro = type(cost).__mro__
+    where = {name: next((i for i, c in enumerate(mro) if name in vars(c)), len(mro)) for name in (many, one)}
+    return method if where[many] <= where[one] else None
 
 
 def as_cost_model(cost: Any = None, *, platform: Platform | None = None) -> Any:
