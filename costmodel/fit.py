@@ -7,6 +7,7 @@ pandas and xgboost load on first use.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.profile import Profile
     from hetsim.sim.platform import Platform
 
-__all__ = ["KINDS", "DEFAULT_KIND", "fit", "from_spec", "load", "make_predictor"]
+__all__ = ["KINDS", "DEFAULT_KIND", "builtin_bank", "fit", "from_spec", "load", "gpu_profile_name", "make_predictor", "single_source"]
 
 #: predictor kinds that :func:`fit` accepts
 KINDS = ("table", "polynomial", "xgboost")
@@ -117,32 +118,116 @@ def load(path: str | os.PathLike[str]) -> Any:
     return Predictor.load(path)
 
 
-def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mapping[str, str] | None = None) -> Any:
-    """A cost model from a short string, as ``--cost`` options take it.
+def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
+              device_map: Mapping[str, str] | None = None) -> Any:
+    """A cost model from a short string, as ``--cost`` options take it (every command
+    and the sweep build their cost models here).
 
+    ``"default"`` (or None)
+        Each device priced by its own ``cost`` (the platform TOML's per-device
+        source: the presets of measured GPUs name their GPU profile), else the
+        roofline (:class:`~costmodel.composite.PlatformCostModel`; a plain
+        :class:`~costmodel.roofline.Roofline` when no device names a source).
     ``"roofline"``
-        :class:`~costmodel.roofline.Roofline` with default efficiencies.
+        :class:`~costmodel.roofline.Roofline` with default efficiencies, for every device.
     ``PROFILE_DIR``
         :func:`fit` of :data:`DEFAULT_KIND` (``table``: measured times, XGBoost for
-        signatures the profile lacks).
+        signatures the profile lacks). A GPU profile (one GPU device with its
+        published figures in the manifest, as ``hetsim profile import`` writes)
+        gives the GPU models instead (:class:`~costmodel.gpu_model.GPUCostModel`).
     ``PROFILE_DIR:KIND``
         :func:`fit` of ``KIND`` (``table``, ``polynomial``, ``xgboost``).
     ``FILE.json``
         A model saved by ``hetsim costmodel fit`` (:func:`load`).
+    ``gpu-NAME``
+        A built-in GPU profile (:func:`costmodel.builtin_profiles`: ``gpu-t4``,
+        ``gpu-a100-80gb``, ``gpu-h100``...): that GPU's models, the cross-GPU models
+        for kernel families it has no rows of.
+    ``"cross-gpu"``
+        Every GPU priced from its published figures (``sm_count``, ``clock_hz``,
+        ``peak_flops``, ``mem_bandwidth_bytes_per_s``, ``l2_bytes``) by the models
+        fitted across the built-in GPUs.
+    ``DEVICE=SPEC,DEVICE=SPEC,...``
+        One source per device (a device name or kind; ``link=PROFILE_DIR`` prices
+        transfers from that profile's link fit); unnamed devices as ``"default"``
+        (:class:`~costmodel.composite.PlatformCostModel`).
+
+    A single GPU source (``gpu-a100-80gb``, ``cross-gpu``, a GPU profile) given with
+    a ``platform`` that has other devices prices its GPUs; the others keep their default.
 
     Examples
     --------
     >>> type(from_spec("roofline")).__name__
     'Roofline'
+    >>> from hetsim.sim.platform import Platform
+    >>> from_spec("cpu=roofline,gpu=roofline", platform=Platform.preset("xeon-p2200")).describe()
+    'cpu=roofline,gpu=roofline'
     """
-    if not isinstance(spec, str) or not spec:
+    from hetsim.costmodel.composite import PlatformCostModel, parse_composite
+
+    if spec is None or spec == "default":
+        if platform is not None and not any(d.cost for d in platform.devices):
+            from hetsim.costmodel.roofline import Roofline
+
+            return Roofline()
+        return PlatformCostModel({}, platform=platform)
+    if not isinstance(spec, str) or not spec.strip():
         raise CostModelError(f"cost model spec must be a non-empty string, got {spec!r}")
+    if "=" in spec:
+        items = parse_composite(spec)
+        links = items.pop("link", None)
+        return PlatformCostModel(items, links=links, platform=platform)
+    model = single_source(spec, platform=platform, device_map=device_map)
+    from hetsim.costmodel.gpu_model import GPUCostModel
+
+    if isinstance(model, GPUCostModel) and platform is not None and any(d.kind != "gpu" for d in platform.devices):
+        return PlatformCostModel({"gpu": model}, platform=platform)
+    return model
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_bank() -> Any:
+    """The :class:`~costmodel.gpu_model.GPUBank` of the built-in GPU profiles (one per process)."""
+    from hetsim.costmodel.gpu_model import GPUBank
+
+    return GPUBank.builtin()
+
+
+def gpu_profile_name(path: Path) -> str | None:
+    """The GPU's name when ``path`` is a GPU profile (one GPU device with ``spec``)."""
+    import json
+
+    try:
+        devices = json.loads((path / "manifest.json").read_text()).get("devices", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    if len(devices) == 1 and isinstance(devices[0], dict) and devices[0].get("kind") == "gpu" \
+            and isinstance(devices[0].get("spec"), dict):
+        return str(devices[0]["name"])
+    return None
+
+
+def single_source(spec: str, *, platform: Platform | None = None,
+                  device_map: Mapping[str, str] | None = None) -> Any:
+    """The cost model of one source spec (every form of :func:`from_spec` but
+    ``default`` and ``DEVICE=SPEC`` lists)."""
+    from hetsim.costmodel.builtin import builtin_profiles
+
     if spec == "roofline":
         from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
+    if spec == "cross-gpu":
+        from hetsim.costmodel.gpu_model import GPUCostModel
+
+        return GPUCostModel(builtin_bank(), None)
     path = Path(spec)
     if path.is_dir():
+        gpu = gpu_profile_name(path)
+        if gpu is not None:
+            from hetsim.costmodel.gpu_model import GPUBank, GPUCostModel
+
+            return GPUCostModel(GPUBank.from_profiles([path]), gpu, name=path.name)
         return fit(path, DEFAULT_KIND, platform=platform, device_map=device_map)
     if path.is_file():
         from hetsim.costmodel.measured import MeasuredCostModel
@@ -162,7 +247,16 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
     head, sep, kind = spec.rpartition(":")
     if sep and kind in KINDS and Path(head).is_dir():
         return fit(head, kind, platform=platform, device_map=device_map)
+    builtins = builtin_profiles()
+    if spec in builtins:
+        gpu = gpu_profile_name(builtins[spec])
+        if gpu is not None:
+            from hetsim.costmodel.gpu_model import GPUCostModel
+
+            return GPUCostModel(builtin_bank(), gpu, name=spec)
+        return fit(builtins[spec], DEFAULT_KIND, platform=platform, device_map=device_map)
     raise CostModelError(
-        f"cost model spec {spec!r}: expected 'roofline', a profile folder, PROFILE:KIND "
-        f"(KIND in {list(KINDS)}) or a saved model file; nothing of that name exists"
+        f"cost model spec {spec!r}: expected 'default', 'roofline', 'cross-gpu', a profile folder, "
+        f"PROFILE:KIND (KIND in {list(KINDS)}), a saved model file, a built-in profile "
+        f"({', '.join(builtins)}) or DEVICE=SPEC,...; nothing of that name exists"
     )

@@ -19,7 +19,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_model_args(p)
     p.add_argument("--platform", default="xeon-p2200", help="preset name or TOML file (default xeon-p2200)")
     p.add_argument("--schedulers", help="comma-separated scheduler names (default: all that apply)")
-    p.add_argument("--cost", default="roofline", help="'roofline' (default) or a profile folder")
+    p.add_argument("--cost", default="default", metavar="SPEC",
+                   help="cost model (costmodel.from_spec): 'default' (each device's own source: the measured "
+                   "GPU profile a preset names, else the roofline), 'roofline', a profile folder, a built-in "
+                   "GPU profile (gpu-t4, gpu-a100-80gb, gpu-h100...), 'cross-gpu', or one source per device "
+                   "'cpu=PROFILE,gpu=gpu-a100-80gb' (default: default)")
     p.add_argument("--requests", type=int, default=1, help="requests through each plan (default 1)")
     p.add_argument("--interval", type=float, default=0.0, help="seconds between request arrivals")
     p.add_argument(
@@ -59,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"{graph.name}: {graph.number_of_nodes()} nodes ({graph.meta.get('granularity', '?')}), "
-        f"batch {graph.meta.get('batch')}, platform {cmp.platform.name}, cost {args.cost}, "
+        f"batch {graph.meta.get('batch')}, platform {cmp.platform.name}, cost {cmp.config['cost_sources']}, "
         f"requests {args.requests}"
     )
     print(cmp.format_table())

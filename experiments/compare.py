@@ -160,8 +160,10 @@ def compare(
         Registry names; default: every registered scheduler that applies to this
         graph and platform (the others are listed as skipped with the reason).
     cost
-        A cost model, a spec for :func:`costmodel.from_spec` (``"roofline"``, a
-        profile folder), or None for the analytic roofline.
+        A cost model, or a spec for :func:`costmodel.from_spec` (``"roofline"``, a
+        profile folder, ``"cpu=PROFILE,gpu=gpu-a100-80gb"``...); None or ``"default"``:
+        each device's own source (the measured GPU profile a preset names, else the
+        roofline).
     requests, interval_s
         Requests flowing through each plan (pipelining), arriving every ``interval_s``.
     scheduler_args
@@ -244,7 +246,8 @@ def compare(
         "granularity": graph.meta.get("granularity"),
         "batch": graph.meta.get("batch"),
         "platform": platform.name,
-        "cost": type(cost_model).__name__ if not isinstance(cost, str) else cost,
+        "cost": type(cost_model).__name__ if not isinstance(cost, str | None) else (cost or "default"),
+        "cost_sources": _describe(cost_model),
         "requests": requests,
         "interval_s": interval_s,
         "schedulers": names,
@@ -253,12 +256,17 @@ def compare(
     return cmp
 
 
-def _cost(cost: Any, platform: Platform) -> Any:
-    if cost is None or (isinstance(cost, str) and cost == "roofline"):
-        from hetsim.costmodel.roofline import Roofline
+def _describe(cost_model: Any) -> str:
+    """What prices the devices, as the header of a comparison shows it."""
+    if hasattr(cost_model, "describe"):
+        return str(cost_model.describe())
+    if type(cost_model).__name__ == "Roofline":
+        return "roofline"
+    return str(getattr(cost_model, "name", type(cost_model).__name__))
 
-        return Roofline()
-    if isinstance(cost, str):
+
+def _cost(cost: Any, platform: Platform) -> Any:
+    if cost is None or isinstance(cost, str):
         from hetsim import costmodel
 
         return costmodel.from_spec(cost, platform=platform)
