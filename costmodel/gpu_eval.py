@@ -10,8 +10,12 @@ Two protocols, both on the call times the data set measured:
     (:func:`costmodel.gpu_model.holdout`), is held out instead.
 ``leave one GPU out`` (a GPU nobody measured)
     For each GPU, the cross-GPU models are fitted on every other GPU and predict
-    all its rows from its published figures alone (its floor is the median of the
-    others').
+    all its rows from its published figures alone. The one number they take from
+    the held-out GPU's rows is its floor, the smallest call, which is the measuring
+    host's launch path rather than the GPU's (and which hetsim replaces by the
+    platform's launch and dispatch figures when it prices an op);
+    ``floor="others"`` takes the median of the other GPUs' floors instead
+    (protocol ``leave one GPU out, floor of the others``).
 
 :func:`summarize` gives, per protocol, GPU and family (and ``ALL`` families), the
 number of rows and the mean (MAPE), median and 90th-percentile absolute percentage
@@ -41,7 +45,7 @@ __all__ = ["GPU_POINT_COLUMNS", "GPU_EVAL_COLUMNS", "format_gpu_eval", "logo_pre
 GPU_POINT_COLUMNS = ["protocol", "gpu", "family", "source_op", "signature", "split", "measured_s",
                      "predicted_s", "ape_pct"]
 GPU_EVAL_COLUMNS = ["protocol", "gpu", "family", "n", "mape_pct", "median_ape_pct", "p90_ape_pct"]
-HELD_OUT, LOGO = "held-out shapes", "leave one GPU out"
+HELD_OUT, LOGO, LOGO_FLOOR = "held-out shapes", "leave one GPU out", "leave one GPU out, floor of the others"
 
 
 def _points(protocol: str, gpu: str, family: str, rows: pd.DataFrame, measured: np.ndarray,
@@ -79,8 +83,12 @@ def split_predictions(bank: GPUBank, gpus: Iterable[str] | None = None,
 
 
 def logo_predictions(bank: GPUBank, gpus: Iterable[str] | None = None,
-                     families: Sequence[str] = ("gemm", "conv"), *, progress: bool = False) -> pd.DataFrame:
-    """``leave one GPU out`` predictions (columns :data:`GPU_POINT_COLUMNS`)."""
+                     families: Sequence[str] = ("gemm", "conv"), *, floor: str = "own",
+                     progress: bool = False) -> pd.DataFrame:
+    """``leave one GPU out`` predictions (columns :data:`GPU_POINT_COLUMNS`);
+    ``floor``: ``"own"`` (the held-out GPU's smallest call) or ``"others"``."""
+    if floor not in ("own", "others"):
+        raise CostModelError(f"floor must be 'own' or 'others', got {floor!r}")
     frames = []
     names = list(gpus) if gpus is not None else list(bank.gpus)
     if len(bank.gpus) < 3:
@@ -88,7 +96,7 @@ def logo_predictions(bank: GPUBank, gpus: Iterable[str] | None = None,
     for g in _progress(names, progress, "leave one GPU out"):
         rows, ops, t = bank.gpus[g].load()
         fam = ops["family"].to_numpy()
-        floor = float(np.median([bank.floor(o) for o in bank.gpus if o != g]))
+        g_floor = bank.floor(g) if floor == "own" else float(np.median([bank.floor(o) for o in bank.gpus if o != g]))
         for family in families:
             on = (fam == family) & (ops["via"].to_numpy() == "own")
             if not on.any():
@@ -96,8 +104,8 @@ def logo_predictions(bank: GPUBank, gpus: Iterable[str] | None = None,
             model = bank.cross(family, exclude=[g])
             if model is None:
                 continue
-            pred = model.predict(ops[on], bank.spec(g), floor)
-            frames.append(_points(LOGO, g, family, rows[on], t[on], pred))
+            pred = model.predict(ops[on], bank.spec(g), g_floor)
+            frames.append(_points(LOGO if floor == "own" else LOGO_FLOOR, g, family, rows[on], t[on], pred))
     if not frames:
         raise CostModelError(f"no rows of {list(families)} to hold out on {names}")
     return pd.concat(frames, ignore_index=True)[GPU_POINT_COLUMNS]

@@ -51,7 +51,7 @@ __all__ = [
 #: families the data set measured (each gets its own model per GPU)
 GPU_FAMILIES = ("gemm", "conv", "norm", "softmax", "elementwise")
 #: the published figures a GPU is priced from (Device fields / manifest ``spec``)
-SPEC_KEYS = ("sm_count", "clock_hz", "peak_flops", "mem_bandwidth_bytes_per_s", "l2_bytes")
+SPEC_KEYS = ("sm_count", "clock_hz", "peak_flops", "mem_bandwidth_bytes_per_s", "l2_bytes", "tdp_w")
 #: element-wise kinds with rows in the data set
 ELEMENTWISE_OPS_MEASURED = ("add", "multiply", "divide", "power", "relu", "gelu", "tanh")
 #: element-wise kinds priced by the model of a measured relative (same kernel template,
@@ -148,11 +148,17 @@ def gpu_ops(X: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def spec_roofline(ops: pd.DataFrame, spec: Mapping[str, float]) -> np.ndarray:
-    """``max(flops / peak_flops, bytes / mem_bandwidth)`` of each row on a GPU with
-    published figures ``spec`` (seconds, no fixed cost)."""
-    return np.maximum(ops["flops"].to_numpy(float) / float(spec["peak_flops"]),
-                      ops["bytes"].to_numpy(float) / float(spec["mem_bandwidth_bytes_per_s"]))
+def spec_roofline(ops: pd.DataFrame, spec: Mapping[str, float], *, flops_per_watt: float | None = None,
+                  bandwidth_fraction: float = 1.0) -> np.ndarray:
+    """``max(flops / P, bytes / (B x bandwidth_fraction))`` of each row on a GPU with
+    published figures ``spec`` (seconds, no fixed cost): ``B`` its memory bandwidth,
+    ``P`` its FP32 peak, or, with ``flops_per_watt``, the power-limited
+    ``min(peak, flops_per_watt x tdp_w)`` (a 70 W T4 sustains half its peak)."""
+    peak = float(spec["peak_flops"])
+    if flops_per_watt is not None:
+        peak = min(peak, flops_per_watt * float(spec["tdp_w"]))
+    return np.maximum(ops["flops"].to_numpy(float) / peak,
+                      ops["bytes"].to_numpy(float) / (float(spec["mem_bandwidth_bytes_per_s"]) * bandwidth_fraction))
 
 
 def _log2(v: np.ndarray) -> np.ndarray:
@@ -223,6 +229,8 @@ def design(ops: pd.DataFrame, family: str, spec: Mapping[str, float] | None = No
                      "log_l2": np.full(len(ops), np.log2(l2)),
                      "log_ridge": np.full(len(ops), np.log2(peak / bw)),
                      "flops_per_core_cycle": np.full(len(ops), peak / sms / float(spec["clock_hz"])),
+                     "log_tdp": np.full(len(ops), np.log2(float(spec["tdp_w"]))),
+                     "log_flops_per_watt": np.full(len(ops), np.log2(peak / float(spec["tdp_w"]))),
                      "log_bytes_over_l2": np.log2(np.maximum(by, 1.0) / l2),
                      "log_compute_s": np.log2(np.maximum(fl, 1.0) / peak),
                      "log_memory_s": np.log2(np.maximum(by, 1.0) / bw)})

@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["GPUBank", "GPUCostModel", "GPUData", "FamilyModel", "MODEL_VERSION", "device_spec", "holdout"]
 
 #: bump when the features or the fitting change: cached models are then refitted
-MODEL_VERSION = 1
+MODEL_VERSION = 2
 #: rows a family needs on a GPU for its own model
 MIN_FAMILY_ROWS = 50
 #: one row in this many of a GPU's convolutions is held out for evaluation (the data
@@ -96,8 +96,10 @@ class FamilyModel:
     """A fitted model of one kernel family: baseline and trees over it.
 
     ``mode``: ``"own"`` (one GPU; ``coef = [a, 1/P, 1/B]`` of ``t0 = a + flops/P +
-    bytes/B``) or ``"cross"`` (``t0 = floor + max(flops / peak, bytes / bandwidth)``
-    of the GPU's figures). ``booster``: the XGBoost booster of ``log(t / t0)``.
+    bytes/B``) or ``"cross"`` (``coef = [flops_per_watt, bandwidth_fraction]`` of
+    ``t0 = floor + max(flops / min(peak, flops_per_watt x tdp), bytes / (bandwidth x
+    fraction))`` from the GPU's figures: its power-limited roofline).
+    ``booster``: the XGBoost booster of ``log(t / t0)``.
     """
 
     family: str
@@ -113,7 +115,8 @@ class FamilyModel:
         if self.mode == "own":
             a, c1, c2 = self.coef
             return np.maximum(a + c1 * fl + c2 * by, 1e-9)
-        return np.maximum(floor + spec_roofline(ops, spec), 1e-9)
+        alpha, fraction = self.coef
+        return np.maximum(floor + spec_roofline(ops, spec, flops_per_watt=alpha, bandwidth_fraction=fraction), 1e-9)
 
     def predict(self, ops: pd.DataFrame, spec: Mapping[str, float], floor: float) -> np.ndarray:
         """Call times (seconds) of ``ops`` rows of this family on a GPU with figures ``spec``."""
@@ -277,13 +280,12 @@ class GPUBank:
         if gpu is None:
             if spec is None:
                 raise CostModelError("roofline: give a GPU of the bank or a spec")
-            fits = [(self.roofline(g), self.gpus[g].spec) for g in self.gpus]
+            per_watt, fraction = self.power_constants(list(self.gpus))
             return CalibratedRoofline(
-                floor_s=float(np.median([r.floor_s for r, _ in fits])),
-                bandwidth_bytes_per_s=float(spec["mem_bandwidth_bytes_per_s"]) * self.bandwidth_fraction(),
-                flops_per_s=float(spec["peak_flops"]) * float(np.median([r.flops_per_s / s["peak_flops"]
-                                                                         for r, s in fits])),
-                source=f"published x median of {len(fits)} GPUs")
+                floor_s=self.floor(None),
+                bandwidth_bytes_per_s=float(spec["mem_bandwidth_bytes_per_s"]) * fraction,
+                flops_per_s=min(float(spec["peak_flops"]), per_watt * float(spec["tdp_w"])),
+                source=f"power-limited roofline of {len(self.gpus)} GPUs")
         if gpu not in self._roofs:
             data = self._gpu(gpu)
             _, ops, t = data.load()
@@ -353,29 +355,47 @@ class GPUBank:
         model.booster = _train(M, np.log(ts / model.baseline(sub, data.spec, 0.0)), self.params)
         return model
 
+    def power_constants(self, gpus: Sequence[str]) -> list[float]:
+        """``[flops_per_watt, bandwidth_fraction]`` of the power-limited roofline over
+        ``gpus``: the median of their achieved GEMM FLOP/s per watt of board power, and
+        of their achieved / published bandwidth."""
+        per_watt, fraction = [], []
+        for g in gpus:
+            data = self.gpus[g]
+            _, ops, _ = data.load()
+            fams = set(ops["family"])
+            if "gemm" in fams:
+                per_watt.append(self.roofline(g).flops_per_s / data.spec["tdp_w"])
+            if "elementwise" in fams:
+                fraction.append(self.roofline(g).bandwidth_bytes_per_s / data.spec["mem_bandwidth_bytes_per_s"])
+        if not per_watt or not fraction:
+            raise CostModelError(f"GPUs {list(gpus)}: need GEMM and element-wise rows to set the power-limited "
+                                 f"roofline of the cross-GPU model")
+        return [float(np.median(per_watt)), float(np.median(fraction))]
+
     def _fit_cross(self, family: str, gpus: Sequence[str]) -> FamilyModel | None:
         rng = np.random.default_rng(int(self.params["seed"]))
         cap = int(self.params["cross_rows_per_gpu"])
-        mats, targets, used, n = [], [], [], 0
+        mats, targets, n = [], [], 0
         columns: list[str] = []
+        samples = []
         for g in gpus:
+            _, ops, _ = self.gpus[g].load()
+            idx = np.flatnonzero((ops["family"].to_numpy() == family) & (ops["via"].to_numpy() == "own"))
+            if len(idx) >= MIN_FAMILY_ROWS:
+                samples.append((g, np.sort(rng.choice(idx, cap, replace=False)) if len(idx) > cap else idx))
+        if len(samples) < 2:
+            return None
+        model = FamilyModel(family, "cross", self.power_constants(gpus), [], None, 0, [g for g, _ in samples])
+        for g, idx in samples:
             data = self.gpus[g]
             _, ops, t = data.load()
-            idx = np.flatnonzero((ops["family"].to_numpy() == family) & (ops["via"].to_numpy() == "own"))
-            if len(idx) < MIN_FAMILY_ROWS:
-                continue
-            if len(idx) > cap:
-                idx = np.sort(rng.choice(idx, cap, replace=False))
             sub = ops.iloc[idx]
             M, columns = design(sub, family, data.spec, with_spec=True)
-            t0 = np.maximum(self.floor(g) + spec_roofline(sub, data.spec), 1e-9)
             mats.append(M)
-            targets.append(np.log(t[idx] / t0))
-            used.append(g)
+            targets.append(np.log(t[idx] / model.baseline(sub, data.spec, self.floor(g))))
             n += len(idx)
-        if len(used) < 2:
-            return None
-        model = FamilyModel(family, "cross", [], columns, None, n, used)
+        model.columns, model.n_rows = columns, n
         model.booster = _train(np.vstack(mats), np.concatenate(targets), self.params)
         return model
 

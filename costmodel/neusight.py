@@ -87,11 +87,13 @@ OPS = ("linear", "bmm", "conv", *_VECTOR_OPS)
 
 @dataclass(frozen=True)
 class NeusightGPU:
-    """One GPU of the data set: hetsim's short name and the data set's device name."""
+    """One GPU of the data set: hetsim's short name, the data set's device name, and
+    its board power (``tdp_w``, NVIDIA's datasheet; the data set does not state it)."""
 
     name: str
     device: str
     description: str
+    tdp_w: float
 
     @property
     def stem(self) -> str:
@@ -105,14 +107,16 @@ class NeusightGPU:
 
 #: the GPUs of the data set, by hetsim short name
 GPUS: dict[str, NeusightGPU] = {g.name: g for g in (
-    NeusightGPU("t4", "Tesla T4", "NVIDIA T4 (Turing, 16 GB GDDR6, 70 W)"),
-    NeusightGPU("p4", "Tesla P4", "NVIDIA Tesla P4 (Pascal, 8 GB GDDR5, 75 W)"),
-    NeusightGPU("p100", "Tesla P100-PCIE-16GB", "NVIDIA Tesla P100 PCIe 16 GB (Pascal, HBM2)"),
-    NeusightGPU("v100", "Tesla V100-PCIE-32GB", "NVIDIA Tesla V100 PCIe 32 GB (Volta, HBM2)"),
-    NeusightGPU("a100-40gb", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 PCIe 40 GB (Ampere, HBM2)"),
-    NeusightGPU("a100-80gb", "NVIDIA A100 80GB PCIe", "NVIDIA A100 PCIe 80 GB (Ampere, HBM2e)"),
-    NeusightGPU("l4", "NVIDIA L4", "NVIDIA L4 (Ada Lovelace, 24 GB GDDR6, 72 W)"),
-    NeusightGPU("h100", "NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80 GB (Hopper, HBM3)"),
+    # board power: NVIDIA datasheets (T4: 70 W; Tesla P4: 75 W max; P100 PCIe: 250 W; V100 PCIe:
+    # 250 W; A100 PCIe 40GB: 250 W; A100 80GB PCIe: 300 W; L4: 72 W; H100 SXM5: 700 W)
+    NeusightGPU("t4", "Tesla T4", "NVIDIA T4 (Turing, 16 GB GDDR6, 70 W)", 70.0),
+    NeusightGPU("p4", "Tesla P4", "NVIDIA Tesla P4 (Pascal, 8 GB GDDR5, 75 W)", 75.0),
+    NeusightGPU("p100", "Tesla P100-PCIE-16GB", "NVIDIA Tesla P100 PCIe 16 GB (Pascal, HBM2, 250 W)", 250.0),
+    NeusightGPU("v100", "Tesla V100-PCIE-32GB", "NVIDIA Tesla V100 PCIe 32 GB (Volta, HBM2, 250 W)", 250.0),
+    NeusightGPU("a100-40gb", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 PCIe 40 GB (Ampere, HBM2, 250 W)", 250.0),
+    NeusightGPU("a100-80gb", "NVIDIA A100 80GB PCIe", "NVIDIA A100 PCIe 80 GB (Ampere, HBM2e, 300 W)", 300.0),
+    NeusightGPU("l4", "NVIDIA L4", "NVIDIA L4 (Ada Lovelace, 24 GB GDDR6, 72 W)", 72.0),
+    NeusightGPU("h100", "NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80 GB (Hopper, HBM3, 700 W)", 700.0),
 )}
 
 
@@ -207,7 +211,7 @@ def _read_file(path: Path, op: str | None) -> pd.DataFrame:
     bad = ~np.isfinite(lat.to_numpy(float)) | (lat.to_numpy(float) <= 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise CostModelError(f"{path}: row {i + 1}: column 'Latency' is {frame['Latency'].iloc[i]!r} "
+        raise CostModelError(f"{path}: row {i + 1}: column 'Latency' is {frame['Latency'].tolist()[i]!r} "
                              f"(need a positive number of milliseconds)")
     return frame
 
@@ -251,18 +255,20 @@ def read_neusight(source: str | os.PathLike[str], gpus: Iterable[str] | None = N
 
 
 def read_device_config(source: str | os.PathLike[str], gpu: NeusightGPU) -> dict[str, Any]:
-    """The published figures of ``gpu`` from ``device_configs/`` in SI units (empty
-    when the file is absent): ``sm_count``, ``cores_per_sm``, ``clock_hz``,
-    ``peak_flops`` (FP32), ``mem_bandwidth_bytes_per_s``, ``l2_bytes``, ``memory_bytes``."""
+    """The published figures of ``gpu`` from ``device_configs/`` in SI units:
+    ``sm_count``, ``cores_per_sm``, ``clock_hz``, ``peak_flops`` (FP32),
+    ``mem_bandwidth_bytes_per_s``, ``l2_bytes``, ``memory_bytes``, and ``tdp_w`` (from
+    :data:`GPUS`: the data set does not state it). Only ``tdp_w`` when the file is absent."""
     path = Path(source) / "device_configs" / f"{gpu.stem}.json"
     if not path.is_file():
-        return {}
+        return {"tdp_w": gpu.tdp_w}
     try:
         raw = json.loads(path.read_text())
         return {"sm_count": int(raw["Num_Sm"]), "cores_per_sm": int(raw["Core_Per_SM"]),
                 "clock_hz": float(raw["Freq"]) * 1e6, "peak_flops": float(raw["SingleFLOPs"]) * 1e9,
                 "mem_bandwidth_bytes_per_s": float(raw["Mem_Bw"]) * 1e9,
-                "l2_bytes": int(round(float(raw["L2Cache"]) * 2**20)), "memory_bytes": int(raw["Dev_Mem"]) * 2**30}
+                "l2_bytes": int(round(float(raw["L2Cache"]) * 2**20)), "memory_bytes": int(raw["Dev_Mem"]) * 2**30,
+                "tdp_w": gpu.tdp_w}
     except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
         raise CostModelError(f"{path}: malformed device config ({type(e).__name__}: {e})") from None
 
@@ -425,6 +431,7 @@ def _manifest(gpu: NeusightGPU, raw: pd.DataFrame, ops: pd.DataFrame, spec: Mapp
         "dtype": "float32",
         "timer": "cuda_event: mean of the 5 fastest of 25 calls",
         "split": {"source": "the data set's train/ and test/ folders (column 'split')", "rows": split},
+        "spec_source": "device_configs/ of the data set; tdp_w from NVIDIA's datasheets",
         "notes": "node: the data set file and 1-based row the signature was first seen in; batch: B of "
                  "bmm and conv rows, 1 for the others (their B counts rows, not samples); linear rows are keyed as the bias-free matmul node of the graph; their time includes the "
                  "bias, which torch fuses into the GEMM",

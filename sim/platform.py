@@ -88,11 +88,12 @@ class Device:
         its memory domain produced: such an op runs ``bytes / rate`` longer than
         its measured time (which had its inputs in its own core's caches). None:
         no such cost. Ops of zero time (views) read nothing and pay nothing.
-    sm_count, clock_hz, l2_bytes
+    sm_count, clock_hz, l2_bytes, tdp_w
         Published figures of a GPU (streaming multiprocessors, boost clock, L2
-        cache): with ``peak_flops`` (FP32) and ``mem_bandwidth_bytes_per_s``, what
-        the cross-GPU cost model (:mod:`costmodel.gpu_model`) prices a GPU nobody
-        measured from. Optional; None: not stated.
+        cache, board power): with ``peak_flops`` (FP32) and
+        ``mem_bandwidth_bytes_per_s``, what the cross-GPU cost model
+        (:mod:`costmodel.gpu_model`) prices a GPU nobody measured from. Optional;
+        None: not stated.
     cost
         The cost source that prices this device when a cost spec does not name it
         (``costmodel.from_spec``): a built-in GPU profile (``"gpu-a100-80gb"``),
@@ -115,6 +116,7 @@ class Device:
     sm_count: int | None = None
     clock_hz: float | None = None
     l2_bytes: int | None = None
+    tdp_w: float | None = None
     cost: str | None = None
 
     def __post_init__(self) -> None:
@@ -133,8 +135,9 @@ class Device:
             v = getattr(self, key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise PlatformError(f"{where}: {key!r} must be an int >= 1, got {v!r}")
-        if self.clock_hz is not None:
-            _positive(where, "clock_hz", self.clock_hz)
+        for key in ("clock_hz", "tdp_w"):
+            if getattr(self, key) is not None:
+                _positive(where, key, getattr(self, key))
         if self.cost is not None and (not isinstance(self.cost, str) or not self.cost):
             raise PlatformError(f"{where}: 'cost' must be a non-empty cost spec string, got {self.cost!r}")
         if isinstance(self.streams, bool) or not isinstance(self.streams, int) or self.streams < 1:
