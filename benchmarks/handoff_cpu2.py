@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            plan = schedulers.get(name).schedule(graph, platform, Roofline())
-            out = measure_handoff(graph, plan, platform, repeats=args.repeats)
+            run = schedulers.get(name).run(graph, platform, Roofline(), simulate=False)
+            out = measure_handoff(run.graph, run.plan, platform, repeats=args.repeats)
         gaps = out["gaps"]
         print(f"\n{args.model} / {name}: {out['n_cross']} waits on the other worker, {out['n_same']} on the same")
         for label, sel in (("other worker", gaps["cross"]), ("same worker", ~gaps["cross"])):

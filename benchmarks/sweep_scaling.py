@@ -30,8 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hetsim.experiments.points import Point, load_graph, run_point, run_points
-from hetsim.experiments.sweep import Sweep, run_sweep
+from hetsim.experiments.sweep import Point, Sweep, load_graph, run_chunk, run_point, run_sweep
 
 MODEL_ARGS = {"seq_len": 8, "hidden": 64}
 
@@ -90,9 +89,9 @@ def point_overhead(point: Point, cache: Path, n: int = 30) -> tuple[float, float
     inline = statistics.median(_time(lambda: run_point(point, cache_dir=cache)) for _ in range(n))
     ctx = multiprocessing.get_context("fork")
     with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-        pool.submit(run_points, [point], cache_dir=str(cache)).result()  # warm the worker
+        pool.submit(run_chunk, [point], cache_dir=str(cache)).result()  # warm the worker
         pooled = statistics.median(
-            _time(lambda: pool.submit(run_points, [point], cache_dir=str(cache)).result())
+            _time(lambda: pool.submit(run_chunk, [point], cache_dir=str(cache)).result())
             for _ in range(n)
         )
     return inline, pooled

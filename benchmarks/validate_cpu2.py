@@ -76,7 +76,6 @@ def preset_comparison(out: Path, plan_cost: str, models: list[str]) -> tuple[flo
 
     from hetsim import costmodel, schedulers
     from hetsim.runtime.backends.tvm_backend import import_model
-    from hetsim.sim.engine import simulate
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
@@ -91,9 +90,9 @@ def preset_comparison(out: Path, plan_cost: str, models: list[str]) -> tuple[flo
     for m in models:
         graph = import_model(m).graph
         for r in table[table["model"] == m].itertuples():
-            g = schedulers.get(r.scheduler).transform(graph, base, plan_model)
-            plan = Plan.from_json(out / m / r.scheduler / "plan.json")
-            preset.append(abs(simulate(g, base, plan, cost).makespan / r.measured_s - 1) * 100)
+            g = schedulers.get(r.scheduler).run(graph, base, plan_model, simulate=False).graph
+            run = schedulers.run_plan(g, base, Plan.from_json(out / m / r.scheduler / "plan.json"), cost)
+            preset.append(abs(run.result.makespan / r.measured_s - 1) * 100)
             calibrated.append(abs(r.error_pct))
     return sum(calibrated) / len(calibrated), sum(preset) / len(preset), len(preset)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hetsim.costmodel.base import CostModel, CostModelError
+from hetsim.costmodel.base import CostModel, CostModelError, as_cost_model, host_dispatch
 from hetsim.costmodel.evaluate import evaluate, plot_eval
 from hetsim.costmodel.fit import fit, from_spec, load
 from hetsim.costmodel.roofline import DEFAULT_EFFICIENCY, Roofline
@@ -70,11 +70,13 @@ __all__ = [
     "Roofline",
     "Table",
     "XGBoost",
+    "as_cost_model",
     "evaluate",
     "fit",
     "fit_links",
     "format_eval",
     "from_spec",
+    "host_dispatch",
     "load",
     "loo_predictions",
     "plot_eval",

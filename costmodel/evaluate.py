@@ -81,11 +81,11 @@ def loo_predictions(
     import numpy as np
     import pandas as pd
 
-    from hetsim.costmodel.fit import _as_profile, make_predictor
+    from hetsim.costmodel.fit import as_profile, make_predictor
     from hetsim.costmodel.measured import CostModelWarning
     from hetsim.costmodel.profile import split_models
 
-    prof = _as_profile(profile)
+    prof = as_profile(profile)
     rows = prof.training_rows(backend).reset_index(drop=True)
     member = [set(split_models(c)) for c in rows["models"]]
     all_models = [m for m in prof.models if any(m in s for s in member)]

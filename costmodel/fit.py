@@ -55,7 +55,7 @@ def make_predictor(kind: str, **params: Any) -> Predictor:
         raise CostModelError(f"{kind}: {e}") from None
 
 
-def _as_profile(profile: Profile | str | os.PathLike[str]) -> Profile:
+def as_profile(profile: Profile | str | os.PathLike[str]) -> Profile:
     from hetsim.costmodel.profile import Profile, read_profile
 
     return profile if isinstance(profile, Profile) else read_profile(profile)
@@ -99,7 +99,7 @@ def fit(
     """
     from hetsim.costmodel.measured import MeasuredCostModel
 
-    prof = _as_profile(profile)
+    prof = as_profile(profile)
     predictor = make_predictor(kind, **params)
     rows = prof.training_rows(backend)
     predictor.fit(rows, prof.call_times(rows))

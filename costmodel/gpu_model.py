@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from hetsim.costmodel._xgb_features import sum_fit
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.gpu_features import GPU_FAMILIES, SPEC_KEYS, design, gpu_ops, spec_roofline
 from hetsim.costmodel.gpu_roofline import CalibratedRoofline, fit_calibrated_roofline, views
+from hetsim.costmodel.xgb_features import sum_fit
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph

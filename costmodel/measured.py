@@ -185,7 +185,7 @@ class Predictor:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the fitted predictor as JSON (``costmodel.load`` reads it back)."""
         path = Path(path)
-        _write_json(path, {"hetsim_costmodel": COSTMODEL_FILE_VERSION, **self.get_state()})
+        write_json(path, {"hetsim_costmodel": COSTMODEL_FILE_VERSION, **self.get_state()})
         return path
 
     @classmethod
@@ -239,11 +239,11 @@ def read_model_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _write_json(path: Path, data: Any) -> None:
-    from hetsim.costmodel.profile import _atomic_write
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as compact JSON, atomically (:func:`graphs.graph.atomic_write`)."""
+    from hetsim.graphs.graph import atomic_write
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, lambda fh: fh.write(json.dumps(data, separators=(",", ":")) + "\n"))
+    atomic_write(path, lambda fh: fh.write(json.dumps(data, separators=(",", ":")) + "\n"))
 
 
 # ------------------------------------------------------------------ cost model
@@ -490,7 +490,7 @@ class MeasuredCostModel:
         if self.fallback is not None and not isinstance(self.fallback, Roofline):
             raise CostModelError(f"save: cannot store a {type(self.fallback).__name__} fallback (only Roofline)")
         path = Path(path)
-        _write_json(path, {"hetsim_costmodel": COSTMODEL_FILE_VERSION, **self.get_state()})
+        write_json(path, {"hetsim_costmodel": COSTMODEL_FILE_VERSION, **self.get_state()})
         return path
 
     @classmethod

@@ -27,6 +27,8 @@ profiler leaves the last complete state behind, and reading never sees half a ro
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -42,6 +44,7 @@ import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
 from hetsim.graphs.features import FEATURE_COLUMNS
+from hetsim.graphs.graph import atomic_write
 
 __all__ = [
     "PROFILE_VERSION",
@@ -263,12 +266,36 @@ def validate_manifest(data: Any, *, where: str = "manifest.json") -> None:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
+    """The CSV as strings; a row with another number of fields than the header, or a
+    last row without its newline (a write cut off mid-row), is refused. A ``.gz`` file
+    is decompressed first."""
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        raise CostModelError(f"{path}: empty file (no header)") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise CostModelError(f"{path}: cannot parse CSV ({e})") from None
+        raw = path.read_bytes()
+        if path.name.endswith(".gz"):
+            import gzip
+
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8")
+    except (OSError, EOFError) as e:
+        raise CostModelError(f"{path}: cannot read the gzip file ({type(e).__name__}: {e})") from None
+    except UnicodeDecodeError as e:
+        raise CostModelError(f"{path}: cannot parse CSV (not UTF-8: {e})") from None
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if not header:
+        raise CostModelError(f"{path}: empty file (no header)")
+    rows = []
+    for rec in reader:
+        if not rec:
+            continue
+        if len(rec) != len(header):
+            raise CostModelError(f"{path}: line {reader.line_num} has {len(rec)} fields, the header "
+                                 f"{len(header)} (a row cut off mid-write?)")
+        rows.append(rec)
+    if rows and not text.endswith("\n"):
+        raise CostModelError(f"{path}: the last row ends without a newline: cut off mid-write? "
+                             f"(line {reader.line_num}; remove it and measure again)")
+    return pd.DataFrame(rows, columns=header, dtype=str)
 
 
 def _require_columns(frame: pd.DataFrame, columns: list[str], where: str) -> None:
@@ -441,22 +468,8 @@ def _tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
 
 
-def _atomic_write(path: Path, write: Any, *, binary: bool = False) -> None:
-    """Write through a temporary file in the same folder, then ``os.replace``."""
-    tmp = _tmp_name(path)
-    try:
-        with (open(tmp, "xb") if binary else open(tmp, "x", newline="")) as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_json(path: Path, data: Any) -> None:
-    _atomic_write(path, lambda fh: fh.write(json.dumps(data, indent=1) + "\n"))
+    atomic_write(path, lambda fh: fh.write(json.dumps(data, indent=1) + "\n"))
 
 
 def _write_csv(path: Path, frame: pd.DataFrame) -> None:
@@ -464,9 +477,9 @@ def _write_csv(path: Path, frame: pd.DataFrame) -> None:
         import gzip
 
         data = gzip.compress(frame.to_csv(index=False).encode(), compresslevel=9, mtime=0)
-        _atomic_write(path, lambda fh: fh.write(data), binary=True)
+        atomic_write(path, lambda fh: fh.write(data), binary=True)
         return
-    _atomic_write(path, lambda fh: frame.to_csv(fh, index=False))
+    atomic_write(path, lambda fh: frame.to_csv(fh, index=False))
 
 
 def _ops_frame(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -523,7 +536,7 @@ def write_profile(
             if data is not None:
                 write(tmp / name, data)
         for name, text in (extra_files or {}).items():
-            _atomic_write(tmp / name, lambda fh, text=text: fh.write(text))
+            atomic_write(tmp / name, lambda fh, text=text: fh.write(text))
         if folder.exists():
             old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
             os.replace(folder, old)

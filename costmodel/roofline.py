@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hetsim.costmodel.base import CostModelError
+from hetsim.graphs.graph import VIEW_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -91,8 +92,6 @@ ELEMENTWISE_OPS = frozenset(
         "floor ceil sign bias_add"
     ).split()
 )
-#: ops that TVM executes as views of their input: zero time, no launch, no dispatch.
-VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 
 Table = Mapping[str, "float | Sequence[tuple[float, float]] | Sequence[Sequence[float]]"]
 

@@ -8,7 +8,7 @@ member count) plus a one-hot of the op kind (``op=...``) and of its kernel famil
 rows never had (``clip``, ``avg_pool2d``) beside its measured relatives.
 
 Derived inputs (:data:`DERIVED_FEATURES`, computed from those columns and the
-``signature`` by :mod:`costmodel._xgb_features`): ratios trees cannot form
+``signature`` by :mod:`costmodel.xgb_features`): ratios trees cannot form
 themselves, i.e. work per output element (``flops / out_elems``: the reduction
 length of a matmul or convolution, ~1 for an elementwise op), bytes per output
 element, the output's rows and last dim, the first input's last dim, the log of
@@ -34,7 +34,7 @@ Target: ``log(time / t0)``, where ``t0`` is a per-device baseline:
 * ``baseline="family"`` (default): the ``"roofline"`` baseline below, views being
   also the moves that copy nothing, with kernel families (and op kinds) that have
   enough training rows (20; 10 for an op kind) priced by their own baseline,
-  fitted on their rows (:func:`~costmodel._xgb_features.fit_group_baselines`):
+  fitted on their rows (:func:`~costmodel.xgb_features.fit_group_baselines`):
 
   - ``gemm``, ``dwconv``, ``norm``: ``t0 = a + flops / P + bytes / B``, a
     non-negative least-squares fit of relative error (torch's oneDNN kernels
@@ -81,7 +81,17 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from hetsim.costmodel._xgb_features import (
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.families import FAMILIES, family_column
+from hetsim.costmodel.measured import (
+    COSTMODEL_FILE_VERSION,
+    KERNEL_FEATURES,
+    Predictor,
+    read_model_file,
+    write_json,
+)
+from hetsim.costmodel.roofline import VIEW_OPS, op_class, op_key
+from hetsim.costmodel.xgb_features import (
     DERIVED_FEATURES,
     GATHER_OPS,
     VIEW_OPS_BASELINE,
@@ -91,17 +101,7 @@ from hetsim.costmodel._xgb_features import (
     sum_fit,
     view_like,
 )
-from hetsim.costmodel._xgb_features import moved_bytes as _moved_bytes
-from hetsim.costmodel.base import CostModelError
-from hetsim.costmodel.families import FAMILIES, family_column
-from hetsim.costmodel.measured import (
-    COSTMODEL_FILE_VERSION,
-    KERNEL_FEATURES,
-    Predictor,
-    _write_json,
-    read_model_file,
-)
-from hetsim.costmodel.roofline import VIEW_OPS, op_class, op_key
+from hetsim.costmodel.xgb_features import moved_bytes as _moved_bytes
 
 __all__ = ["XGBoost", "DERIVED_FEATURES", "GATHER_OPS", "VIEW_OPS_BASELINE", "derived_features"]
 
@@ -390,7 +390,7 @@ class XGBoost(Predictor):
             m.save_model(str(path.parent / name))
             files[d] = name
         meta = {**self._meta_state(), "booster_files": files}
-        _write_json(path, {"hetsim_costmodel": COSTMODEL_FILE_VERSION, "kind": self.kind,
+        write_json(path, {"hetsim_costmodel": COSTMODEL_FILE_VERSION, "kind": self.kind,
                            "params": self._params_state(), "fitted": meta})
         return path
 

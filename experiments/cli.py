@@ -51,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 1
     from hetsim.costmodel.base import CostModelError
+    from hetsim.schedulers.base import SchedulerError
+    from hetsim.sim.engine_state import SimulationError
     from hetsim.sim.plan import PlanError
     from hetsim.sim.platform import PlatformError
 
@@ -60,19 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         PlatformError,
         PlanError,
         CostModelError,
+        SchedulerError,
+        SimulationError,
         FileNotFoundError,
     )
-    try:
-        extra = importlib.import_module("schedulers")
-        user_errors += (extra.SchedulerError,)
-    except (ImportError, AttributeError):
-        pass
-    try:
-        from hetsim.sim.engine import SimulationError
-
-        user_errors += (SimulationError,)
-    except ImportError:
-        pass
     try:
         return int(args._run(args) or 0)
     except user_errors as e:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from hetsim.experiments.common import add_model_args, load_model, parse_kv
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the ``compare`` subcommand on ``sub``."""
     p = sub.add_parser(
         "compare",
         help="run every scheduler on a model, simulate each plan, table + plots",
@@ -38,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Compare, print the table, save to ``--out``; 1 when no scheduler gave a usable plan."""
     from hetsim.experiments.cli import CLIError
     from hetsim.experiments.compare import compare
 
@@ -63,12 +66,19 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"{graph.name}: {graph.number_of_nodes()} nodes ({graph.meta.get('granularity', '?')}), "
-        f"batch {graph.meta.get('batch')}, platform {cmp.platform.name}, cost {cmp.config['cost_sources']}, "
+        f"batch {graph.meta.get('batch')}, platform {cmp.platform.name}, "
+        f"cost {cmp.config.get('cost_sources', cmp.config.get('cost'))}, "
         f"requests {args.requests}"
     )
     print(cmp.format_table())
-    print(f"best: {cmp.best()}   ({time.perf_counter() - t0:.1f} s)")
+    best = cmp.best()
+    if best is not None:
+        print(f"best: {best}   ({time.perf_counter() - t0:.1f} s)")
+    else:
+        print(f"hetsim compare: no scheduler produced a usable plan for {graph.name!r} on "
+              f"{cmp.platform.name!r}; the reasons are in the table above", file=sys.stderr)
     if args.out:
         cmp.save(args.out, plots=not args.no_plots)
-        print(f"wrote {args.out}/results.csv, plans/" + ("" if args.no_plots else ", makespan.png/pdf, gantt/"))
-    return 0
+        charts = "" if args.no_plots or best is None else ", makespan.png/pdf, gantt/"
+        print(f"wrote {args.out}/results.csv, plans/{charts}")
+    return 0 if best is not None else 1

@@ -133,8 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _gantt(src: Path, args: argparse.Namespace, size: dict[str, float]) -> Any:
     from hetsim.experiments import plots
-    from hetsim.experiments.points import Point, load_graph, simulate_point
-    from hetsim.experiments.sweep import load_results
+    from hetsim.experiments.sweep import Point, load_results, simulate_point
 
     graph = None
     if args.point:
@@ -145,12 +144,11 @@ def _gantt(src: Path, args: argparse.Namespace, size: dict[str, float]) -> Any:
         point = Point.from_row(rows.iloc[0])
         cache = src / ".cache" if src.is_dir() else src.parent / ".cache"
         cache_dir = cache if cache.is_dir() else None
-        result, _ = simulate_point(point, record=True, cache_dir=cache_dir)
-        records: Any = result
+        run, _ = simulate_point(point, record=True, cache_dir=cache_dir)
+        records: Any = run.result
         title = args.title or f"{point.model}: {point.scheduler} on {point.platform}"
         if args.color_by == "op":
-            graph = load_graph(point.model, batch=point.batch, granularity=point.granularity,
-                               model_args=point.model_args, cache_dir=cache_dir)  # fmt: skip
+            graph = run.graph  # the graph the plan ran (tensor-split's, split)
     else:
         if src.is_dir() or src.name.startswith("results"):
             raise ValueError("gantt needs a trace JSON / records CSV, or --point ID with results")

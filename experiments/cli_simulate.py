@@ -5,25 +5,21 @@ Examples::
     hetsim simulate resnet18 --platform xeon-p2200 --scheduler all-gpu
     hetsim simulate graph.json --platform my-box.toml --plan plan.json --requests 8 \\
         --interval 0.002 --trace out/trace.json
+    hetsim simulate googlenet --platform cpu2 --scheduler tensor-split --cost profiles/cpu2-torch
+
+The plan is made (``--scheduler``) and simulated through
+:meth:`Scheduler.run <schedulers.base.Scheduler.run>`: a scheduler that rewrites the
+graph (tensor-split) has its plan simulated on the rewritten graph, and the same
+``--cost`` model plans and prices.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from types import ModuleType
-from typing import TYPE_CHECKING
+import sys
 
 from hetsim.experiments.common import add_model_args, load_model, parse_kv
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.base import CostModel
-    from hetsim.graphs.graph import Graph
-    from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
-
-#: schedulers this module can build itself when the ``schedulers`` package is absent
-BUILTIN_SCHEDULERS = ("all-cpu", "all-gpu")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -46,6 +42,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         action="append",
         metavar="KEY=VALUE",
         help="scheduler hyper-parameter, e.g. --scheduler-arg seed=3 (repeatable)",
+    )
+    p.add_argument(
+        "--cost",
+        default="default",
+        metavar="SPEC",
+        help="cost model that plans and prices (costmodel.from_spec): default (each device's own "
+        "source: the measured GPU profile a preset names, else the roofline), roofline, a profile "
+        "folder, PROFILE:KIND, a saved model file, a built-in GPU profile (gpu-t4...), cross-gpu, or "
+        "one source per device 'cpu=PROFILE,gpu=gpu-a100-80gb'",
     )
     p.add_argument(
         "--requests",
@@ -80,26 +85,20 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Load model, platform and plan; simulate; print the table (or JSON); exit status."""
-    from hetsim.costmodel.roofline import Roofline
-    from hetsim.sim.engine import simulate
-    from hetsim.sim.platform import Platform
+    from hetsim import schedulers
 
     graph = load_model(args)
-    platform = Platform.load(args.platform)
-    cost = Roofline()
-    plan = _plan(args, graph, platform, cost)
-    result = simulate(
-        graph,
-        platform,
-        plan,
-        cost,
-        requests=args.requests,
-        interval_s=args.interval,
-        record=bool(args.trace),
-        seed=args.seed,
-        noise=args.noise,
-        check_memory=not args.no_memory_check,
-    )
+    options = dict(requests=args.requests, interval_s=args.interval, record=bool(args.trace), seed=args.seed,
+                   noise=args.noise, check_memory=not args.no_memory_check)  # fmt: skip
+    if args.plan:  # load_plan rebuilds a dynamic policy from its description
+        run = schedulers.run_plan(graph, args.platform, schedulers.load_plan(args.plan), args.cost, **options)
+    else:
+        sched = schedulers.get(args.scheduler, **parse_kv(args.scheduler_arg))
+        run = sched.run(graph, args.platform, args.cost, **options)
+    result = run.result
+    if run.graph is not graph:
+        print(f"{args.scheduler} rewrote the graph: {graph.number_of_nodes()} -> "
+              f"{run.graph.number_of_nodes()} nodes", file=sys.stderr)
     if args.json:
         print(json.dumps(result.summary(), indent=1))
     else:
@@ -108,57 +107,3 @@ def run(args: argparse.Namespace) -> int:
         path = result.to_chrome_trace(args.trace)
         print(f"wrote {path}")
     return 0 if result.ok else 1
-
-
-def _plan(args: argparse.Namespace, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
-    from hetsim.sim.plan import Plan
-
-    if args.plan:
-        sched = _schedulers()
-        # schedulers.load_plan rebuilds a dynamic policy from its description
-        return sched.load_plan(args.plan) if sched is not None else Plan.from_json(args.plan)
-    params = parse_kv(args.scheduler_arg)
-    sched = _schedulers()
-    if sched is None:
-        return builtin_plan(args.scheduler, graph, platform, **params)
-    return sched.get(args.scheduler, **params).schedule(graph, platform, cost)
-
-
-def _schedulers() -> ModuleType | None:
-    """The ``schedulers`` package, or None where it is not installed (yet)."""
-    try:
-        from hetsim import schedulers
-    except ModuleNotFoundError as e:
-        if e.name != "schedulers":
-            raise
-        return None
-    if not hasattr(schedulers, "get") or not hasattr(schedulers, "load_plan"):
-        return None
-    return schedulers
-
-
-def builtin_plan(name: str, graph: Graph, platform: Platform, **params: object) -> Plan:
-    """``all-cpu`` / ``all-gpu``: every node on the first device of that kind.
-
-    >>> from hetsim.graphs import Graph
-    >>> from hetsim.sim import Platform
-    >>> g = Graph()
-    >>> g.add_op("a", "relu", bytes=8)
-    >>> builtin_plan("all-gpu", g, Platform.preset("xeon-p2200")).placement
-    {'a': 'gpu'}
-    """
-    from hetsim.experiments.cli import CLIError
-    from hetsim.sim.plan import Plan
-
-    if name not in BUILTIN_SCHEDULERS:
-        raise CLIError(
-            f"unknown scheduler {name!r}: the schedulers package is unavailable; "
-            f"built in: {', '.join(BUILTIN_SCHEDULERS)}"
-        )
-    if params:
-        raise CLIError(f"scheduler {name!r} takes no parameters, got {sorted(params)}")
-    kind = name.split("-", 1)[1]
-    devices = platform.devices_of_kind(kind)
-    if not devices:
-        raise CLIError(f"platform {platform.name!r} has no {kind} device for {name!r}")
-    return Plan(dict.fromkeys(graph, devices[0].name), meta={"scheduler": name})

@@ -6,10 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hetsim.experiments.points import Point
-
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.experiments.sweep import Sweep
+    from hetsim.experiments.sweep import Point, Sweep
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -118,5 +116,7 @@ def _describe(sweep: Sweep, pending: int, out: Path) -> str:
 
 
 def _short(point: Point) -> str:
+    from hetsim.experiments.sweep import Point
+
     defaults = Point(model="", platform="", scheduler="").params()
     return " ".join(f"{k}={v}" for k, v in point.params().items() if v != defaults[k])

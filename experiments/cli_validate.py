@@ -78,8 +78,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run the validation the arguments ask for; exit status 0 when it ran."""
     from hetsim.experiments.cli import CLIError
-    from hetsim.runtime._executor_setup import ExecutionError
     from hetsim.runtime.backends import BackendError
+    from hetsim.runtime.executor_setup import ExecutionError
 
     try:
         if args.calibrate:

@@ -4,7 +4,7 @@ Every function takes a tidy table (one row per point, as written by
 :func:`experiments.sweep.run_sweep`) or simulation records, and returns a
 :class:`matplotlib.figure.Figure`; it never reads files or holds the table's
 schema beyond the column names passed as arguments (defaults are the documented
-columns of :data:`experiments.points.COLUMNS`). Rows with a ``status`` other than
+columns of :data:`experiments.sweep.COLUMNS`). Rows with a ``status`` other than
 ``"ok"`` are left out.
 
 Figures are made for a paper column: 3.5 in wide, 7-8 pt fonts, TrueType fonts
@@ -160,7 +160,7 @@ def _reduce(
                 c for c in df.columns
                 if c not in (*keys, value) and df.groupby(keys, sort=False)[c].nunique(dropna=False).gt(1).any()
             ]  # fmt: skip
-            from hetsim.experiments.points import PARAM_COLUMNS
+            from hetsim.experiments.sweep import PARAM_COLUMNS
 
             params = [c for c in varying if c in PARAM_COLUMNS] or varying
             raise ValueError(
@@ -294,7 +294,7 @@ def speedup_lines(
         Column names, and the ``hue`` value the others are compared with.
     on
         Columns a row and its baseline row must share (default: the parameter
-        columns of :data:`experiments.points.PARAM_COLUMNS` in the table, less
+        columns of :data:`experiments.sweep.PARAM_COLUMNS` in the table, less
         ``hue`` and ``scheduler_args``).
     where
         ``{column: value or list}`` row filter.
@@ -309,7 +309,7 @@ def speedup_lines(
     Figure
         One labelled line per ``hue`` value (the baseline's is horizontal).
     """
-    from hetsim.experiments.points import PARAM_COLUMNS
+    from hetsim.experiments.sweep import PARAM_COLUMNS
 
     sel = _select(df, where, [x, hue, metric]).dropna(subset=[metric])
     if baseline not in set(sel[hue]):

@@ -30,7 +30,7 @@ import copy
 import json
 import math
 import os
-import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -46,6 +46,8 @@ __all__ = [
     "DTYPE_BYTES",
     "tensor_bytes",
     "atomic_write",
+    "check_io",
+    "VIEW_OPS",
 ]
 
 SCHEMA_VERSION = 1
@@ -64,6 +66,11 @@ DTYPE_BYTES: dict[str, int] = {
     "float8_e4m3fn": 1,
     "float8_e5m2": 1,
 }
+
+#: operator kinds that only re-index a tensor in place: TVM runs them as views of
+#: their input (no kernel), cost models price them at zero (no launch, no dispatch)
+#: and the executors skip them.
+VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 
 _REQUIRED_NODE_KEYS = ("op", "inputs", "outputs", "attrs", "flops", "bytes", "param_bytes")
 _OPTIONAL_NODE_KEYS = ("step", "layer", "ops", "name")
@@ -164,15 +171,19 @@ class Graph:
         self.nx.add_node(node, **data)
 
     def add_edge(self, src: str, dst: str, *, bytes: int | None = None, output: int = 0) -> None:  # noqa: A002
-        """Add a tensor edge; ``bytes`` defaults to the size of ``src``'s output ``output``."""
+        """Add a tensor edge; ``bytes`` defaults to the size of ``src``'s output ``output``.
+
+        ``output`` must be one of ``src``'s declared outputs (any index >= 0 when
+        ``src`` declares none and ``bytes`` is given: a synthetic graph)."""
         for n in (src, dst):
             if n not in self.nx:
                 raise GraphError(f"edge {src!r} -> {dst!r}: unknown node {n!r}")
+        outs = self.nx.nodes[src]["outputs"]
+        if (bytes is None or outs) and not 0 <= output < len(outs):
+            raise GraphError(f"edge {src!r} -> {dst!r}: node {src!r} has no output {output}")
         if bytes is None:
-            outs = self.nx.nodes[src]["outputs"]
-            if not 0 <= output < len(outs):
-                raise GraphError(f"edge {src!r} -> {dst!r}: node {src!r} has no output {output}")
             bytes = tensor_bytes(outs[output]["shape"], outs[output]["dtype"])  # noqa: A001
+        _check_number(f"edge {src!r} -> {dst!r}", "bytes", bytes)
         self.nx.add_edge(src, dst, bytes=int(bytes), output=int(output))
 
     # ------------------------------------------------------------------ queries
@@ -283,7 +294,10 @@ class Graph:
                 if n not in g:
                     raise GraphError(f"{source}: edge {u!r} -> {v!r} names unknown node {n!r}")
             g.add_edge(u, v, **{k: w for k, w in ed.items() if k not in ("src", "dst")})
-        graph = cls(g, name=str(data.get("name", "graph")), meta=dict(data.get("meta") or {}))
+        meta = data.get("meta") or {}
+        if not isinstance(meta, Mapping):
+            raise GraphError(f"{source}: 'meta' must be a mapping, got {type(meta).__name__} {meta!r:.60}")
+        graph = cls(g, name=str(data.get("name", "graph")), meta=dict(meta))
         validate(graph, source=source)
         return graph
 
@@ -293,18 +307,23 @@ class Graph:
 
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[str]], Any]) -> Path:
-    """Write a text file atomically: ``write(fh)`` fills a temporary file in the same
-    folder, which then replaces ``path``; on any failure ``path`` is left as it was.
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], *, binary: bool = False) -> Path:
+    """Write a text (or, with ``binary``, a bytes) file atomically: ``write(fh)`` fills a
+    temporary file in the same folder, which then replaces ``path``; on any failure
+    ``path`` is left as it was.
 
-    Used by every hetsim writer of graph, plan and result files.
+    The contents are flushed to disk before the rename. Used by every hetsim writer of
+    graph, plan, profile, cost-model and result files.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # a fresh hidden sibling, created here so that the umask applies (mkstemp gives 0600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
+        with open(tmp, "xb") if binary else open(tmp, "x", newline="", encoding="utf-8") as fh:
             write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -401,7 +420,66 @@ def validate(graph: Graph, *, source: str | None = None) -> Graph:
         out = d.get("output", 0)
         if isinstance(out, bool) or not isinstance(out, int) or out < 0:
             raise GraphError(f"{where}: 'output' must be an int >= 0, got {out!r}")
+        n_out = len(graph.nx.nodes[u]["outputs"])
+        if n_out and out >= n_out:
+            raise GraphError(f"{where}: 'output' {out} is beyond the {n_out} output(s) of node {u!r}")
     if not nx.is_directed_acyclic_graph(graph.nx):
         cycle = nx.find_cycle(graph.nx)
         raise GraphError(f"{where0}: cycle {' -> '.join(str(u) for u, _ in cycle)} -> {cycle[0][0]}")
+    check_io(graph, source=source)
     return graph
+
+
+def check_io(graph: Graph, *, source: str | None = None) -> None:
+    """Check ``meta["inputs"]`` and ``meta["outputs"]`` against the graph.
+
+    Graph inputs: a list of ``{"name": str, "bytes": int >= 0, "consumers": [node,
+    ...]}`` (``name`` and ``consumers`` optional); graph outputs: a list of
+    ``{"node": node, "output": int, "bytes": int >= 0}`` (``output`` default 0,
+    one of the node's declared outputs; ``bytes`` optional). O(inputs + outputs +
+    consumers): the simulator and the schedulers call it on every graph they get.
+
+    Raises
+    ------
+    GraphError
+        naming the entry and the key, e.g. ``meta.inputs[0] ('x'): 'bytes' must be
+        a number, got 'big'``.
+    """
+    where0 = source or f"graph {graph.name!r}"
+    if not isinstance(graph.meta, Mapping):
+        raise GraphError(f"{where0}: 'meta' must be a mapping, got {type(graph.meta).__name__}")
+    nodes = graph.nx.nodes
+    for key in ("inputs", "outputs"):
+        specs = graph.meta.get(key)
+        if specs is None:
+            continue
+        if not isinstance(specs, list):
+            raise GraphError(f"{where0}: meta.{key} must be a list of tables, got {specs!r:.60}")
+        for j, spec in enumerate(specs):
+            where = f"{where0}: meta.{key}[{j}]"
+            if not isinstance(spec, Mapping):
+                raise GraphError(f"{where} must be a table, got {spec!r:.60}")
+            if key == "inputs":
+                where += f" ({spec.get('name', '?')!r})"
+                if not isinstance(spec.get("name", ""), str):
+                    raise GraphError(f"{where}: 'name' must be a string")
+                if "bytes" not in spec:
+                    raise GraphError(f"{where}: missing 'bytes'")
+                _check_number(where, "bytes", spec["bytes"])
+                consumers = spec.get("consumers") or []
+                if not isinstance(consumers, list):
+                    raise GraphError(f"{where}: 'consumers' must be a list of node ids, got {consumers!r:.60}")
+                for c in consumers:
+                    if not isinstance(c, str) or c not in nodes:
+                        raise GraphError(f"{where} names unknown consumer {c!r}")
+                continue
+            node = spec.get("node")
+            if not isinstance(node, str) or node not in nodes:
+                raise GraphError(f"{where} names unknown node {node!r}")
+            out = spec.get("output", 0)
+            n_out = len(nodes[node]["outputs"])
+            if isinstance(out, bool) or not isinstance(out, int) or out < 0 or (n_out and out >= n_out):
+                raise GraphError(f"{where}: 'output' {out!r} is not one of the {n_out} output(s) of node {node!r}")
+            if "bytes" in spec:
+                _check_number(where, "bytes", spec["bytes"])
+

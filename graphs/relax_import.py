@@ -17,11 +17,11 @@ Granularities
     TVM launches. Nodes have ``op="fused"``, ``ops`` = member op kinds,
     ``attrs["primfunc"]``, and ``attrs["view"] = True`` for pure reshape-like
     kernels (zero cost at run time). FoldConstant is replaced by an equivalent
-    structure-only fold (:func:`graphs._relax_ops.shape_fold`): TVM's pass compiles
+    structure-only fold (:func:`graphs.relax_ops.shape_fold`): TVM's pass compiles
     every folded kernel with LLVM (~5 s for ResNet-18) and yields the same kernels.
 
 FLOPs follow the convention multiply-add = 2 FLOPs and come from TVM's TIR
-estimation of the legalized kernels (see :mod:`graphs._relax_ops`). ``param_bytes``
+estimation of the legalized kernels (see :mod:`graphs.relax_ops`). ``param_bytes``
 of a node counts its constant (weight) inputs; ``meta["param_bytes"]`` counts every
 weight of the model once (by identity: content-equal weights such as freshly
 initialised all-ones batch-norm scales stay distinct), so that shared weights and
@@ -111,7 +111,7 @@ def from_relax(
     import tvm
     from tvm import relax
 
-    from hetsim.graphs import _relax_ops
+    from hetsim.graphs import relax_ops
 
     if not isinstance(mod, tvm.IRModule):
         raise GraphError(f"model {name!r}: expected a tvm.IRModule, got {type(mod).__name__}")
@@ -123,13 +123,13 @@ def from_relax(
     walked = mod
     if granularity == "fused":
         walked, members = _fuse(mod, name)
-    walker = _relax_ops.RelaxWalker(walked, model=name, members=members)
+    walker = relax_ops.RelaxWalker(walked, model=name, members=members)
     outputs = walker.walk()
     graph, distinct_weight_bytes = _assemble(walker, outputs, name=name)
     if params_dedup:  # each weight once, tied weights included
         graph.meta["param_bytes"] = (
             # the source's weights, not FoldConstant's per-use copies of them
-            _relax_ops.module_weight_bytes(mod) if granularity == "fused" else distinct_weight_bytes
+            relax_ops.module_weight_bytes(mod) if granularity == "fused" else distinct_weight_bytes
         )
     first = graph.meta["inputs"][0] if graph.meta["inputs"] else None
     dtype = first["dtype"] if first else (outputs[0].dtype if outputs else "float32")
@@ -221,13 +221,13 @@ def _fuse(
     Member kinds are recorded exactly: each legalized kernel is traced back to the
     Relax operator whose binding it replaced, and each fused function lists the
     kernels FuseOps grouped into it (FuseTIR keeps the function's name).
-    FoldConstant is replaced by :func:`graphs._relax_ops.shape_fold` (same kernels
+    FoldConstant is replaced by :func:`graphs.relax_ops.shape_fold` (same kernels
     and grouping, without compiling every folded kernel) unless ``exact_fold``.
     """
     import tvm
     from tvm import relax
 
-    from hetsim.graphs import _relax_ops
+    from hetsim.graphs import relax_ops
 
     def run(m: tvm.IRModule, passes: Sequence[str]) -> tvm.IRModule:
         for p in passes:
@@ -252,10 +252,10 @@ def _fuse(
             ) from e
     with tvm.target.Target({"kind": "llvm"}):
         decomposed = run(mod, ("DecomposeOpsForInference", "CanonicalizeBindings"))
-        with _relax_ops.quiet_native_stderr():
+        with relax_ops.quiet_native_stderr():
             legalized = run(decomposed, ("LegalizeOps",))
         op_of_var = {
-            b.var: _relax_ops.short_op_name(b.value.op.name)
+            b.var: relax_ops.short_op_name(b.value.op.name)
             for b in _bindings(decomposed["main"])
             if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)
         }
@@ -269,14 +269,14 @@ def _fuse(
             ):
                 kname = v.args[0].name_hint
                 kernel_op.setdefault(
-                    kname, op_of_var.get(b.var) or _relax_ops.canonical_kernel_name(kname)
+                    kname, op_of_var.get(b.var) or relax_ops.canonical_kernel_name(kname)
                 )
         annotated = run(legalized, ("AnnotateTIROpPattern",))
         if exact_fold:
             folded = run(annotated, ("FoldConstant",))
         else:
             try:
-                folded = _relax_ops.shape_fold(annotated)
+                folded = relax_ops.shape_fold(annotated)
             except Exception as e:  # any TVM failure becomes a GraphError
                 raise GraphError(
                     f"model {name!r}: constant folding failed: {_first_line(e)}"
@@ -286,7 +286,7 @@ def _fuse(
         for gv, func in grouped.functions.items():
             if isinstance(func, relax.Function) and func.attrs and "Primitive" in func.attrs:
                 members[gv.name_hint] = [
-                    kernel_op.get(k, _relax_ops.canonical_kernel_name(k))
+                    kernel_op.get(k, relax_ops.canonical_kernel_name(k))
                     for b in _bindings(func)
                     if isinstance(b.value, relax.Call) and b.value.op.name == "relax.call_tir"
                     for k in [b.value.args[0].name_hint]

@@ -12,8 +12,8 @@ True
 A typical session::
 
     graph = hetsim.zoo.load("resnet18", batch=4)        # TVM Relax import, cached
-    plan = hetsim.get_scheduler("heft").schedule(graph, platform, hetsim.Roofline())
-    result = hetsim.simulate(graph, platform, plan, hetsim.Roofline(), requests=8)
+    run = hetsim.get_scheduler("heft").run(graph, platform, hetsim.Roofline(), requests=8)
+    run.plan, run.result, run.metrics()               # the plan, its simulation, its row
     table = hetsim.compare(graph, platform).table     # every scheduler, one row each
 """
 
@@ -70,6 +70,8 @@ _API: dict[str, tuple[str, str | None]] = {
     # schedulers
     "get_scheduler": ("hetsim.schedulers", "get"),
     "SchedulerError": ("hetsim.schedulers", "SchedulerError"),
+    "PlanRun": ("hetsim.schedulers", "PlanRun"),
+    "run_plan": ("hetsim.schedulers", "run_plan"),
     # experiments and real devices
     "compare": ("hetsim.experiments.compare", "compare"),
     "Comparison": ("hetsim.experiments.compare", "Comparison"),

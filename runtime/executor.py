@@ -3,7 +3,7 @@
 :func:`execute` runs a model's graph node by node on the devices a plan names, with
 one worker per device stream (CPU worker threads, CUDA streams), each op when its
 inputs are ready on its device, in plan priority order, with real copies across
-memories -- the simulator's model of the run (see :mod:`runtime._executor_run`),
+memories -- the simulator's model of the run (see :mod:`runtime.executor_run`),
 so that the measured makespan can be set against the simulated one.
 
 * Platform devices map to real ones: ``cpu`` -> ``cpu@{threads}``, the K-th ``gpu``
@@ -27,8 +27,8 @@ Examples
 >>> from hetsim.graphs import zoo
 >>> from hetsim import schedulers
 >>> g = zoo.load("squeezenet1_1", image_size=64)                     # doctest: +SKIP
->>> plan = schedulers.get("heft").schedule(g, "cpu2", cost)         # doctest: +SKIP
->>> run = execute(g, plan, "cpu2", repeats=10)                      # doctest: +SKIP
+>>> planned = schedulers.get("heft").run(g, "cpu2", simulate=False) # doctest: +SKIP
+>>> run = execute(planned.graph, planned.plan, "cpu2", repeats=10)  # doctest: +SKIP
 >>> run.median, run.p10, run.p90                                    # doctest: +SKIP
 >>> run.to_chrome_trace("run_trace.json")                           # doctest: +SKIP
 """
@@ -45,14 +45,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.runtime._executor_check import (
+from hetsim.runtime.backends.base import Backend, BackendError
+from hetsim.runtime.executor_check import (
     check_run,
     is_oom,
     reference_outputs,
     sequential_reference,
     translate_error,
 )
-from hetsim.runtime._executor_setup import (
+from hetsim.runtime.executor_setup import (
     ExecutionError,
     Wiring,
     build_calls,
@@ -62,9 +63,8 @@ from hetsim.runtime._executor_setup import (
     plan_devices,
     wire,
 )
-from hetsim.runtime._executor_view import torch_threads
-from hetsim.runtime._executor_view import tune_malloc as _tune_process_malloc
-from hetsim.runtime.backends.base import Backend, BackendError
+from hetsim.runtime.executor_view import torch_threads
+from hetsim.runtime.executor_view import tune_malloc as _tune_process_malloc
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -270,7 +270,7 @@ def execute(
         Check the first run against the references (see :class:`RunResult`).
     rtol, atol
         Tolerance of that comparison (``atol`` relative to the largest reference
-        magnitude); default :func:`runtime._executor_check.tolerance`.
+        magnitude); default :func:`runtime.executor_check.tolerance`.
     timeout_s
         Give up on a run that takes longer (a deadlock would otherwise hang).
     pin_threads
@@ -326,7 +326,7 @@ def execute_wired(
     repeats: int = 10,
     **kw: Any,
 ) -> RunResult:
-    """:func:`execute` with the dataflow given as a :class:`~runtime._executor_setup.Wiring`
+    """:func:`execute` with the dataflow given as a :class:`~runtime.executor_setup.Wiring`
     (for graphs that no Relax model describes, e.g. synthetic ones); ``kw`` as
     :class:`Execution` (``model`` only gives the tvm backend its kernels and the
     check its torch module)."""
@@ -347,7 +347,7 @@ class Execution:
     conditions. Close it (or use it as a context manager) to stop its threads.
 
     Parameters are those of :func:`execute`, with the dataflow as a ``wiring``
-    (:func:`runtime._executor_setup.wire`).
+    (:func:`runtime.executor_setup.wire`).
     """
 
     def __init__(
@@ -371,8 +371,8 @@ class Execution:
         pin_threads: bool = True,
         tune_malloc: bool = True,
     ) -> None:
-        from hetsim.runtime._executor_run import Engine
         from hetsim.runtime.backends import get_backend
+        from hetsim.runtime.executor_run import Engine
         from hetsim.sim.platform import Platform
 
         platform = Platform.load(platform)
@@ -415,7 +415,7 @@ class Execution:
             inputs = _host_inputs(wiring, bk, graph)
             cuda = None
             if self.gpu:
-                from hetsim.runtime._executor_cuda import CudaRuntime
+                from hetsim.runtime.executor_cuda import CudaRuntime
 
                 cuda = CudaRuntime(bk.name)
             self.engine = Engine(graph, platform, plan, specs, calls, inputs, bk, cost, active=active,
@@ -437,7 +437,7 @@ class Execution:
     def run(self, n: int = 1, *, timed: bool = True) -> list[float]:
         """Run ``n`` times (timed: kept in the result; else warm-up); the makespans.
         The first run is checked against the references."""
-        from hetsim.runtime._executor_run import _Failure
+        from hetsim.runtime.executor_run import Failure
 
         if self.engine is None:
             raise ExecutionError("this execution is closed")
@@ -456,7 +456,7 @@ class Execution:
                 else:
                     self.warmup += 1
                 out.append(span)
-        except _Failure as f:
+        except Failure as f:
             self.close()
             raise translate_error(f.exc, f.where, self.graph, self.platform, self.plan, self.cost) from f.exc
         except BaseException:

@@ -13,11 +13,11 @@ users of the simulator rely on.
 one-element ops); :func:`calibrate_dispatch` writes it into a profile's
 ``dispatch.json`` so that the simulator's per-op host dispatch is what the
 executor really spends; :func:`profile_in_context` measures operator times inside
-the running model (see :mod:`runtime._validate_profile`); :func:`measure_handoff`
+the running model (see :mod:`runtime.context_profile`); :func:`measure_handoff`
 measures how long an op waits for an input from another worker beyond one from
 its own (``Device.handoff_s`` in the simulator) and :func:`measure_read_bandwidth`
 how much longer it runs reading it (``Device.handoff_bandwidth_bytes_per_s``; see
-:mod:`runtime._handoff`).
+:mod:`runtime.handoff`).
 
 Examples
 --------
@@ -41,20 +41,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.runtime._executor_setup import ExecutionError
-from hetsim.runtime._handoff import (
-    HostCalibration,
-    handoff_gaps,
-    measure_handoff,
-    measure_read_bandwidth,
-)
-from hetsim.runtime._validate_profile import (
+from hetsim.runtime.backends.base import BackendError
+from hetsim.runtime.context_profile import (
     ContextProfiler,
     calibrate_dispatch,
     measure_overhead,
     profile_in_context,
 )
-from hetsim.runtime.backends.base import BackendError
+from hetsim.runtime.executor_setup import ExecutionError
+from hetsim.runtime.handoff import (
+    HostCalibration,
+    handoff_gaps,
+    measure_handoff,
+    measure_read_bandwidth,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
     from hetsim.runtime.executor import RunResult
+    from hetsim.schedulers.run import PlanRun
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
     from hetsim.sim.result import SimResult
@@ -214,16 +215,14 @@ def _platform(platform: Platform | str) -> Platform:
 
 
 def _cost(cost: Any, platform: Platform) -> tuple[Any, str]:
-    """A cost model and its name, from a model, a spec string or None (roofline)."""
-    if cost is None or cost == "roofline":
-        from hetsim.costmodel.roofline import Roofline
+    """A cost model (:func:`costmodel.as_cost_model`) and the name the tables give it."""
+    from hetsim.costmodel.base import as_cost_model
 
-        return Roofline(), "roofline"
-    if isinstance(cost, str | os.PathLike):
-        from hetsim import costmodel
-
-        return costmodel.from_spec(str(cost), platform=platform), str(cost)
-    return cost, str(getattr(cost, "name", type(cost).__name__))
+    if cost is None or isinstance(cost, str | os.PathLike):
+        name = "roofline" if cost is None else str(cost)
+    else:
+        name = str(getattr(cost, "name", type(cost).__name__))
+    return as_cost_model(cost, platform=platform), name
 
 
 def validate(
@@ -266,28 +265,27 @@ def validate(
     ValidationResult
     """
     from hetsim.runtime.executor import execute
-    from hetsim.sim.engine import simulate
 
     platform = _platform(platform)
     cost_model, cost_name = _cost(cost, platform)
-    g, plan = _plan(graph, platform, scheduler_or_plan, cost_model, scheduler_args)
-    sim = simulate(g, platform, plan, cost_model, requests=requests, record=True, seed=seed)
-    run = execute(g, plan, platform, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
-                  device_map=device_map, cost=cost_model, model=model, requests=requests)
-    return ValidationResult(g, plan, sim, run, cost_name)
+    run = _plan_run(graph, platform, scheduler_or_plan, cost_model, scheduler_args,
+                    requests=requests, record=True, seed=seed)  # fmt: skip
+    result = execute(run.graph, run.plan, platform, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
+                     device_map=device_map, cost=cost_model, model=model, requests=requests)  # fmt: skip
+    return ValidationResult(run.graph, run.plan, run.result, result, cost_name)
 
 
-def _plan(graph: Graph, platform: Platform, how: Any, cost: Any,
-          args: Mapping[str, Any] | None) -> tuple[Graph, Plan]:
+def _plan_run(graph: Graph, platform: Platform, how: Any, cost: Any, args: Mapping[str, Any] | None,
+              **options: Any) -> PlanRun:  # fmt: skip
+    """A plan given, or made by a scheduler (name or instance), through the one path
+    (:meth:`Scheduler.run <schedulers.base.Scheduler.run>`, :func:`schedulers.run_plan`)."""
+    from hetsim import schedulers
     from hetsim.sim.plan import Plan
 
     if isinstance(how, Plan):
-        return graph, how
-    from hetsim import schedulers
-
+        return schedulers.run_plan(graph, platform, how, cost, **options)
     sched = schedulers.get(how, **dict(args or {})) if isinstance(how, str) else how
-    g = sched.transform(graph, platform, cost)
-    return g, sched.schedule(g, platform, cost)
+    return sched.run(graph, platform, cost, **options)
 
 
 # ------------------------------------------------------------------ many plans
@@ -332,7 +330,7 @@ def validate_all(
     in_context
         A folder for an in-context profile measured *during* the validation: each
         round also runs every graph once node by node on one worker
-        (:class:`~runtime._validate_profile.ContextProfiler`), the op times of those
+        (:class:`~runtime.context_profile.ContextProfiler`), the op times of those
         runs are written there, and the plans are simulated with that profile
         (``cost`` then only plans them, and prices the dynamic policy's run-time
         decisions). The op times and the makespans are then measured under the same
@@ -343,7 +341,7 @@ def validate_all(
         A zoo model name (e.g. ``"squeezenet1_1"``; pick one that is not validated):
         each round also runs it on the first two devices of ``platform``, once on
         one worker and once with every edge crossing
-        (:class:`~runtime._handoff.HostCalibration`), and each model's plans are
+        (:class:`~runtime.handoff.HostCalibration`), and each model's plans are
         simulated on ``platform`` with the handoff (``Device.handoff_s``) and read
         bandwidth (``Device.handoff_bandwidth_bytes_per_s``) measured in its
         rounds: the host costs of the same minutes, which on a shared VM vary
@@ -433,14 +431,15 @@ def _validate_model(
     each round also runs its two executions, and the plans are simulated on the
     platform with the host costs so measured."""
     from hetsim import schedulers as sched_mod
-    from hetsim.runtime._executor_setup import wire
     from hetsim.runtime.executor import Execution
-    from hetsim.sim.engine import simulate
+    from hetsim.runtime.executor_setup import wire
+    from hetsim.sim.engine import SimulationError
+    from hetsim.sim.plan import PlanError
 
     rows: dict[str, dict[str, Any]] = {}
     late = profiler is not None or calibration is not None  # simulated after the runs, with what they measured
-    live: list[tuple[str, Graph, Plan, SimResult | None, Execution]] = []
-    profiling: list[tuple[str, Graph, Plan | None, SimResult | None, Execution]] = []
+    live: list[tuple[str, PlanRun, Execution]] = []
+    profiling: list[tuple[str, Graph, Execution]] = []
     try:
         for name in names:
             row: dict[str, Any] = {"model": mname, "scheduler": name, "platform": platform.name,
@@ -451,16 +450,19 @@ def _validate_model(
             try:
                 if reason is not None:
                     raise sched_mod.SchedulerError(reason)
-                g, plan = _plan(graph, platform, sched, cost, None)
+                run = sched.run(graph, platform, cost, simulate=not late, record=True)
             except sched_mod.SchedulerError as e:
                 row.update(status="skipped", note=str(e))
                 _say(progress, f"{mname} {name}: skipped ({e})")
                 continue
+            except (PlanError, SimulationError) as e:
+                row.update(status="failed", note=str(e))
+                _say(progress, f"{mname} {name}: FAILED: {e}")
+                continue
             try:
-                sim = None if late else simulate(g, platform, plan, cost, record=True)
-                ex = Execution(g, plan, platform, wire(g, relax_model), backend=backend, cost=cost,
-                               model=relax_model, device_map=device_map)
-                live.append((name, g, plan, sim, ex))
+                ex = Execution(run.graph, run.plan, platform, wire(run.graph, relax_model), backend=backend,
+                               cost=cost, model=relax_model, device_map=device_map)  # fmt: skip
+                live.append((name, run, ex))
                 ex.run(warmup, timed=False)
             except (ExecutionError, BackendError) as e:
                 if live and live[-1][0] == name:
@@ -468,13 +470,13 @@ def _validate_model(
                 row.update(status="failed", note=str(e))
                 _say(progress, f"{mname} {name}: FAILED: {e}")
         if profiler is not None:
-            for g in {id(item[1]): item[1] for item in live}.values():
-                profiling.append(("(in-context profile)", g, None, None, profiler.add(g, relax_model)))
+            for g in {id(item[1].graph): item[1].graph for item in live}.values():
+                profiling.append(("(in-context profile)", g, profiler.add(g, relax_model)))
         if calibration is not None:
             since = len(calibration.crossing.runs)
-            profiling += [("(host calibration)", calibration.graph, None, None, ex) for ex in calibration.executions]
+            profiling += [("(host calibration)", calibration.graph, ex) for ex in calibration.executions]
         for r in range(repeats):
-            both: list[tuple[str, Graph, Plan | None, SimResult | None, Execution]] = [*live, *profiling]
+            both: list[tuple[Any, ...]] = [*live, *profiling]
             for item in [both[(i + r) % len(both)] for i in range(len(both))]:
                 try:
                     item[-1].run(1)
@@ -497,10 +499,10 @@ def _validate_model(
 
             cost = costmodel.from_spec(str(profiler.write()), platform=platform)
             cost_name = f"in-context {profiler.path} (planned with {cost_name})"
-        for name, g, plan, sim, ex in live:
-            if sim is None:
-                sim = simulate(g, platform, plan, cost, record=True)
-            res = ValidationResult(g, plan, sim, ex.result(), cost_name)
+        for name, run, ex in live:
+            if late:  # with what the rounds measured: the calibrated platform, the in-context profile
+                run = run.simulate(platform=platform, cost=cost, record=True)
+            res = ValidationResult(run.graph, run.plan, run.result, ex.result(), cost_name)
             rows[name] = {**res.row(), "cost": cost_name}
             if out_dir is not None:
                 res.write(out_dir / mname / name)

@@ -26,6 +26,7 @@ from hetsim.schedulers.optimal import Optimal
 from hetsim.schedulers.peft import PEFT
 from hetsim.schedulers.random_placement import RandomPlacement
 from hetsim.schedulers.round_robin import RoundRobin
+from hetsim.schedulers.run import RUN_COLUMNS, PlanRun, run_plan
 from hetsim.schedulers.single_device import SingleDevice
 from hetsim.schedulers.tensor_split import TensorSplit
 from hetsim.schedulers.timeslice import TimeslicePipeline
@@ -33,13 +34,16 @@ from hetsim.sim.plan import Plan, PlanError
 
 __all__ = [
     "REGISTRY",
+    "RUN_COLUMNS",
     "EarliestFinishPolicy",
+    "PlanRun",
     "Scheduler",
     "SchedulerError",
     "get",
     "load_plan",
     "names",
     "register",
+    "run_plan",
 ]
 
 # name -> (class, default keyword arguments)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from hetsim.schedulers.base import CostTable, Scheduler, topo_priority
+from hetsim.schedulers.base import CostTable, Scheduler, SchedulerError, topo_priority
 from hetsim.schedulers.timeslice import partition_chain
 from hetsim.sim.plan import Plan
 
@@ -99,8 +99,13 @@ class AntichainDP(Scheduler):
             mode = "antichain"
         cost_of = {d: [sum(w for i, w in enumerate(work[d]) if s >> i & 1) for s in states] for d in order}
         cut = [sum(b for p, c, b in tensors if p & s and c & ~s) for s in states]
+        params = [graph.nx.nodes[x]["param_bytes"] for x in topo]
+        held = [sum(b for i, b in enumerate(params) if s >> i & 1) for s in states]
+        room = {d: platform.device(d).memory_bytes for d in order}
         if mode == "linear":
             def price(i: int, j: int, dev: str, k: int) -> float:
+                if held[j] - held[i] > room[dev]:
+                    return math.inf  # the stage's weights do not fit the device
                 comm = table.comm(cut[i], order[k - 1], dev) if k > 0 and cut[i] else 0.0
                 return cost_of[dev][j] - cost_of[dev][i] + comm
 
@@ -108,7 +113,9 @@ class AntichainDP(Scheduler):
             masks = [(states[i], states[j]) for i, j, _ in segs]
             devs = [d for _, _, d in segs]
         else:
-            bottleneck, masks, devs = self._dp(states, order, cost_of, cut, table)
+            bottleneck, masks, devs = self._dp(states, order, cost_of, cut, table, held, room)
+        if not math.isfinite(bottleneck):
+            raise SchedulerError(_no_split(graph, table, order[: min(len(order), n)], room))
         placement: dict[str, str] = {}
         stages: list[list[str]] = []
         for (lo, hi), dev in zip(masks, devs):
@@ -131,6 +138,8 @@ class AntichainDP(Scheduler):
         cost_of: dict[str, list[float]],
         cut: list[int],
         table: CostTable,
+        held: list[int],
+        room: dict[str, int],
     ) -> tuple[float, list[tuple[int, int]], list[str]]:
         s_count = len(states)
         full = s_count - 1  # the largest downset (all nodes) sorts last
@@ -146,13 +155,15 @@ class AntichainDP(Scheduler):
                 for i in range(j):
                     prev = best[k - 1][i]
                     si = states[i]
-                    if prev >= best[k][j] or si & sj != si or si == sj:
+                    if prev >= best[k][j] or si & sj != si or si == sj or held[j] - held[i] > room[dev]:
                         continue
                     comm = table.comm(cut[i], order[k - 2], dev) if k > 1 and cut[i] else 0.0
                     val = max(prev, cd[j] - cd[i] + comm)
                     if val < best[k][j]:
                         best[k][j], back[k][j] = val, i
         masks: list[tuple[int, int]] = []
+        if not math.isfinite(best[m][full]):
+            return math.inf, masks, order[:m]
         j = full
         for k in range(m, 0, -1):
             i = back[k][j]
@@ -160,3 +171,21 @@ class AntichainDP(Scheduler):
             j = i
         masks.reverse()
         return best[m][full], masks, order[:m]
+
+
+def _no_split(graph: Graph, table: CostTable, stages: list[str], room: dict[str, int]) -> str:
+    """Why no split into ``stages`` (devices in pipeline order) fits: a node that fits
+    none of them, else one whose op does not fit some stage's device, else the weights."""
+    from hetsim.sim.plan import size_text
+
+    where = f"antichain-dp: no split of graph {graph.name!r} into stages on {', '.join(stages)} (in that order)"
+    nodes = graph.nx.nodes
+    for x in table.topo:
+        misfit = [d for d in stages if math.isinf(table.w[x][d])]
+        if misfit:
+            need = size_text(nodes[x]["bytes"])
+            return (f"{where} fits the devices' memory: node {x!r} needs {need}, more than "
+                    + ", ".join(f"{d!r} has ({size_text(room[d])})" for d in misfit))
+    total = sum(nodes[x]["param_bytes"] for x in table.topo)
+    return (f"{where} keeps every stage's weights within its device's memory "
+            f"({size_text(total)} of weights; {', '.join(f'{d}: {size_text(room[d])}' for d in stages)})")

@@ -20,7 +20,7 @@ Helpers
     contention. HEFT, CPOP, PEFT and DONF build their schedule with it; with
     ``insertion=False, contention=True`` it is the cheap list-scheduling estimator
     that cp-greedy and by-op/by-path use to predict a placement's makespan.
-:func:`_list_schedule`
+:func:`list_schedule`
     placement + node ordering -> estimated schedule and integer priorities.
 """
 
@@ -34,7 +34,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from hetsim.graphs.graph import tensor_bytes
+from hetsim.costmodel.base import host_dispatch
+from hetsim.graphs.graph import check_io, tensor_bytes
+from hetsim.schedulers.run import PlanRun
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,6 +107,7 @@ class CostTable:
     """
 
     def __init__(self, graph: Graph, platform: Platform, cost: CostModel) -> None:
+        check_io(graph)
         self.graph = graph
         self.platform = platform
         self.cost = cost
@@ -120,7 +123,7 @@ class CostTable:
             for dev in platform.devices:
                 fits = nodes[n]["bytes"] <= dev.memory_bytes
                 wn[dev.name] = float(cost.op_time(graph, n, dev)) if fits else math.inf
-                dn[dev.name] = float(cost.dispatch_time(graph, n, dev))
+                dn[dev.name] = host_dispatch(cost, graph, n, dev)
             if all(math.isinf(t) for t in wn.values()):
                 raise SchedulerError(f"node {n!r} fits in the memory of no device of {platform.name!r}")
             self.w[n] = wn
@@ -177,17 +180,7 @@ class CostTable:
         hit = self._hops.get(key)
         if hit is not None:
             return hit
-        platform = self.platform
-        out: list[tuple[str, Link]] = []
-        cur = src
-        for link in platform.route(src, dst):
-            forward = platform.shares_memory(cur, link.src)
-            if link.duplex:
-                res = f"{link.src}->{link.dst}" if forward else f"{link.dst}->{link.src}"
-            else:
-                res = link.name
-            out.append((res, link))
-            cur = link.dst if forward else link.src
+        out = list(self.platform.link_directions(src, dst))
         self._hops[key] = out
         return out
 
@@ -491,7 +484,7 @@ class EFTState:
         )
 
 
-def _list_schedule(
+def list_schedule(
     table: CostTable,
     placement: Mapping[str, str],
     order: Sequence[str] | None = None,
@@ -529,9 +522,8 @@ class Scheduler:
     Two optional steps around scheduling:
 
     * :meth:`transform` rewrites the graph before scheduling (identity by default;
-      tensor-split splits operators). Callers that compare schedulers call
-      ``g2 = s.transform(g, p, c)`` and then ``s.schedule(g2, p, c)`` and simulate
-      ``g2``; :meth:`run` does both.
+      tensor-split splits operators). :meth:`run` transforms, schedules and
+      simulates the plan on the rewritten graph: what every caller uses.
     * :meth:`applies_to` tells a comparison whether to run this scheduler at all.
     """
 
@@ -595,10 +587,60 @@ class Scheduler:
         }
         return plan.validate(graph, platform)
 
-    def run(self, graph: Graph, platform: Platform, cost: CostModel) -> tuple[Graph, Plan]:
-        """:meth:`transform` then :meth:`schedule`; returns the graph the plan is for."""
+    def run(
+        self,
+        graph: Graph,
+        platform: Platform | str,
+        cost: Any = None,
+        *,
+        simulate: bool = True,
+        **options: Any,
+    ) -> PlanRun:
+        """Plan ``graph`` and simulate the plan: the one path every caller takes.
+
+        :meth:`transform` rewrites the graph, :meth:`schedule` plans the rewritten
+        graph, and the plan is simulated on it.
+
+        Parameters
+        ----------
+        graph
+            The model graph.
+        platform
+            A :class:`~sim.platform.Platform`, preset name or TOML path.
+        cost
+            A cost model or spec (:func:`costmodel.as_cost_model`; None: each device's default source);
+            the same model plans and prices.
+        simulate
+            False: plan only (``result`` None), e.g. to simulate later with
+            :meth:`PlanRun.simulate`.
+        **options
+            Options of :func:`sim.simulate`: ``requests`` (default: the plan's
+            ``microbatches``, else 1), ``interval_s``, ``record``, ``seed``,
+            ``noise``, ``check_memory``.
+
+        Returns
+        -------
+        PlanRun
+            The graph the plan is for, the plan, the simulation, the wall times;
+            :meth:`PlanRun.metrics` is its results row.
+
+        Raises
+        ------
+        SchedulerError
+            when this scheduler cannot plan the graph on the platform; whatever the
+            plan's validation (:class:`~sim.plan.PlanError`) or the simulation
+            (:class:`~sim.engine.SimulationError`, e.g. out of memory) raise.
+        """
+        from hetsim.costmodel.base import as_cost_model
+        from hetsim.sim.platform import Platform as _Platform
+
+        platform = _Platform.load(platform)
+        cost = as_cost_model(cost, platform=platform)
+        t0 = time.perf_counter()
         g2 = self.transform(graph, platform, cost)
-        return g2, self.schedule(g2, platform, cost)
+        plan = self.schedule(g2, platform, cost)
+        run = PlanRun(g2, platform, cost, plan, scheduling_time_s=time.perf_counter() - t0)
+        return run.simulate(**options) if simulate else run
 
     def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
         raise NotImplementedError

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from hetsim.schedulers.base import CostTable, Scheduler, _list_schedule, quantize, upward_rank
+from hetsim.schedulers.base import CostTable, Scheduler, list_schedule, quantize, upward_rank
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,7 +105,7 @@ class ByPath(Scheduler):
                 for n in br:
                     placement[n] = best
         q = quantize(upward_rank(table))
-        state = _list_schedule(table, placement, sorted(table.topo, key=lambda n: -q[n]))
+        state = list_schedule(table, placement, sorted(table.topo, key=lambda n: -q[n]))
         return state.to_plan(
             fastest_device=fast,
             regions=[{"fork": f, "join": j, "branches": len(b)} for f, j, b in regions],

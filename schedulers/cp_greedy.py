@@ -12,11 +12,13 @@ operator, or a whole chain of them (a branch of an inception block), so that a
 branch can leave the critical device without paying a transfer per operator.
 
 Candidates are priced with the cheap list-scheduling estimator of
-:func:`schedulers.base._list_schedule` (cost-model op, dispatch and transfer
+:func:`schedulers.base.list_schedule` (cost-model op, dispatch and transfer
 times, link and host contention, fixed upward-rank order): O(V + E) per
 candidate, O(passes x V x D x (V + E)) in all. The initial placement, the
 corrected one and the best single-device placement are then simulated
-(:func:`sim.engine.simulate`) and the best simulated one is returned;
+(:func:`sim.engine.simulate`) and the best simulated one is returned (a
+candidate whose weights or tensors overflow a device's memory is skipped, and a
+correction move that would overflow a device with weights is never tried);
 ``meta["predicted_makespan"]`` and ``meta["simulated_makespan"]`` report both
 numbers.
 """
@@ -29,12 +31,13 @@ from hetsim.graphs.transforms import critical_path
 from hetsim.schedulers.base import (
     CostTable,
     Scheduler,
-    _list_schedule,
+    SchedulerError,
+    list_schedule,
     quantize,
     topo_priority,
     upward_rank,
 )
-from hetsim.sim.plan import Plan
+from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
@@ -93,6 +96,33 @@ def _path_devices(table: CostTable, path: list[str]) -> dict[str, str]:
     return out
 
 
+def _fit_weights(table: CostTable, placement: dict[str, str], room: dict[str, int], keys: set[str]) -> dict[str, int]:
+    """Move nodes off devices whose memory cannot hold the weights placed on them, the
+    ones that lose least time per weight byte first (key operators last), each to the
+    fastest device with room; returns the weights per device. A placement that cannot
+    be repaired so is left overflowing (its simulation will say so)."""
+    nodes = table.graph.nx.nodes
+    weights = {d: 0 for d in table.devices}
+    for n, d in placement.items():
+        weights[d] += nodes[n]["param_bytes"]
+    for d in table.devices:
+        movable = [n for n in table.topo if placement[n] == d and nodes[n]["param_bytes"] > 0]
+
+        def loss(n: str, d: str = d) -> tuple[bool, float]:
+            alt = min((table.w[n][e] for e in table.devices if e != d), default=float("inf"))
+            return n in keys, (alt - table.w[n][d]) / nodes[n]["param_bytes"]
+
+        for n in sorted(movable, key=loss):
+            if weights[d] <= room[d]:
+                break
+            b = nodes[n]["param_bytes"]
+            to = [e for e in table.devices if e != d and weights[e] + b <= room[e] and table.w[n][e] < float("inf")]
+            if to:
+                e = min(to, key=lambda e: table.w[n][e])
+                placement[n], weights[d], weights[e] = e, weights[d] - b, weights[e] + b
+    return weights
+
+
 class CPGreedy(Scheduler):
     """Key operators on their fastest device, greedy correction of the others.
 
@@ -122,14 +152,17 @@ class CPGreedy(Scheduler):
         order = sorted(prio, key=prio.__getitem__)
 
         def estimate(pl: dict[str, str]) -> float:
-            return _list_schedule(table, pl, order, presorted=True).makespan
+            return list_schedule(table, pl, order, presorted=True).makespan
 
         initial = dict(fastest)
         initial.update(_path_devices(table, key_ops))
+        room = {d: platform.device(d).memory_bytes for d in table.devices}
+        weights = _fit_weights(table, initial, room, keys)  # weights resident per device
         placement = dict(initial)
         best = estimate(placement)
         units = _units(graph, [n for n in table.topo if n not in keys])
         units.sort(key=lambda u: -sum(table.wbar(n) for n in u))
+        nodes = graph.nx.nodes
         moves, passes = 0, 0
         for passes in range(1, self.max_passes + 1):  # noqa: B007 - reported below
             improved = False
@@ -138,10 +171,16 @@ class CPGreedy(Scheduler):
                 for d in table.devices:
                     if all(placement[n] == d for n in unit) or any(table.w[n][d] == float("inf") for n in unit):
                         continue
+                    extra = sum(nodes[n]["param_bytes"] for n, h in zip(unit, here) if h != d)
+                    if weights[d] + extra > room[d]:
+                        continue  # its weights would not fit: not a candidate
                     for n in unit:
                         placement[n] = d
                     m = estimate(placement)
                     if m < best * (1 - 1e-9):
+                        for n, h in zip(unit, here):
+                            weights[h] -= nodes[n]["param_bytes"]
+                        weights[d] += sum(nodes[n]["param_bytes"] for n in unit)
                         best, here, improved = m, [d] * len(unit), True
                         moves += 1
                     for n, h in zip(unit, here):
@@ -154,19 +193,29 @@ class CPGreedy(Scheduler):
                 candidates[f"all-{d}"] = dict.fromkeys(table.topo, d)
         chosen, sim_ms = "corrected", None
         results: dict[str, float] = {}
+        rejected: dict[str, str] = {}
         if self.verify:
-            from hetsim.sim.engine import simulate
+            from hetsim.sim.engine import SimulationError, simulate
 
             for name, pl in candidates.items():
-                prio = _list_schedule(table, pl, order, presorted=True).priority()
-                results[name] = simulate(graph, platform, Plan(pl, prio), cost).makespan
+                prio = list_schedule(table, pl, order, presorted=True).priority()
+                try:
+                    results[name] = simulate(graph, platform, Plan(pl, prio), cost).makespan
+                except (PlanError, SimulationError) as e:  # overflows a device's memory: skip it
+                    rejected[name] = str(e)
+            if not results:
+                raise SchedulerError(
+                    f"cp-greedy: every candidate placement of graph {graph.name!r} overflows a device's "
+                    f"memory on {platform.name!r}, e.g. {next(iter(rejected))}: {next(iter(rejected.values()))}"
+                )
             chosen = min(results, key=lambda k: (results[k], k != "corrected"))
             sim_ms = results[chosen]
-        final = _list_schedule(table, candidates[chosen], order, presorted=True)
+        final = list_schedule(table, candidates[chosen], order, presorted=True)
         return final.to_plan(
             predicted_makespan=best if chosen == "corrected" else final.makespan,
             simulated_makespan=sim_ms,
             candidates_simulated=results,
+            candidates_rejected=rejected,
             chosen=chosen,
             key_operators=key_ops,
             moves=moves,

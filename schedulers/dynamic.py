@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from hetsim.costmodel.base import host_dispatch
 from hetsim.schedulers.base import CostTable, Scheduler, quantize, topo_priority, upward_rank
 from hetsim.sim.plan import Plan
 
@@ -71,7 +72,7 @@ class EarliestFinishPolicy:
                     ready = max(ready, now + sum(cost.transfer_time(b, lk) for lk in links))
             t = cost.op_time(graph, node, dev)
             if self.include_dispatch:
-                t += cost.dispatch_time(graph, node, dev)
+                t += host_dispatch(cost, graph, node, dev)
             finish = max(view.device_free_at(dev.name), ready) + t
             if finish < best_t:
                 best, best_t = dev.name, finish

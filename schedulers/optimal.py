@@ -38,7 +38,14 @@ schedule. The rules assume zero dispatch time (with dispatch, a stream waiting f
 the host looks idle to the model); ``meta["objective_s"]`` is phase 2's makespan.
 
 Times are integers in units of ``time_unit_s`` (1 ns by default); durations are
-rounded once, so the model and a simulation agree to within ``V x time_unit_s``.
+rounded once, so the model and a simulation agree to within ``V x time_unit_s``. A
+graph whose times would overflow CP-SAT's 64-bit integers in that unit (a 10 GB
+tensor on a 1 B/s link) is solved in a coarser unit, a power of ten larger
+(``meta["time_unit_s"]`` is the unit used). The weights placed on a device fit
+its memory (as :meth:`~sim.plan.Plan.validate` requires); a phase-2 candidate that
+overflows a device's memory in the simulator is skipped
+(``meta["candidates_skipped"]``). ``meta["solve_time_s"]`` is the wall time of
+every solve, the ones that hit their time limit included.
 Complexity: exponential in the worst case (the problem is strongly NP-hard);
 phase 1 has O(V x D) op and O(T x D^2 x hops) transfer intervals (T tensors),
 phase 2 adds O(J^2) literals per resource for its J jobs, which is why graphs above
@@ -61,6 +68,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Platform
+
+
+#: largest value the model's keys may reach (2**62: headroom in int64 for the sums)
+_INT_LIMIT = 1 << 62
+
+
+class _TooLong(Exception):
+    """The horizon in time units overflows CP-SAT's integers by ``factor``."""
+
+    def __init__(self, factor: float) -> None:
+        super().__init__(factor)
+        self.factor = factor
 
 
 class Optimal(Scheduler):
@@ -112,32 +131,45 @@ class Optimal(Scheduler):
 
     def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
         table = CostTable(graph, platform, cost)
-        unit = self.time_unit_s
+        if not self.time_unit_s > 0:
+            raise SchedulerError(f"optimal: time_unit_s must be > 0, got {self.time_unit_s!r}")
+        unit = float(self.time_unit_s)
+        while True:  # a graph whose times span more than int64 time units: coarser units
+            try:
+                mdl = _Model(table, unit, self.model_dispatch)
+                break
+            except _TooLong as e:
+                unit = float(f"{unit * 10.0 ** math.ceil(math.log10(e.factor) + 1e-9):.3g}")
         tol = (len(table.topo) + len(table.tensors)) * unit
-        mdl = _Model(table, unit, self.model_dispatch)
         hint = heft_state(table, contention=True)
         for (n, d), lit in mdl.x.items():
             mdl.m.AddHint(lit, hint.placement[n] == d)
         budget = float(self.time_limit_s)
         first = mdl.solve(budget * (0.5 if self.executable else 1.0), self.workers)
         if first is None:
-            raise SchedulerError(f"optimal: CP-SAT found no schedule within {budget} s; raise time_limit_s")
+            raise SchedulerError(
+                f"optimal: CP-SAT found no schedule within {budget} s (or no placement fits the devices' "
+                "memory with the weights); raise time_limit_s"
+            )
         result, lower, executable, sim_s = first, first["bound"], False, None
+        skipped: dict[str, str] = {}
         if self.executable:
-            from hetsim.sim.engine import simulate
-
             plan1 = _plan(table, first)
-            res = simulate(graph, platform, plan1, cost, requests=1, record=True)
-            heft_plan = hint.to_plan()
-            res_h = simulate(graph, platform, heft_plan, cost, requests=1, record=True)
-            sim_s, executable = res.makespan, True
-            reproduced = sim_s <= first["objective"] * unit + tol
-            if not (reproduced and (first["status"] == "OPTIMAL" or sim_s <= res_h.makespan)):
+            simulated = {}  # candidate -> (makespan, order, plan, records); those that run
+            for order, (key, plan) in enumerate((("phase 1", plan1), ("heft", hint.to_plan()))):
+                res, why = _simulated(graph, platform, plan, cost)
+                if res is None:
+                    skipped[key] = why
+                else:
+                    simulated[key] = (res.makespan, order, plan, res.records)
+            if "phase 1" in simulated:
+                sim_s, executable = simulated["phase 1"][0], True
+            reproduced = sim_s is not None and sim_s <= first["objective"] * unit + tol
+            heft_s = simulated["heft"][0] if "heft" in simulated else math.inf
+            if simulated and not (reproduced and (first["status"] == "OPTIMAL" or sim_s <= heft_s)):
                 # phase 2, warm-started from the better simulated plan: phase 1's or HEFT's
-                incumbent = min(
-                    (res.makespan, 0, plan1, res.records), (res_h.makespan, 1, heft_plan, res_h.records),
-                    key=lambda c: c[:2],
-                )
+                incumbent = min(simulated.values(), key=lambda c: c[:2])
+                executable = True
                 mdl.add_simulator_rules()
                 mdl.hint_from_records(incumbent[2].placement, incumbent[3])
                 second = mdl.solve(max(0.5, budget - first["time"]), self.workers)
@@ -161,12 +193,26 @@ class Optimal(Scheduler):
                 "phase1_objective_s": first["objective"] * unit,
                 "phase1_simulated_s": sim_s,
                 "executable": executable,
+                "candidates_skipped": skipped,
                 "makespan_estimate": obj * unit,
-                "solve_time_s": first["time"] + (result["time"] if result is not first else 0.0),
+                "solve_time_s": sum(mdl.solve_times),
+                "phase_solve_times_s": list(mdl.solve_times),
                 "time_unit_s": unit,
                 "model_dispatch": self.model_dispatch,
             },
         )
+
+
+def _simulated(graph: Graph, platform: Platform, plan: Plan, cost: CostModel) -> tuple[Any, str]:
+    """The simulation of a candidate plan, or None and why it cannot run (it overflows a
+    device's memory: :class:`~sim.plan.PlanError`, :class:`~sim.engine.SimulationError`)."""
+    from hetsim.sim.engine import SimulationError, simulate
+    from hetsim.sim.plan import PlanError
+
+    try:
+        return simulate(graph, platform, plan, cost, requests=1, record=True), ""
+    except (PlanError, SimulationError) as e:
+        return None, str(e)
 
 
 def _plan(table: CostTable, result: dict[str, Any], meta: dict[str, Any] | None = None) -> Plan:
@@ -222,6 +268,7 @@ class _Model:
 
     def __init__(self, table: CostTable, unit: float, model_dispatch: bool) -> None:
         self.table = table
+        self.solve_times: list[float] = []  # wall time of every solve, found a solution or not
         platform, cost = table.platform, table.cost
         self.q = q = lambda t: int(round(t / unit))  # noqa: E731
         devs, topo = table.devices, table.topo
@@ -249,6 +296,8 @@ class _Model:
         self.h = h = sum(max(dur[n, d] for d in devs if (n, d) in dur) for n in topo) + chains + h_read + 1
         self.key_scale = nv + 1
         self.big = (h + 1) * (nv + 1) + nv
+        if 2 * self.big > _INT_LIMIT:  # CP-SAT's int64 arithmetic would overflow
+            raise _TooLong(2 * self.big / _INT_LIMIT)
         self.x: dict[tuple[str, str], Any] = {}
         self.start = {n: m.NewIntVar(0, h, f"S[{n}]") for n in topo}
         self.end = {n: m.NewIntVar(0, h, f"E[{n}]") for n in topo}
@@ -298,6 +347,12 @@ class _Model:
             m.Add(self.end[n] == self.start[n] + sum(dur[n, d] * self.x[n, d] for d in devs if (n, d) in self.x)
                   + sum(c * z for c, z in extra))
             m.Add(self.makespan >= self.end[n])
+        nodes = table.graph.nx.nodes
+        for d in devs:  # the weights placed on a device fit in its memory (Plan.validate)
+            held = [(nodes[n]["param_bytes"], self.x[n, d]) for n in topo if (n, d) in self.x
+                    and nodes[n]["param_bytes"] > 0]  # fmt: skip
+            if sum(b for b, _ in held) > platform.device(d).memory_bytes:
+                m.Add(sum(int(b) * lit for b, lit in held) <= int(platform.device(d).memory_bytes))
         for d in devs:
             ivs = [j[0] for j in self.dev_jobs[d]]
             if platform.device(d).streams == 1:
@@ -477,6 +532,7 @@ class _Model:
         solver.parameters.max_time_in_seconds = float(seconds)
         solver.parameters.num_search_workers = int(workers)
         status = solver.Solve(self.m)
+        self.solve_times.append(solver.WallTime())
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return None
         topo, devs = self.table.topo, self.table.devices

@@ -19,8 +19,9 @@ Model
   view) runs ``bytes / device.handoff_bandwidth_bytes_per_s`` longer, reading that
   input from the other core's caches.
 * Every kernel launch first holds the host dispatcher (``platform.dispatch_threads``
-  slots, FIFO) for ``cost.dispatch_time(...)`` (``device.dispatch_s`` when the cost
-  model has no ``dispatch_time``) while its stream waits, then runs ``op_time``.
+  slots, FIFO) for :func:`costmodel.host_dispatch` (``cost.dispatch_time(...)``, or
+  ``device.dispatch_s`` when the cost model has none) while its stream waits, then
+  runs ``op_time``.
   Ops priced at zero (view ops) complete the moment they are ready, on no stream.
 * Graph inputs (``graph.meta["inputs"]``) start on the host when a request arrives;
   graph outputs (``meta["outputs"]``) are sent back to the host and count in the
@@ -48,8 +49,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from hetsim.sim import _engine_servers as _servers
-from hetsim.sim._engine_prep import (
+from hetsim.costmodel.base import host_dispatch
+from hetsim.sim import engine_servers as _servers
+from hetsim.sim.engine_prep import (
     Fanout,
     Prepared,
     PrepError,
@@ -58,16 +60,17 @@ from hetsim.sim._engine_prep import (
     prepare,
     route,
 )
-from hetsim.sim._engine_state import (
-    _DONE,
-    _QUEUED,
-    _RUNNING,
-    _STATE,
+from hetsim.sim.engine_state import (
+    DONE,
+    QUEUED,
+    RUNNING,
+    STATE_NAMES,
+    PolicyView,
+    Request,
     SimulationError,
-    _Req,
-    _View,
-    _Xfer,
+    Transfer,
 )
+from hetsim.sim.plan import size_text
 from hetsim.sim.platform import Platform
 from hetsim.sim.result import SimResult
 
@@ -152,7 +155,7 @@ def simulate(
     gc.disable()
     try:
         prep = prepare(graph, platform, plan)
-        run = _Run(graph, platform, plan, cost, prep, n_req=n_req, interval=float(interval_s))
+        run = EngineRun(graph, platform, plan, cost, prep, n_req=n_req, interval=float(interval_s))
         run.configure(record=record, seed=seed, noise=float(noise), check_memory=check_memory)
         return run.execute()
     except PrepError as e:
@@ -162,10 +165,15 @@ def simulate(
             gc.enable()
 
 
-class _Run:
+def _bytes(n: int) -> str:
+    """``"1100 bytes"``, ``"6442450944 bytes (6.0 GiB)"``: exact, and readable when large."""
+    return f"{n} bytes" if n < 2**20 else f"{n} bytes ({size_text(n)})"
+
+
+class EngineRun:
     """One simulation: integer tables, mutable state and the handlers of its events.
 
-    The SimPy processes (:mod:`sim._engine_servers`) call ``_start``/``_finish``
+    The SimPy processes (:mod:`sim.engine_servers`) call ``_start``/``_finish``
     for ops and ``_xfer_start``/``_xfer_done`` for transfers; these update memory,
     wake successors and queue transfers.
     """
@@ -187,7 +195,6 @@ class _Run:
         n_dev = len(prep.dev_names)
         self.n_dev = n_dev
         self.dev_index = {d: i for i, d in enumerate(prep.dev_names)}
-        self.dispatch_fn = getattr(cost, "dispatch_time", None)
         self.handoff = [float(d.handoff_s) for d in platform.devices]
         self.decision = float(getattr(platform, "decision_s", 0.0))
         self.dynamic = plan.policy is not None
@@ -219,6 +226,14 @@ class _Run:
                 else:
                     self.baked[u] = False
         self.npred = [len(p) for p in prep.preds] + [0] * (len(prep.names) - n)
+        # dynamic plans: how many policy-placed readers each tensor has (a moved copy
+        # lives until they are all placed: a tensor moves to a device once per request)
+        self.dyn_readers: dict[tuple[int, int], int] = {}
+        if self.dynamic:
+            for v in range(n):
+                if prep.loc0[v] < 0:
+                    for key in prep.preds[v]:
+                        self.dyn_readers[key] = self.dyn_readers.get(key, 0) + 1
         self.roots = [u for u in range(n) if not prep.preds[u]]
         # memory
         self.mem = [0] * n_dev
@@ -246,7 +261,7 @@ class _Run:
         self.disp_busy = 0.0
         self.seq = 0
         self.zero: deque = deque()
-        self.reqs: list[_Req | None] = [None] * n_req
+        self.reqs: list[Request | None] = [None] * n_req
         self.arrivals = [0.0] * n_req
         self.completions = [math.nan] * n_req
         self.done = 0
@@ -267,7 +282,7 @@ class _Run:
         if record:
             graph, n = self.graph, self.prep.n_ops
             self.node_bytes = [int(graph.nx.nodes[u]["bytes"]) for u in self.prep.names[:n]]
-        self.view = _View(self)
+        self.view = PolicyView(self)
         self.seeds = np.random.SeedSequence(seed).spawn(self.n_req) if self.sigma > 0 else None
 
     # ------------------------------------------------------------------ pricing
@@ -279,12 +294,9 @@ class _Run:
             t = self.cost.op_time(self.graph, name, dev)
             if not (type(t) is float and 0.0 <= t < math.inf):
                 t = check_time(t, f"op {name!r} on {dev.name!r}")
-            if self.dispatch_fn is not None:
-                ds = self.dispatch_fn(self.graph, name, dev)
-                if not (type(ds) is float and 0.0 <= ds < math.inf):
-                    ds = check_time(ds, f"dispatching {name!r} to {dev.name!r}")
-            else:
-                ds = float(dev.dispatch_s)
+            ds = host_dispatch(self.cost, self.graph, name, dev)
+            if not 0.0 <= ds < math.inf:
+                ds = check_time(ds, f"dispatching {name!r} to {dev.name!r}")
             hit = (t, ds)
             if cache:
                 self._prices[(u, d)] = hit
@@ -310,7 +322,7 @@ class _Run:
         return fo
 
     # ----------------------------------------------------------------- memory
-    def _alloc(self, di: int, size: int, req: _Req, what: str, about: Any) -> None:
+    def _alloc(self, di: int, size: int, req: Request, what: str, about: Any) -> None:
         m = self.mem[di] + size
         self.mem[di] = m
         if m > self.peak[di]:
@@ -318,7 +330,7 @@ class _Run:
             if m > self.prep.capacity[di] and di not in self._overflowed:
                 self._overflow(di, m, req, what, about)
 
-    def _overflow(self, di: int, m: int, req: _Req, what: str, about: Any) -> None:
+    def _overflow(self, di: int, m: int, req: Request, what: str, about: Any) -> None:
         names = self.prep.names
         if what == "op":
             what = f"op {names[about]!r} started"
@@ -329,7 +341,7 @@ class _Run:
         cap = self.prep.capacity[di]
         msg = (
             f"device {self.prep.dev_names[di]!r} out of memory at t={self.env.now:.6g} s: "
-            f"{m} bytes ({m / 2**20:.1f} MiB) in use > capacity {cap} bytes ({cap / 2**20:.1f} MiB), "
+            f"{_bytes(m)} in use > capacity {_bytes(cap)}, "
             f"when {what} (request {req.r})"
         )
         if self.check_memory:
@@ -337,7 +349,7 @@ class _Run:
         self._overflowed.add(di)
         self.failures.append(msg)
 
-    def _decref(self, req: _Req, key: tuple[int, int, int]) -> None:
+    def _decref(self, req: Request, key: tuple[int, int, int]) -> None:
         refs = req.refs
         c = refs[key] - 1
         if c:
@@ -347,10 +359,10 @@ class _Run:
             self.mem[key[2]] -= self.prep.out_size[key[0]][key[1]]
 
     # --------------------------------------------------------------- op events
-    def _start(self, req: _Req, u: int, di: int) -> None:
+    def _start(self, req: Request, u: int, di: int) -> None:
         fo = self._fanouts[di][u] or self._fanout(u, di)
         refs = req.refs
-        req.state[u] = _RUNNING
+        req.state[u] = RUNNING
         for k, _, nref in fo.alloc:
             refs[(u, k, di)] = nref
         if fo.total:
@@ -358,7 +370,7 @@ class _Run:
         for k in fo.held:
             req.held.append((u, k, di))
 
-    def _finish(self, req: _Req, u: int, di: int) -> None:
+    def _finish(self, req: Request, u: int, di: int) -> None:
         same = self.prep.domain_same[di]
         loc, refs, mem, out_size = req.loc, req.refs, self.mem, self.prep.out_size
         for p, k in self.prep.preds[u]:  # release the inputs (inlined _decref)
@@ -375,9 +387,9 @@ class _Run:
         if req.remaining == 0:
             self._complete(req)
 
-    def _fan(self, req: _Req, u: int, di: int) -> None:
+    def _fan(self, req: Request, u: int, di: int) -> None:
         fo = self._fanouts[di][u] or self._fanout(u, di)
-        req.state[u] = _DONE
+        req.state[u] = DONE
         self.mem[di] -= fo.dead_total
         pend = req.pending
         for v in fo.local:
@@ -388,7 +400,7 @@ class _Run:
         for v, h in fo.handoff:
             self.env.timeout(h).callbacks.append(lambda _e, req=req, v=v: self._handed(req, v))
         for g in fo.groups:
-            x = _Xfer(
+            x = Transfer(
                 req,
                 u,
                 g.k,
@@ -412,7 +424,7 @@ class _Run:
             if c == 0:
                 self._place(req, v)
 
-    def _handed(self, req: _Req, v: int) -> None:
+    def _handed(self, req: Request, v: int) -> None:
         """An input from another device of ``v``'s memory domain, after the handoff."""
         c = req.pending[v] - 1
         req.pending[v] = c
@@ -420,7 +432,7 @@ class _Run:
             self._ready(req, v)
             self._drain()
 
-    def _ready(self, req: _Req, v: int) -> None:
+    def _ready(self, req: Request, v: int) -> None:
         di = req.loc[v]
         if self.static[v]:
             t, ds = self.top[v], self.tdsp[v]
@@ -434,7 +446,7 @@ class _Run:
         if t == 0.0 and ds == 0.0:
             self.zero.append((req, v, di))
             return
-        req.state[v] = _QUEUED
+        req.state[v] = QUEUED
         heappush(self.heaps[di], req.base + self.prep.rank[v])
         self.queued[di] += t + ds
         idle = self.idle[di]
@@ -453,7 +465,7 @@ class _Run:
                 _servers.record(self, *rec, self.node_bytes[v])
             self._finish(req, v, di)
 
-    def _place(self, req: _Req, v: int) -> None:
+    def _place(self, req: Request, v: int) -> None:
         prep = self.prep
         name = prep.names[v]
         self.view._req = req
@@ -488,10 +500,17 @@ class _Run:
                 self._decref(req, (p, k, dp))
             else:  # the new transfer inherits v's reference to the source copy
                 hops, times, nbytes = self._dyn_route(p, k, dp, di)
-                x = _Xfer(req, p, k, dp, di, hops, times, nbytes, [v], False, prep.rank[v])
+                x = Transfer(req, p, k, dp, di, hops, times, nbytes, [v], False, prep.rank[v])
                 req.xfers[key] = x
                 count += 1
                 self._queue_hop(x)
+        unplaced = req.unplaced
+        for key in prep.preds[v]:  # the last reader of a tensor placed: its copies may go
+            c = unplaced[key] - 1
+            unplaced[key] = c
+            if c == 0:
+                for d in req.pinned.pop(key, ()):
+                    self._decref(req, (*key, d))
         # the decision itself (platform.decision_s), then waking a worker on another core
         h = self.handoff[di]
         delay = self.decision + (h if h > 0.0 and any(
@@ -517,7 +536,7 @@ class _Run:
         return hit
 
     # ---------------------------------------------------------- transfer events
-    def _queue_hop(self, x: _Xfer) -> None:
+    def _queue_hop(self, x: Transfer) -> None:
         ri = x.hops[x.hop]
         self.seq += 1
         heappush(self.lheaps[ri], (x.req.base + x.rank, self.seq, x))
@@ -525,13 +544,16 @@ class _Run:
         if idle:
             idle.popleft().succeed()
 
-    def _xfer_start(self, x: _Xfer) -> None:
+    def _xfer_start(self, x: Transfer) -> None:
         x.started = True
         req = x.req
-        req.refs[(x.p, x.k, x.dst)] = len(x.consumers) + x.is_output
+        pin = self.dynamic and req.unplaced.get((x.p, x.k), 0) > 0
+        if pin:  # readers of this tensor still to be placed may need this copy
+            req.pinned.setdefault((x.p, x.k), []).append(x.dst)
+        req.refs[(x.p, x.k, x.dst)] = len(x.consumers) + x.is_output + pin
         self._alloc(x.dst, x.nbytes, req, "transfer", x)
 
-    def _xfer_done(self, x: _Xfer) -> None:
+    def _xfer_done(self, x: Transfer) -> None:
         req = x.req
         if self.dynamic:
             req.xfers.pop((x.p, x.k, x.dst), None)
@@ -551,11 +573,12 @@ class _Run:
     # ------------------------------------------------------------------ requests
     def _arrive(self, r: int) -> None:
         prep = self.prep
-        req = _Req()
+        req = Request()
         req.r, req.base, req.arrival = r, r * max(prep.n_ops, 1), self.env.now
         req.pending = list(self.npred)
         req.state = bytearray(len(prep.names))
         req.refs, req.held, req.xfers = {}, [], {}
+        req.unplaced, req.pinned = dict(self.dyn_readers), {}
         req.loc = list(prep.loc0) if self.dynamic else prep.loc0
         req.remaining = prep.n_ops
         req.factors, req.rng = None, None
@@ -576,7 +599,7 @@ class _Run:
         if req.remaining == 0:
             self._complete(req)
 
-    def _complete(self, req: _Req) -> None:
+    def _complete(self, req: Request) -> None:
         for key in req.held:
             self._decref(req, key)
         req.held = []
@@ -611,12 +634,12 @@ class _Run:
         prep = self.prep
         r = next(i for i, req in enumerate(self.reqs) if req is not None)
         req = self.reqs[r]
-        u = next(i for i in range(prep.n_ops) if req.state[i] != _DONE)
+        u = next(i for i in range(prep.n_ops) if req.state[i] != DONE)
         missing = [
-            prep.names[p] for p, _ in prep.preds[u] if p < prep.n_ops and req.state[p] != _DONE
+            prep.names[p] for p, _ in prep.preds[u] if p < prep.n_ops and req.state[p] != DONE
         ]
         waits = f"; unfinished inputs {missing}" if missing else ""
         raise SimulationError(
             f"deadlock: request {r} cannot finish; op {prep.names[u]!r} is stuck "
-            f"({_STATE[req.state[u]]}{waits}) with no event left to run"
+            f"({STATE_NAMES[req.state[u]]}{waits}) with no event left to run"
         )

@@ -21,9 +21,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Platform
 
-__all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "PLAN_SCHEMA_VERSION"]
+__all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "PLAN_SCHEMA_VERSION", "size_text"]
 
 PLAN_SCHEMA_VERSION = 1
+
+
+def size_text(nbytes: float) -> str:
+    """A size for a message: bytes below 1 MiB, else MiB or GiB with one decimal.
+
+    >>> size_text(600), size_text(3 * 2**20), size_text(5 * 2**30)
+    ('600 bytes', '3.0 MiB', '5.0 GiB')
+    """
+    if nbytes < 2**20:
+        return f"{int(nbytes)} bytes"
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes < 2**30 else f"{nbytes / 2**30:.1f} GiB"
 
 
 class PlanError(ValueError):
@@ -138,18 +149,12 @@ class Plan:
             d = nodes.nodes[n]  # node attributes (nodes[n] is the adjacency)
             cap = platform.device(dev).memory_bytes
             if d["bytes"] > cap:
-                raise PlanError(
-                    f"node {n!r} needs {d['bytes'] / 2**20:.1f} MiB but device {dev!r} "
-                    f"has {cap / 2**20:.1f} MiB"
-                )
+                raise PlanError(f"node {n!r} needs {size_text(d['bytes'])} but device {dev!r} has {size_text(cap)}")
             weights[dev] = weights.get(dev, 0) + int(d["param_bytes"])
         for dev, w in weights.items():
             cap = platform.device(dev).memory_bytes
             if w > cap:
-                raise PlanError(
-                    f"weights placed on device {dev!r} take {w / 2**20:.1f} MiB; "
-                    f"it has {cap / 2**20:.1f} MiB"
-                )
+                raise PlanError(f"weights placed on device {dev!r} take {size_text(w)}; it has {size_text(cap)}")
         if self.priority:
             for u, v in nodes.edges:
                 du, dv = self.placement.get(u), self.placement.get(v)
@@ -225,15 +230,29 @@ class Plan:
         if data["hetsim_plan"] != PLAN_SCHEMA_VERSION:
             raise PlanError(f"{source}: plan schema version {data['hetsim_plan']!r} is not supported")
         placement = data.get("placement")
-        if not isinstance(placement, Mapping):
-            raise PlanError(f"{source}: 'placement' must be a mapping node -> device")
-        meta = dict(data.get("meta") or {})
+        if not isinstance(placement, Mapping) or not all(isinstance(v, str) for v in placement.values()):
+            raise PlanError(f"{source}: 'placement' must be a mapping node -> device name")
+        priority = data.get("priority") or {}
+        if not isinstance(priority, Mapping):
+            raise PlanError(f"{source}: 'priority' must be a mapping node -> number, got {priority!r:.60}")
+        for n, p in priority.items():
+            if isinstance(p, bool) or not isinstance(p, int | float) or math.isnan(p):
+                raise PlanError(f"{source}: priority of node {n!r} must be a number, got {p!r}")
+        stages = data.get("stages")
+        if stages is not None and not (
+            isinstance(stages, list) and all(isinstance(s, list) for s in stages)
+        ):
+            raise PlanError(f"{source}: 'stages' must be a list of lists of nodes, got {stages!r:.60}")
+        meta = data.get("meta") or {}
+        if not isinstance(meta, Mapping):
+            raise PlanError(f"{source}: 'meta' must be a mapping, got {meta!r:.60}")
+        meta = dict(meta)
         if "policy" in data:
             meta["policy"] = data["policy"]
         return cls(
-            placement={str(k): str(v) for k, v in placement.items()},
-            priority={str(k): float(v) for k, v in (data.get("priority") or {}).items()},
-            stages=[list(s) for s in data["stages"]] if data.get("stages") is not None else None,
+            placement={str(k): v for k, v in placement.items()},
+            priority={str(k): float(v) for k, v in priority.items()},
+            stages=[list(s) for s in stages] if stages is not None else None,
             microbatches=data.get("microbatches"),
             meta=meta,
         )

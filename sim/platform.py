@@ -43,7 +43,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["Device", "Link", "Platform", "PlatformError"]
+__all__ = ["Device", "Link", "Platform", "PlatformError", "read_toml"]
 
 
 class PlatformError(ValueError):
@@ -285,6 +285,40 @@ class Platform:
         self._routes[key] = path
         return path
 
+    def link_directions(self, src: str, dst: str) -> tuple[tuple[str, Link], ...]:
+        """``(resource, link)`` for each hop a tensor crosses from ``src`` to ``dst``.
+
+        ``resource`` names the link direction the hop occupies, as the simulator,
+        the schedulers and the executor's records name it: ``"a->b"`` for a duplex
+        link crossed from ``a`` to ``b``, ``link.name`` (``"a--b"``) for a
+        half-duplex one, whose two directions share one resource. Empty when the
+        two devices share memory.
+
+        Examples
+        --------
+        >>> Platform.preset("xeon-p2200").link_directions("gpu", "cpu")[0][0]
+        'gpu->cpu'
+        """
+        out: list[tuple[str, Link]] = []
+        cur = src
+        for link in self.route(src, dst):
+            forward = self.shares_memory(cur, link.src)
+            a, b = (link.src, link.dst) if forward else (link.dst, link.src)
+            out.append((f"{a}->{b}" if link.duplex else link.name, link))
+            cur = b
+        return tuple(out)
+
+    def link_resources(self) -> tuple[tuple[str, Link], ...]:
+        """Every link-direction resource as ``(name, link)``, in link order: a duplex
+        link gives ``"src->dst"`` then ``"dst->src"``, a half-duplex one its ``name``."""
+        out: list[tuple[str, Link]] = []
+        for link in self.links:
+            if link.duplex:
+                out += [(f"{link.src}->{link.dst}", link), (f"{link.dst}->{link.src}", link)]
+            else:
+                out.append((link.name, link))
+        return tuple(out)
+
     def _bfs(self, src: str, dst: str) -> tuple[Link, ...]:
         adj: dict[str, list[tuple[str, Link]]] = {d: [] for d in self._by_name}
         for link in self.links:
@@ -373,7 +407,8 @@ class Platform:
         link_fields = {f.name for f in dataclasses.fields(Link)}
         devices = []
         for i, d in enumerate(devs):
-            _no_unknown(source, f"devices[{i}] ({d.get('name', '?')!r})", d, dev_fields)
+            _no_unknown(source, f"devices[{i}]" + (f" ({d.get('name', '?')!r})" if isinstance(d, Mapping) else ""),
+                        d, dev_fields)
             missing = [k for k in ("name", "kind", "peak_flops", "mem_bandwidth_bytes_per_s", "memory_bytes") if k not in d]
             if missing:
                 raise PlatformError(f"{source}: devices[{i}] ({d.get('name', '?')!r}) misses {missing}")
@@ -382,6 +417,8 @@ class Platform:
             except PlatformError as e:
                 raise PlatformError(f"{source}: {e}") from None
         links = []
+        if not isinstance(data.get("links", []), list):
+            raise PlatformError(f"{source}: 'links' must be a [[links]] list of tables")
         for i, lk in enumerate(data.get("links", [])):
             _no_unknown(source, f"links[{i}]", lk, link_fields)
             missing = [k for k in ("src", "dst", "bandwidth_bytes_per_s") if k not in lk]
@@ -407,15 +444,7 @@ class Platform:
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> Platform:
         """Load a platform TOML file (see the module docstring for the format)."""
-        path = Path(path)
-        try:
-            with path.open("rb") as fh:
-                data = tomllib.load(fh)
-        except FileNotFoundError:
-            raise PlatformError(f"{path}: no such platform file") from None
-        except tomllib.TOMLDecodeError as e:
-            raise PlatformError(f"{path}: malformed TOML ({e})") from None
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_toml(path, "platform", PlatformError), source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         """The TOML structure (round-trips through :meth:`from_dict`)."""
@@ -464,6 +493,26 @@ class Platform:
         return cls.preset(s)
 
 
+def read_toml(path: str | os.PathLike[str], what: str, error: type[Exception]) -> dict[str, Any]:
+    """The tables of a TOML file; ``error`` with a one-line message naming the file for
+    a missing file, a folder, bytes that are not UTF-8 or malformed TOML.
+
+    ``what`` names the kind of file in the messages (``"platform"``, ``"sweep"``).
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what} file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, not a {what} TOML file") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{path}: malformed TOML ({e})") from None
+
+
 def _positive(where: str, key: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         raise PlatformError(f"{where}: {key!r} must be a positive number, got {value!r}")
@@ -476,7 +525,7 @@ def _non_negative(where: str, key: str, value: Any) -> None:
 
 def _no_unknown(source: str, where: str, data: Any, allowed: set[str]) -> None:
     if not isinstance(data, Mapping):
-        raise PlatformError(f"{source}: {where} must be a table")
+        raise PlatformError(f"{source}: {where} must be a table, got {data!r:.60}")
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise PlatformError(f"{source}: {where} has unknown key(s) {unknown}; allowed: {sorted(allowed)}")

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["RECORD_COLUMNS", "SimResult"]
+__all__ = ["METRIC_COLUMNS", "RECORD_COLUMNS", "SimResult"]
 
 RECORD_COLUMNS = (
     "kind",
@@ -45,6 +45,21 @@ RECORD_COLUMNS = (
     "dst",
     "output",
     "hop",
+)
+#: the columns of :meth:`SimResult.metrics` (SI units: seconds, bytes, fractions)
+METRIC_COLUMNS = (
+    "makespan_s",
+    "latency_mean_s",
+    "latency_p50_s",
+    "latency_p99_s",
+    "throughput_per_s",
+    "cpu_util",
+    "gpu_util",
+    "link_util",
+    "dispatch_util",
+    "bytes_moved",
+    "peak_memory_cpu_bytes",
+    "peak_memory_gpu_bytes",
 )
 
 
@@ -70,6 +85,8 @@ class SimResult:
         Host time spent dispatching kernels.
     peak_memory, memory_capacity, weights
         Per device: peak bytes in use (weights included), capacity, resident weights.
+    device_kinds
+        Per device: ``"cpu"`` or ``"gpu"`` (what :meth:`metrics` averages by).
     failures
         Memory overflows when simulated with ``check_memory=False``; ``ok`` is False
         when there are any.
@@ -97,6 +114,7 @@ class SimResult:
     memory_capacity: dict[str, int]
     weights: dict[str, int]
     streams: dict[str, int]
+    device_kinds: dict[str, str] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     records: list[dict[str, Any]] | None = None
 
@@ -146,6 +164,7 @@ class SimResult:
             memory_capacity={d: prep.capacity[i] for i, d in enumerate(devs)},
             weights={d: run.weights[i] for i, d in enumerate(devs)},
             streams={d: prep.streams[i] for i, d in enumerate(devs)},
+            device_kinds={d.name: d.kind for d in run.platform.devices},
             failures=list(run.failures),
             records=records,
         )
@@ -214,6 +233,48 @@ class SimResult:
         for r, u in self.link_utilisation.items():
             row[f"util:{r}"] = u
         return row
+
+    def metrics(self) -> dict[str, float]:
+        """The metric columns of a results row (:data:`METRIC_COLUMNS`).
+
+        ``latency_p50_s``/``latency_p99_s`` are nearest-rank quantiles (a latency
+        that happened); ``cpu_util``/``gpu_util`` the mean utilisation over the
+        devices of that kind and ``link_util`` over the link directions, NaN where
+        there are none; ``dispatch_util`` the host dispatcher's busy time over the
+        makespan; ``peak_memory_*_bytes`` the largest peak over the devices of that
+        kind (NaN where there are none).
+
+        Examples
+        --------
+        >>> from hetsim import graphs, sim
+        >>> one = graphs.Graph(name="one-matmul")
+        >>> one.add_op("mm", "matmul", flops=1e9, bytes=4_000_000)
+        >>> m = sim.simulate(one, "xeon-p2200", sim.Plan({"mm": "gpu"})).metrics()
+        >>> m["cpu_util"], m["bytes_moved"]
+        (0.0, 0)
+        """
+        util: dict[str, list[float]] = {"cpu": [], "gpu": []}
+        peak: dict[str, list[int]] = {"cpu": [], "gpu": []}
+        for d, u in self.device_utilisation.items():
+            util.setdefault(self.device_kinds.get(d, "other"), []).append(u)
+        for d, m in self.peak_memory.items():
+            peak.setdefault(self.device_kinds.get(d, "other"), []).append(m)
+        lat = sorted(self.latencies)
+        links = list(self.link_utilisation.values())
+        return {
+            "makespan_s": self.makespan,
+            "latency_mean_s": statistics.fmean(lat) if lat else math.nan,
+            "latency_p50_s": _quantile(lat, 0.5) if lat else math.nan,
+            "latency_p99_s": _quantile(lat, 0.99) if lat else math.nan,
+            "throughput_per_s": self.throughput,
+            "cpu_util": statistics.fmean(util["cpu"]) if util["cpu"] else math.nan,
+            "gpu_util": statistics.fmean(util["gpu"]) if util["gpu"] else math.nan,
+            "link_util": statistics.fmean(links) if links else math.nan,
+            "dispatch_util": self.dispatch_busy / self.makespan if self.makespan > 0 else math.nan,
+            "bytes_moved": self.total_bytes_moved,
+            "peak_memory_cpu_bytes": max(peak["cpu"]) if peak["cpu"] else math.nan,
+            "peak_memory_gpu_bytes": max(peak["gpu"]) if peak["gpu"] else math.nan,
+        }
 
     def to_dataframe(self) -> pd.DataFrame:
         """The records as a :class:`pandas.DataFrame` (one row per record).

@@ -606,7 +606,7 @@ def test_derived_depthwise_channel_alignment() -> None:
 
 
 def test_family_baselines_fit_their_own_fixed_cost_and_peak() -> None:
-    from hetsim.costmodel._xgb_features import fit_group_baselines, group_baseline, view_like
+    from hetsim.costmodel.xgb_features import fit_group_baselines, group_baseline, view_like
 
     nodes = []
     for i, c in enumerate((8, 16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024,

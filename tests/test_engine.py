@@ -479,6 +479,26 @@ def test_dynamic_policy_places_ready_nodes():
     assert res.makespan == 4.5
 
 
+class ToGpu(EarliestFree):
+    def select(self, node, view):  # noqa: ANN001, ANN202
+        return "gpu"
+
+
+def test_dynamic_reader_placed_late_reuses_the_moved_copy():
+    # c1 reads a at t=1 (copy 1-2.5, c1 2.5-3.5); c2 reads a too but waits for slow
+    # (cpu 1-11; its copy 11-12.5): it must reuse a's copy on the gpu, not move a again
+    g = graph(["a", "slow", "c1", "c2"], [("a", "c1"), ("a", "c2"), ("slow", "c2")])
+    plan = Plan({"a": "cpu", "slow": "cpu"}, policy=ToGpu())
+    cost = ConstantCost({"a": 1, "slow": 10, "c1": 1, "c2": 1})
+    res = simulate(g, two_dev(), plan, cost, record=True)
+    moved = [(r["name"], r["start"]) for r in by_kind(res, "transfer")]
+    assert moved == [("a[0]->gpu", 1.0), ("slow[0]->gpu", 11.0)]
+    assert res.bytes_moved["cpu->gpu"] == 2 * KB
+    assert res.makespan == 13.5
+    # a's copy is held from 1 until c2, placed at 11, has read it: both copies at once
+    assert res.peak_memory["gpu"] == 2 * KB
+
+
 def test_policy_returning_unknown_device_is_an_error():
     class Bad(EarliestFree):
         def select(self, node, view):  # noqa: ANN001, ANN202
@@ -511,7 +531,7 @@ def test_bad_cost_is_reported_with_the_op():
 
 def test_deadlock_is_detected(monkeypatch: pytest.MonkeyPatch):
     # make the engine lose every transfer: the consumer can never start
-    monkeypatch.setattr(engine_mod._Run, "_queue_hop", lambda self, x: None)
+    monkeypatch.setattr(engine_mod.EngineRun, "_queue_hop", lambda self, x: None)
     g = graph(["a", "b"], [("a", "b")])
     with pytest.raises(
         SimulationError, match=r"deadlock: request 0 .*op 'b' is stuck \(waiting for inputs"

@@ -18,9 +18,9 @@ torch = pytest.importorskip("torch")
 from hetsim.costmodel.roofline import Roofline  # noqa: E402
 from hetsim.graphs.graph import Graph  # noqa: E402
 from hetsim.runtime import ExecutionError, RunResult, execute  # noqa: E402
-from hetsim.runtime._executor_setup import TorchCall, Wiring  # noqa: E402
 from hetsim.runtime.backends import BackendError  # noqa: E402
 from hetsim.runtime.executor import execute_wired, map_devices  # noqa: E402
+from hetsim.runtime.executor_setup import TorchCall, Wiring  # noqa: E402
 from hetsim.sim import Plan, PlanError, Platform, simulate  # noqa: E402
 
 CPU2 = Platform.preset("cpu2")
@@ -134,8 +134,10 @@ def test_each_worker_is_a_thread_with_its_own_intra_op_threads(monkeypatch):
 @pytest.mark.slow
 def test_two_workers_are_faster_than_one():
     """Two branches on two workers run concurrently: their kernels overlap in time
-    (torch releases the GIL inside kernels). The speed-up itself is a timing figure,
-    printed by benchmarks/validate_cpu2.py, not asserted here."""
+    (torch releases the GIL inside kernels). An executor that serialises its workers
+    gives no overlap at all; how much they overlap depends on the cores the host gives
+    us (a busy core time-slices both threads), and the speed-up is a timing figure,
+    printed by benchmarks/validate_cpu2.py, so neither is asserted here."""
     g, wiring = _branches(chain=8, size=512)
     one = execute_wired(g, Plan(dict.fromkeys(g.nx, "cpu0")), CPU2, wiring, warmup=2, repeats=7)
     two = execute_wired(g, Plan({n: ("cpu0" if n.startswith("a") else "cpu1") for n in g.nx}), CPU2,
@@ -144,7 +146,8 @@ def test_two_workers_are_faster_than_one():
     a = [(r["start"], r["end"]) for r in two.records if r["kind"] == "op" and r["resource"] == "cpu0"]
     b = [(r["start"], r["end"]) for r in two.records if r["kind"] == "op" and r["resource"] == "cpu1"]
     overlap = sum(max(0.0, min(e0, e1) - max(s0, s1)) for s0, e0 in a for s1, e1 in b)
-    assert overlap > 0.5 * sum(e - s for s, e in a)
+    overlapping_b = sum(any(min(e0, e1) > max(s0, s1) for s0, e0 in a) for s1, e1 in b)
+    assert overlap > 0 and overlapping_b >= 1, (overlap, sum(e - s for s, e in a))
 
 
 def _branches(chain: int, size: int) -> tuple[Graph, Wiring]:
@@ -287,7 +290,7 @@ def test_wrong_execution_is_caught(squeeze, monkeypatch):
         return out
 
     calls: dict = {}
-    from hetsim.runtime import _executor_setup as setup_mod
+    from hetsim.runtime import executor_setup as setup_mod
 
     build = setup_mod.build_calls
 
@@ -305,8 +308,8 @@ def test_wrong_execution_is_caught(squeeze, monkeypatch):
 def test_wrong_weights_are_caught_by_the_module_reference():
     """Wrong weights (the same in the plan's run and the single-device run) differ
     from the zoo model's own forward."""
-    from hetsim.runtime._executor_setup import wire
     from hetsim.runtime.backends.tvm_backend import import_model
+    from hetsim.runtime.executor_setup import wire
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

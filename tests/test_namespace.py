@@ -76,6 +76,56 @@ def test_no_module_imports_a_layer_by_its_bare_name() -> None:
     assert offenders == []
 
 
+LAYER_ORDER = ("graphs", "costmodel", "sim", "schedulers", "runtime", "experiments")
+
+
+def _imports(path: Path) -> list[tuple[int, str, str]]:
+    """``(line, module, name)`` of every ``from hetsim... import name`` / ``import hetsim...``."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("hetsim"):
+            out += [(node.lineno, node.module, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, "") for a in node.names if a.name.startswith("hetsim")]
+    return out
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = [p for p in rel.parts if p != "__init__"]
+    return ".".join(parts if parts[0] == "hetsim" else ["hetsim", *parts])
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    offenders = []
+    for folder in (*LAYERS, "hetsim", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            me = _module(path) if folder != "benchmarks" else ""
+            for line, module, name in _imports(path):
+                private = any(part.startswith("_") for part in module.split(".")) or name.startswith("_")
+                if private and module != me and name != "__future__":
+                    offenders.append(f"{path.relative_to(ROOT)}:{line}: {module} {name}")
+    assert offenders == []
+
+
+def test_layers_import_only_downwards() -> None:
+    """graphs < costmodel < sim < schedulers < runtime < experiments (sim.platform is
+    plain data that costmodel may import)."""
+    offenders = []
+    for layer in LAYER_ORDER:
+        rank = LAYER_ORDER.index(layer)
+        for path in (ROOT / layer).rglob("*.py"):
+            for line, module, _ in _imports(path):
+                parts = module.split(".")
+                if len(parts) < 2 or parts[1] not in LAYER_ORDER:
+                    continue
+                if LAYER_ORDER.index(parts[1]) > rank and module != "hetsim.sim.platform":
+                    offenders.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    assert offenders == []
+
+
 def test_everyday_api_names_resolve() -> None:
     import hetsim
 

@@ -93,8 +93,8 @@ def test_no_heuristic_beats_optimal_on_random_graphs(platform_name: str) -> None
             s = schedulers.get(name)
             if not s.applies_to(g, platform):
                 continue
-            g2, hplan = s.run(g, platform, cost)
-            ms = simulate(g2, platform, hplan, cost, requests=1).makespan
+            hrun = s.run(g, platform, cost)
+            g2, ms = hrun.graph, hrun.result.makespan
             if name == "tensor-split" and g2 is not g and g2.meta["tensor_split"]:
                 continue  # another graph: optimal did not see the split
             assert ms >= meta["lower_bound_s"] - tol, (name, ms, meta)
@@ -165,3 +165,44 @@ def test_time_limit_reports_status_and_gap() -> None:
     # stopped early, it still returns the best simulated plan it knows, HEFT's included
     heft = schedulers.get("heft", contention=True).schedule(graph, platform, cost)
     assert sim <= simulate(graph, platform, heft, cost).makespan + tol
+
+
+def test_times_beyond_int64_nanoseconds_solve_in_a_coarser_unit() -> None:
+    # a 10 GB tensor over a 1 B/s link: 1e10 s, 1e19 ns, more than CP-SAT's int64
+    g = Graph(name="huge-transfer")
+    g.add_op("a", "matmul", flops=1e9, bytes=100)
+    g.add_op("b", "relu", bytes=10)
+    g.add_edge("a", "b", bytes=10**10)
+    devices = (Device("cpu", "cpu", 1e11, 1e10, 10**12), Device("gpu", "gpu", 1e13, 1e11, 10**12))
+    platform = Platform("slow-link", devices, (Link("cpu", "gpu", bandwidth_bytes_per_s=1.0),))
+    run = schedulers.get("optimal", time_limit_s=5.0).run(g, platform, Roofline())
+    meta = run.plan.meta
+    assert meta["time_unit_s"] == 1e-7  # 1e10 s x 3 nodes in 2**62 units: 100 ns
+    assert run.plan.placement["a"] == run.plan.placement["b"]  # never over that link
+    assert run.result.makespan == pytest.approx(meta["objective_s"], abs=3 * meta["time_unit_s"])
+    assert meta["status"] == "OPTIMAL"
+
+
+def test_solve_time_counts_a_phase_that_found_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hetsim.schedulers import optimal as opt_mod
+
+    real_simulated, real_solve = opt_mod._simulated, opt_mod._Model.solve
+    calls: list[float] = []
+
+    def unreproduced(graph, platform, plan, cost):  # noqa: ANN001, ANN202 - phase 1 not reproduced: phase 2 runs
+        res, why = real_simulated(graph, platform, plan, cost)
+        res.makespan *= 2
+        return res, why
+
+    def solve(self, seconds, workers):  # noqa: ANN001, ANN202 - phase 2 finds nothing in its time
+        out = real_solve(self, seconds, workers)
+        calls.append(self.solve_times[-1])
+        return out if len(calls) == 1 else None
+
+    monkeypatch.setattr(opt_mod, "_simulated", unreproduced)
+    monkeypatch.setattr(opt_mod._Model, "solve", solve)
+    g = GRAPHS["diamond"]()
+    meta = schedulers.get("optimal", time_limit_s=2.0).schedule(g, Platform.preset("xeon-p2200"), Roofline()).meta
+    assert len(calls) == 2
+    assert meta["phase_solve_times_s"] == calls
+    assert meta["solve_time_s"] == pytest.approx(sum(calls))

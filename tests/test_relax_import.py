@@ -376,7 +376,7 @@ def test_unknown_granularity_and_non_module():
 
 # ------------------------------------------------------------------------- helpers
 def test_kernel_names_and_transposed_conv_formula():
-    from hetsim.graphs._relax_ops import formula_flops, kernel_ops_from_name
+    from hetsim.graphs.relax_ops import formula_flops, kernel_ops_from_name
 
     assert kernel_ops_from_name("fused_conv2d1_add_max_pool2d_relu2") == [
         "conv2d", "add", "max_pool2d", "relu",

@@ -17,7 +17,7 @@ from hetsim.schedulers.base import (
     CostTable,
     EFTState,
     SchedulerError,
-    _list_schedule,
+    list_schedule,
     topo_priority,
     upward_rank,
 )
@@ -188,7 +188,8 @@ def fast_kw(name: str) -> dict[str, object]:
 
 def run(name: str, graph: Graph, platform: Platform, cost: object) -> tuple[Graph, Plan]:
     s = schedulers.get(name, **fast_kw(name))
-    return s.run(graph, platform, cost)
+    r = s.run(graph, platform, cost, simulate=False)
+    return r.graph, r.plan
 
 
 # ------------------------------------------------------------------ checks
@@ -222,7 +223,8 @@ def test_every_scheduler(name: str, graph_name: str, platform_name: str) -> None
         with pytest.raises(SchedulerError):
             s.schedule(graph, platform, Roofline())
         return
-    g2, plan = s.run(graph, platform, Roofline())
+    r = s.run(graph, platform, Roofline(), requests=1, record=True)
+    g2, plan, res = r.graph, r.plan, r.result
     assert plan.meta["scheduler"] == name
     assert plan.meta["scheduling_time_s"] >= 0
     assert set(plan.meta["params"]) == set(s.get_params())
@@ -233,11 +235,11 @@ def test_every_scheduler(name: str, graph_name: str, platform_name: str) -> None
         assert plan.placement == {}
     if plan.stages is not None:
         assert sorted(n for st in plan.stages for n in st) == sorted(g2.nx)
-    res = simulate(g2, platform, plan, Roofline(), requests=1, record=True)
+    assert r.scheduler == name and r.result.requests == 1 and r.metrics()["nodes"] == len(g2)
     check_records(g2, plan, res)
     assert res.makespan > 0
     # same plan twice: deterministic
-    _, again = schedulers.get(name, **fast_kw(name)).run(graph, platform, Roofline())
+    again = schedulers.get(name, **fast_kw(name)).run(graph, platform, Roofline(), simulate=False).plan
     if name != "optimal":
         assert again.placement == plan.placement and again.priority == plan.priority
 
@@ -466,7 +468,7 @@ def test_tensors_move_once_per_device() -> None:
     placement = dict.fromkeys(graph.nx, "cpu")
     for b in range(3):
         placement[f"p{b}a"] = "gpu"
-    state = _list_schedule(table, placement)
+    state = list_schedule(table, placement)
     assert list(state.arrival) == [(("fork", 0), "gpu")] + [((f"p{b}a", 0), "cpu") for b in range(3)]
     res = simulate(graph, platform, Plan(placement, state.priority()), Roofline())
     assert res.bytes_moved["cpu->gpu"] == graph.edges["fork", "p0a"]["bytes"]
@@ -559,3 +561,85 @@ def test_links_named_like_the_simulator() -> None:
     table = CostTable(chain_graph(), p, Roofline())
     assert [r for r, _ in table.hops("a", "c")] == ["a->b", "c--b"]
     assert [r for r, _ in table.hops("c", "a")] == ["c--b", "b->a"]
+
+
+# ------------------------------------------------------- memory and cost-model defects
+def weighty_chain(n: int = 6) -> tuple[Graph, Platform]:
+    """A chain of matmuls with 500 bytes of weights each, on a CPU and a GPU whose 1300
+    bytes hold the weights of two of them: a placement with more on the GPU overflows."""
+    g = Graph(name="weighty")
+    for i in range(n):
+        g.add_op(f"n{i}", "matmul", flops=1e10, bytes=600, param_bytes=500)
+        if i:
+            g.add_edge(f"n{i - 1}", f"n{i}", bytes=100)
+    cpu = Device("cpu", "cpu", peak_flops=1e11, mem_bandwidth_bytes_per_s=1e10, memory_bytes=10**9)
+    gpu = Device("gpu", "gpu", peak_flops=1e13, mem_bandwidth_bytes_per_s=1e11, memory_bytes=1300)
+    return g, Platform("small-gpu", (cpu, gpu), (Link("cpu", "gpu", bandwidth_bytes_per_s=1e9),))
+
+
+@pytest.mark.parametrize("name", ["cp-greedy", "optimal", "antichain-dp"])
+def test_candidates_that_overflow_memory_are_skipped(name: str) -> None:
+    g, platform = weighty_chain()
+    run = schedulers.get(name, **fast_kw(name)).run(g, platform, Roofline())
+    on_gpu = [n for n, d in run.plan.placement.items() if d == "gpu"]
+    assert 1 <= len(on_gpu) <= 2  # the GPU is used, within its memory
+    assert run.result.ok and run.result.peak_memory["gpu"] <= 1300
+    if name == "cp-greedy":  # all-gpu overflows: simulated and skipped
+        assert set(run.plan.meta["candidates_rejected"]) == {"all-gpu"}
+        assert "weights placed on device 'gpu' take 3000 bytes" in run.plan.meta["candidates_rejected"]["all-gpu"]
+
+
+def test_cp_greedy_with_no_candidate_that_fits_says_so() -> None:
+    # a 3-op chain of 400-byte tensors on two 500-byte devices: wherever n1 runs, its
+    # input (or the input's copy) and its output take 800 bytes
+    g = Graph(name="fat-tensors")
+    for i in range(3):
+        g.add_op(f"n{i}", "relu", bytes=300)
+    g.add_edge("n0", "n1", bytes=400)
+    g.add_edge("n1", "n2", bytes=400)
+    small = [Device(n, k, peak_flops=1e12, mem_bandwidth_bytes_per_s=1e11, memory_bytes=500)
+             for n, k in (("cpu", "cpu"), ("gpu", "gpu"))]
+    platform = Platform("small", tuple(small), (Link("cpu", "gpu", bandwidth_bytes_per_s=1e9),))
+    with pytest.raises(SchedulerError, match=r"cp-greedy: every candidate placement of graph 'fat-tensors' "
+                       r"overflows a device's memory on 'small', e.g. corrected: device '(cpu|gpu)' out of memory"):
+        schedulers.get("cp-greedy").schedule(g, platform, Roofline())
+
+
+def test_antichain_dp_names_the_node_that_fits_no_stage() -> None:
+    g = Graph(name="a-first")
+    g.add_op("a", "matmul", flops=1e9, bytes=5000)
+    g.add_op("b", "relu", bytes=10)
+    g.add_edge("a", "b", bytes=4)
+    _, platform = weighty_chain()
+    with pytest.raises(SchedulerError, match=r"antichain-dp: no split of graph 'a-first' into stages on gpu, cpu "
+                       r"\(in that order\) fits the devices' memory: node 'a' needs 5000 bytes, more than "
+                       r"'gpu' has \(1300 bytes\)"):
+        schedulers.get("antichain-dp").schedule(g, platform, Roofline())
+
+
+class OpAndTransfer:
+    """A cost model with the two methods the design names, and no ``dispatch_time``."""
+
+    def op_time(self, graph: Graph, node: str, device: Device) -> float:
+        return 1e-3 if device.kind == "cpu" else 4e-4
+
+    def transfer_time(self, nbytes: int, link: Link) -> float:
+        return link.latency_s + nbytes / link.bandwidth_bytes_per_s
+
+
+@pytest.mark.parametrize("name", schedulers.names())
+def test_a_cost_model_without_dispatch_time_works_everywhere(name: str) -> None:
+    graph, platform = GRAPHS["diamond"](), Platform.preset("xeon-p2200")
+    s = schedulers.get(name, **fast_kw(name))
+    run = s.run(graph, platform, OpAndTransfer(), requests=1, record=True)
+    dispatches = [r for r in run.result.records if r["kind"] == "dispatch"]
+    # the host dispatch is the platform's dispatch_s, as the docs promise
+    ops = {(r["node"], r["request"]): r["resource"] for r in run.result.records if r["kind"] == "op"}
+    for r in dispatches:
+        assert r["end"] - r["start"] == pytest.approx(platform.device(ops[r["node"], r["request"]]).dispatch_s)
+    assert run.result.makespan > 0
+
+
+def test_an_object_that_is_no_cost_model_is_refused_up_front() -> None:
+    with pytest.raises(Exception, match=r"dict is not a cost model: it lacks op_time and transfer_time"):
+        schedulers.get("heft").run(GRAPHS["diamond"](), "xeon-p2200", {"op_time": 1})

@@ -17,8 +17,20 @@ import pytest
 
 from hetsim import schedulers
 from hetsim.experiments.cli import main
-from hetsim.experiments.points import COLUMNS, Point, clear_caches, load_graph, run_point
-from hetsim.experiments.sweep import ResultsFile, Sweep, SweepError, load_results, run_sweep
+from hetsim.experiments.sweep import (
+    COLUMNS,
+    Point,
+    ResultsFile,
+    Sweep,
+    SweepError,
+    clear_caches,
+    graph_cache_info,
+    load_graph,
+    load_results,
+    run_point,
+    run_sweep,
+)
+from hetsim.graphs import Graph
 from hetsim.schedulers.base import Scheduler
 from hetsim.sim import Platform, simulate
 
@@ -165,16 +177,14 @@ def test_run_point_matches_a_direct_simulation(cache: Path) -> None:
 
 
 def test_graphs_are_cached_in_process(cache: Path) -> None:
-    from hetsim.experiments.points import _load_graph_cached
-
     clear_caches()
     p = Point(model="lstm", platform="xeon-p2200", scheduler="all-gpu", model_args=TINY)
     first = run_point(p, cache_dir=cache)
-    hits = _load_graph_cached.cache_info().hits
+    hits = graph_cache_info().hits
     second = run_point(p.replace(link_bandwidth=4), cache_dir=cache)
-    assert _load_graph_cached.cache_info().hits == hits + 1
+    assert graph_cache_info().hits == hits + 1
     assert second["graph_time_s"] < first["graph_time_s"]
-    assert _load_graph_cached.cache_info().maxsize is not None  # bounded
+    assert graph_cache_info().maxsize is not None  # bounded
 
 
 def test_error_row_for_a_scheduler_that_does_not_apply(cache: Path) -> None:
@@ -343,3 +353,61 @@ def test_cli_runs_and_resumes(tmp_path: Path, cache: Path, capsys: pytest.Captur
     assert main([*args, "--dry-run"]) == 0
     assert "2 already in" in capsys.readouterr().out
     assert len(load_results(tmp_path / "o")) == 2
+
+
+SLEEPY_SWEEP = """
+import os, sys, time
+from pathlib import Path
+from hetsim import schedulers
+from hetsim.experiments.sweep import Sweep, run_sweep
+from hetsim.graphs import Graph
+from hetsim.schedulers.base import Scheduler
+
+pids = Path(sys.argv[1])
+
+class Sleepy(Scheduler):
+    name = "sleepy"
+    def _schedule(self, graph, platform, cost):
+        (pids / str(os.getpid())).touch()
+        time.sleep(120)
+
+schedulers.register("sleepy", Sleepy)
+sweep = Sweep.from_dict({"name": "sleepy", "grid": {"model": sys.argv[2], "platform": "cpu2",
+                         "scheduler": "sleepy", "seed": [0, 1, 2, 3]}})
+run_sweep(sweep, sys.argv[3], workers=2, progress=False, parquet=False)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")  # a zombie (dead, not reaped yet) counts as gone
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks /proc")
+def test_sweep_killed_with_sigkill_leaves_no_worker_alive(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    graph = tmp_path / "g.json"
+    g = Graph(name="g")
+    g.add_op("a", "relu", bytes=8)
+    g.to_json(graph)
+    proc = subprocess.Popen([sys.executable, "-c", SLEEPY_SWEEP, str(pids), str(graph), str(tmp_path / "out")],
+                            cwd=Path(__file__).resolve().parents[1], stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(pids.iterdir())) < 2 and proc.poll() is None:
+        time.sleep(0.05)
+    workers = [int(p.name) for p in pids.iterdir()]
+    assert len(workers) == 2 and all(_alive(w) for w in workers)  # both busy in a point
+    proc.kill()  # SIGKILL to the sweep only, not its process group
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(w) for w in workers):
+        time.sleep(0.05)
+    left = [w for w in workers if _alive(w)]
+    for w in left:  # do not leave them behind, even when the test fails
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"workers {left} outlived the killed sweep"

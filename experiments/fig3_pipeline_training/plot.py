@@ -23,6 +23,7 @@ from matplotlib.lines import Line2D
 
 from hetsim.experiments.figures import plot_main
 from hetsim.experiments.plots import COLUMN_WIDTH_IN, makespan_bars
+from hetsim.experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig3_pipeline_training"
@@ -33,11 +34,6 @@ LABELS = {("antichain-dp", False): "DAG as is, +CPU",
           ("antichain-dp-colocated", False): "co-located, +CPU",
           ("antichain-dp-colocated", True): "co-located, GPUs"}  # fmt: skip
 
-
-def load(path: str | Path) -> pd.DataFrame:
-    """The last row of every point in ``path``."""
-    df = pd.read_csv(path, dtype={"point_id": str}, keep_default_na=False, na_values=[""])
-    return df.drop_duplicates("point_id", keep="last").reset_index(drop=True)
 
 
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
@@ -99,7 +95,7 @@ def figure(df: pd.DataFrame) -> Figure:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``plot.py [--results CSV] [--out DIR]``."""
-    return plot_main(__doc__, HERE, NAME, figure, headline, load, argv)
+    return plot_main(__doc__, HERE, NAME, figure, headline, load_results, argv)
 
 
 if __name__ == "__main__":

@@ -21,26 +21,20 @@ ResNet-18 on ``multi-gpu-4`` (for the tests).
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
-import csv
-import hashlib
 import itertools
-import json
 import math
 import os
 import sys
 import time
 import tomllib
 import traceback
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-
-from hetsim.experiments.figures import graph_cache
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.platform import Platform
@@ -76,16 +70,23 @@ class Config:
 
     def params(self) -> dict[str, Any]:
         """The parameter columns (``*_args`` as canonical JSON)."""
+        from hetsim.experiments.sweep import canonical
+
         out = asdict(self)
         for k in ("model_args", "scheduler_args"):
-            out[k] = json.dumps(dict(out[k]), sort_keys=True, separators=(",", ":"))
+            out[k] = canonical(out[k])
         return out
 
     @property
     def id(self) -> str:
         """Stable hash of the parameters."""
-        text = json.dumps(self.params(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        from hetsim.experiments.sweep import point_id
+
+        return point_id(self.params())
+
+    def graph_key(self) -> tuple[str, int, str, str]:
+        """What identifies the forward graph (points of one graph run in one task)."""
+        return (self.model, self.batch, self.granularity, self.params()["model_args"])
 
 
 def configs_from_dict(data: Mapping[str, Any]) -> list[Config]:
@@ -152,114 +153,63 @@ def gpus_only(platform: Platform) -> Platform:
                      description=f"{platform.description} (GPUs only)")  # fmt: skip
 
 
-def _graphs(cfg: Config, cache: str | None) -> tuple[Any, Any, float]:
-    from hetsim.experiments.points import load_graph
-    from hetsim.experiments.training import training_graph
-
-    t0 = time.perf_counter()
-    fwd = load_graph(cfg.model, batch=cfg.batch, granularity=cfg.granularity,
-                     model_args=cfg.model_args, cache_dir=cache)  # fmt: skip
-    return fwd, training_graph(fwd), time.perf_counter() - t0
-
-
 def run_config(cfg: Config, cache: str | None = None) -> dict[str, Any]:
     """Plan and simulate one point; an error becomes a row with ``status="error"``."""
     from hetsim import schedulers
-    from hetsim.experiments.points import make_cost, make_platform, metrics
-    from hetsim.experiments.training import colocated_plan
-    from hetsim.sim import simulate
+    from hetsim.experiments.sweep import load_graph, make_cost, make_platform, one_line
+    from hetsim.experiments.training import colocated_plan, training_graph
 
-    row: dict[str, Any] = dict.fromkeys(COLUMNS)
-    row.update(cfg.params(), point_id=cfg.id)
+    row: dict[str, Any] = {**cfg.params(), "point_id": cfg.id}
     try:
-        fwd, train, t_graph = _graphs(cfg, cache)
+        t0 = time.perf_counter()
+        fwd = load_graph(cfg.model, batch=cfg.batch, granularity=cfg.granularity,
+                         model_args=cfg.model_args, cache_dir=cache)  # fmt: skip
+        train = training_graph(fwd)
+        t_graph = time.perf_counter() - t0
         platform = make_platform(cfg.platform)
         if cfg.gpus_only:
             platform = gpus_only(platform)
-        cost = make_cost(cfg.cost)
-        t1 = time.perf_counter()
+        cost = make_cost(cfg.cost, cfg.platform)
+        sim = {"requests": cfg.microbatches, "check_memory": False}
         if cfg.plan == "antichain-dp-colocated":
+            t1 = time.perf_counter()
             plan = colocated_plan(train, fwd, platform, cost, microbatches=cfg.microbatches,
                                   **cfg.scheduler_args)  # fmt: skip
-        elif cfg.plan == "antichain-dp":
-            plan = schedulers.get("antichain-dp", microbatches=cfg.microbatches,
-                                  **cfg.scheduler_args).schedule(train, platform, cost)  # fmt: skip
+            run = replace(schedulers.run_plan(train, platform, plan, cost, **sim),
+                          scheduling_time_s=time.perf_counter() - t1)
         else:
-            plan = schedulers.get(cfg.plan, **cfg.scheduler_args).schedule(train, platform, cost)
-        t2 = time.perf_counter()
-        res = simulate(train, platform, plan, cost, requests=cfg.microbatches, check_memory=False)
-        t3 = time.perf_counter()
-        row.update(metrics(res, platform))
-        devs = plan.meta.get("stage_devices") or sorted(set(plan.placement.values()))
+            kw = {"microbatches": cfg.microbatches} if cfg.plan == "antichain-dp" else {}
+            run = schedulers.get(cfg.plan, **kw, **cfg.scheduler_args).run(train, platform, cost, **sim)
+        devs = run.plan.meta.get("stage_devices") or sorted(set(run.plan.placement.values()))
+        row.update(run.metrics())
         row.update(
-            status="ok", error="", nodes=train.number_of_nodes(), stages=len(devs),
-            stage_devices=" ".join(devs), mode=plan.meta.get("mode", ""),
-            stage_time_estimate_s=plan.meta.get("stage_time_estimate", math.nan),
-            gpus=len(platform.devices_of_kind("gpu")), memory_overflows=len(res.failures),
-            graph_time_s=t_graph, sched_time_s=t2 - t1, sim_time_s=t3 - t2,
+            status="ok", error="", stages=len(devs), stage_devices=" ".join(devs),
+            mode=run.plan.meta.get("mode", ""),
+            stage_time_estimate_s=run.plan.meta.get("stage_time_estimate", math.nan),
+            gpus=len(platform.devices_of_kind("gpu")), memory_overflows=len(run.result.failures),
+            graph_time_s=t_graph,
         )  # fmt: skip
     except Exception as e:  # noqa: BLE001 - one failing point must not stop the figure
-        row.update(status="error", error=f"{type(e).__name__}: {e}".replace("\n", " | "))
-        row["traceback"] = traceback.format_exc()
+        row.update(status="error", error=one_line(e), traceback=traceback.format_exc())
     row["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     return row
 
 
-def _run_model(cfgs: list[Config], cache: str | None) -> list[dict[str, Any]]:
-    return [run_config(c, cache) for c in cfgs]
-
-
-def done_ids(path: Path) -> set[str]:
-    """Point ids of the ``ok`` rows already in ``path``."""
-    if not path.exists():
-        return set()
-    with path.open(newline="", encoding="utf-8") as fh:
-        return {r["point_id"] for r in csv.DictReader(fh) if r.get("status") == "ok"}
-
-
-def _rows_by_model(todo: list[Config], cache: str | None, workers: int) -> Iterator[dict[str, Any]]:
-    groups: dict[str, list[Config]] = {}
-    for c in todo:
-        groups.setdefault(json.dumps([c.model, c.batch, c.granularity, c.params()["model_args"]]),
-                          []).append(c)  # fmt: skip
-    if workers == 0:
-        for g in groups.values():
-            yield from _run_model(g, cache)
-        return
-    with cf.ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_run_model, g, cache) for g in groups.values()]
-        for fut in cf.as_completed(futures):
-            yield from fut.result()
+def run_configs(configs: list[Config], *, cache_dir: str | None = None) -> list[dict[str, Any]]:
+    """:func:`run_config` over a chunk of points (the task of the sweep runners)."""
+    return [run_config(c, cache_dir) for c in configs]
 
 
 def run(name: str, configs: list[Config], out: str | os.PathLike[str], *,
-        workers: int = 2) -> pd.DataFrame:  # fmt: skip
+        workers: int = 2, progress: bool = True) -> pd.DataFrame:  # fmt: skip
     """Run the points not yet ``ok`` in ``out/results.csv`` (appending a row each);
-    return the table's rows of these points (the last row per point)."""
-    from hetsim.experiments.sweep import git_commit, hetsim_version
+    return the table's rows of these points."""
+    from hetsim.experiments.figures import graph_cache
+    from hetsim.experiments.sweep import run_grid
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "results.csv"
-    done = done_ids(path)
-    todo = [c for c in configs if c.id not in done]
-    cache = graph_cache()
-    meta = {"sweep": name, "git_commit": git_commit(), "hetsim_version": hetsim_version()}
-    new = not path.exists() or path.stat().st_size == 0
-    with path.open("a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        for row in _rows_by_model(todo, cache, workers):
-            row.update(meta)
-            tb = row.pop("traceback", None)
-            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-            fh.flush()
-            if tb:
-                print(f"error: {row['model']} {row['platform']} {row['plan']}:\n{tb}", file=sys.stderr)
-    df = pd.read_csv(path, dtype={"point_id": str}, keep_default_na=False, na_values=[""])
-    ids = {c.id for c in configs}
-    return df[df["point_id"].isin(ids)].drop_duplicates("point_id", keep="last").reset_index(drop=True)
+    return run_grid(configs, out, name=name, columns=COLUMNS, task=run_configs, workers=workers,
+                    retry_errors=True, cache_dir=graph_cache(), chunksize=len(PLANS) * 4,
+                    progress=progress)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

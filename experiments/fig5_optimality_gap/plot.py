@@ -23,16 +23,12 @@ from matplotlib.figure import Figure
 
 from hetsim.experiments.figures import plot_main
 from hetsim.experiments.plots import COLUMN_WIDTH_IN, PAPER_RC, scheduler_style
+from hetsim.experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig5_optimality_gap"
 GRAPH_KEYS = ["graph", "platform", "cost"]
 
-
-def load(path: str | Path) -> pd.DataFrame:
-    """The last row of every point in ``path``."""
-    df = pd.read_csv(path, dtype={"point_id": str}, keep_default_na=False, na_values=[""])
-    return df.drop_duplicates("point_id", keep="last").reset_index(drop=True)
 
 
 def gaps(df: pd.DataFrame) -> pd.DataFrame:
@@ -112,7 +108,7 @@ def figure(df: pd.DataFrame) -> Figure:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``plot.py [--results CSV] [--out DIR]``."""
-    return plot_main(__doc__, HERE, NAME, figure, headline, load, argv)
+    return plot_main(__doc__, HERE, NAME, figure, headline, load_results, argv)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,8 @@ of ``[optimal]`` (2 threads), graphs one after the other.
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
-import math
 import os
 import sys
 import time
@@ -38,7 +36,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hetsim.experiments.figures import graph_cache
 from hetsim.graphs.graph import Graph, tensor_bytes
 
 HERE = Path(__file__).resolve().parent
@@ -144,7 +141,7 @@ def subgraph(graph: Graph, nodes: list[str], name: str) -> Graph:
 
 def real_graph(spec: Mapping[str, Any], cache: str | None) -> Graph:
     """A ``[[real]]`` entry of ``sweep.toml`` as a graph (zoo import, fused, cached)."""
-    from hetsim.experiments.points import load_graph
+    from hetsim.experiments.sweep import load_graph
     from hetsim.schedulers.by_path import fork_regions
 
     full = load_graph(spec["model"], batch=int(spec.get("batch", 1)), granularity="fused",
@@ -230,100 +227,84 @@ def quick_config() -> Config:
 
 
 # ------------------------------------------------------------------- running
-def _point_id(case: Case, platform: str, cost: str, scheduler: str, args: Mapping[str, Any]) -> str:
-    key = {**case.columns(), "platform": platform, "cost": cost, "scheduler": scheduler,
-           "scheduler_args": dict(args)}  # fmt: skip
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+@dataclass(frozen=True)
+class Job:
+    """One row: a case planned by one scheduler on one platform with one cost model."""
+
+    case: Case
+    platform: str
+    cost: str
+    scheduler: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    def params(self) -> dict[str, Any]:
+        """The parameter columns."""
+        return {**self.case.columns(), "platform": self.platform, "cost": self.cost,
+                "scheduler": self.scheduler, "scheduler_args": json.dumps(dict(self.args), sort_keys=True)}  # fmt: skip
+
+    @property
+    def id(self) -> str:
+        """Stable hash of the parameters."""
+        key = {**self.case.columns(), "platform": self.platform, "cost": self.cost,
+               "scheduler": self.scheduler, "scheduler_args": dict(self.args)}  # fmt: skip
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def graph_key(self) -> str:
+        """The case: the jobs of one graph run in one task, which builds it once."""
+        return self.case.name
 
 
-def _plan_and_simulate(graph: Graph, platform: Any, cost: Any, scheduler: str,
-                       args: Mapping[str, Any]) -> tuple[Any, float, float]:  # fmt: skip
+def jobs(config: Config) -> list[Job]:
+    """Every (case, platform, cost model, scheduler) of ``config``; ``optimal`` last per case."""
+    scheds = [(s, {}) for s in config.schedulers] + [("optimal", dict(config.optimal))]
+    return [Job(case, pname, cname, s, args) for case in config.cases for pname in config.platforms
+            for cname in config.costs for s, args in scheds]  # fmt: skip
+
+
+def run_jobs(chunk: list[Job], *, cache_dir: str | None = None) -> list[dict[str, Any]]:
+    """Build the chunk's graph once, then plan and simulate each job (a row each)."""
     from hetsim import schedulers
-    from hetsim.sim import simulate
+    from hetsim.experiments.sweep import make_cost, make_platform, one_line
 
-    t0 = time.perf_counter()
-    plan = schedulers.get(scheduler, **dict(args)).schedule(graph, platform, cost)
-    t1 = time.perf_counter()
-    res = simulate(graph, platform, plan, cost, requests=1)
-    return (plan, res), t1 - t0, time.perf_counter() - t1
-
-
-def done_ids(path: Path) -> set[str]:
-    """Point ids of the ``ok`` rows already in ``path``."""
-    if not path.exists():
-        return set()
-    with path.open(newline="", encoding="utf-8") as fh:
-        return {r["point_id"] for r in csv.DictReader(fh) if r.get("status") == "ok"}
+    rows = []
+    graph: Graph | None = None
+    build_error: Exception | None = None
+    for job in chunk:
+        row: dict[str, Any] = {**job.params(), "point_id": job.id}
+        try:
+            if graph is None and build_error is None:
+                try:
+                    graph = job.case.build(cache_dir)
+                except Exception as e:  # noqa: BLE001 - reported in every row of the case
+                    build_error = e
+            if build_error is not None:
+                raise build_error
+            run = schedulers.get(job.scheduler, **dict(job.args)).run(
+                graph, make_platform(job.platform), make_cost(job.cost, job.platform), requests=1)
+            row.update(run.metrics(), status="ok", error="", edges=graph.number_of_edges())
+            if job.scheduler == "optimal":
+                m = run.plan.meta
+                row.update(opt_status=m.get("status"), opt_objective_s=m.get("objective_s"),
+                           opt_bound_s=m.get("bound_s"), opt_lower_bound_s=m.get("lower_bound_s"),
+                           solve_time_s=m.get("solve_time_s"))  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - one failing plan must not stop the figure
+            row.update(status="error", error=one_line(e), traceback=traceback.format_exc())
+        row["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+        rows.append(row)
+    return rows
 
 
 def run(config: Config, out: str | os.PathLike[str], *, progress: bool = True) -> pd.DataFrame:
     """Run the points not yet ``ok`` in ``out/results.csv`` (a row each, appended as
-    they finish); return the rows of this configuration (the last row per point)."""
-    from hetsim.experiments.points import make_cost, make_platform
-    from hetsim.experiments.sweep import git_commit, hetsim_version
+    they finish), in this process (CP-SAT uses ``[optimal] workers`` threads); return
+    the rows of this configuration."""
+    from hetsim.experiments.figures import graph_cache
+    from hetsim.experiments.sweep import run_grid
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "results.csv"
-    done = done_ids(path)
-    cache = graph_cache()
-    meta = {"sweep": config.name, "git_commit": git_commit(), "hetsim_version": hetsim_version()}
-    opt_args = dict(config.optimal)
-    jobs = [(s, {}) for s in config.schedulers] + [("optimal", opt_args)]
-    ids: list[str] = []
-    new = not path.exists() or path.stat().st_size == 0
-    with path.open("a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        for i, case in enumerate(config.cases):
-            graph: Graph | None = None
-            for pname in config.platforms:
-                for cname in config.costs:
-                    todo = []
-                    for sched, args in jobs:
-                        pid = _point_id(case, pname, cname, sched, args)
-                        ids.append(pid)
-                        if pid not in done:
-                            todo.append((pid, sched, args))
-                    if not todo:
-                        continue
-                    if progress:
-                        print(f"[{i + 1}/{len(config.cases)}] {case.name} {pname}: {len(todo)} plans",
-                              file=sys.stderr)  # fmt: skip
-                    try:
-                        if graph is None:
-                            graph = case.build(cache)
-                        build_error = ""
-                    except Exception as e:  # noqa: BLE001 - report it in the rows
-                        build_error = f"{type(e).__name__}: {e}"
-                    platform, cost = make_platform(pname), make_cost(cname)
-                    for pid, sched, args in todo:
-                        row: dict[str, Any] = {**case.columns(), "point_id": pid, "platform": pname,
-                                               "cost": cname, "scheduler": sched,
-                                               "scheduler_args": json.dumps(args, sort_keys=True)}  # fmt: skip
-                        try:
-                            if build_error:
-                                raise RuntimeError(build_error)
-                            (plan, res), t_s, t_sim = _plan_and_simulate(graph, platform, cost, sched, args)
-                            row.update(status="ok", error="", nodes=graph.number_of_nodes(),
-                                       edges=graph.number_of_edges(), makespan_s=res.makespan,
-                                       sched_time_s=t_s, sim_time_s=t_sim)  # fmt: skip
-                            if sched == "optimal":
-                                m = plan.meta
-                                row.update(opt_status=m.get("status"), opt_objective_s=m.get("objective_s"),
-                                           opt_bound_s=m.get("bound_s"),
-                                           opt_lower_bound_s=m.get("lower_bound_s"),
-                                           solve_time_s=m.get("solve_time_s"))  # fmt: skip
-                        except Exception as e:  # noqa: BLE001 - one failing plan must not stop the figure
-                            row.update(status="error", error=f"{type(e).__name__}: {e}".replace("\n", " | "))
-                            print(traceback.format_exc(), file=sys.stderr)
-                        row.update(meta, finished_at=datetime.now(UTC).isoformat(timespec="seconds"))
-                        writer.writerow({k: ("" if v is None or (isinstance(v, float) and math.isnan(v))
-                                             else v) for k, v in row.items()})  # fmt: skip
-                        fh.flush()
-    df = pd.read_csv(path, dtype={"point_id": str}, keep_default_na=False, na_values=[""])
-    return df[df["point_id"].isin(set(ids))].drop_duplicates("point_id", keep="last").reset_index(drop=True)
+    todo = jobs(config)
+    return run_grid(todo, out, name=config.name, columns=COLUMNS, task=run_jobs, workers=0,
+                    retry_errors=True, cache_dir=graph_cache(), chunksize=len(todo) or 1,
+                    progress=progress)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,15 +21,11 @@ from scipy.stats import kendalltau
 
 from hetsim.experiments.figures import plot_main
 from hetsim.experiments.plots import COLUMN_WIDTH_IN, sim_vs_measured
+from hetsim.experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig6_sim_vs_measured"
 
-
-def load(path: str | Path) -> pd.DataFrame:
-    """The last row of every point in ``path``."""
-    df = pd.read_csv(path, dtype={"point_id": str}, keep_default_na=False, na_values=[""])
-    return df.drop_duplicates("point_id", keep="last").reset_index(drop=True)
 
 
 def cost_label(cost: str) -> str:
@@ -87,7 +83,7 @@ def figure(df: pd.DataFrame) -> Figure:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``plot.py [--results CSV] [--out DIR]``."""
-    return plot_main(__doc__, HERE, NAME, figure, headline, load, argv)
+    return plot_main(__doc__, HERE, NAME, figure, headline, load_results, argv)
 
 
 if __name__ == "__main__":

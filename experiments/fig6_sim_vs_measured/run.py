@@ -20,10 +20,9 @@ Measured times are wall-clock times of this machine: run it on an idle machine.
 from __future__ import annotations
 
 import argparse
-import csv
+import functools
 import hashlib
 import json
-import math
 import os
 import sys
 import time
@@ -141,15 +140,61 @@ def reusable_rows(cfg: Config, model: str, cost: str, files: list[Path]) -> tupl
     return None
 
 
-def done_ids(path: Path) -> set[str]:
-    """Ids of rows that need no new run (``ok``, or ``skipped``: the scheduler does not apply)."""
-    if not path.exists():
-        return set()
-    with path.open(newline="", encoding="utf-8") as fh:
-        return {r["point_id"] for r in csv.DictReader(fh) if r.get("status") in ("ok", "skipped")}
+@dataclass(frozen=True)
+class Job:
+    """One row: a scheduler's plan of a model, validated with a cost model."""
+
+    cfg: Config
+    model: str
+    scheduler: str
+    cost: str
+
+    def params(self) -> dict[str, Any]:
+        """The parameter columns."""
+        return {"model": self.model, "scheduler": self.scheduler, "platform": self.cfg.platform,
+                "cost": self.cost, "backend": self.cfg.backend, "batch": self.cfg.batch, "granularity": "op",
+                "model_args": json.dumps(dict(self.cfg.model_args.get(self.model, {})), sort_keys=True)}  # fmt: skip
+
+    @property
+    def id(self) -> str:
+        """Stable hash of the parameters (:func:`point_id`)."""
+        return point_id(self.cfg, self.model, self.scheduler, self.cost)
+
+    def graph_key(self) -> tuple[str, str]:
+        """(model, cost): the plans of one model run in one task, interleaved in rounds."""
+        return (self.model, self.cost)
 
 
-# ------------------------------------------------------------------ running
+def validate_jobs(chunk: list[Job], *, cache_dir: str | None = None, traces: str, files: tuple[str, ...] = (),
+                  progress: bool = True) -> list[dict[str, Any]]:  # fmt: skip
+    """The rows of one (model, cost): taken from a ``validation*.csv`` of ``files`` that
+    has them, else measured (:func:`~runtime.validate.validate_all`)."""
+    from hetsim.runtime.validate import validate_all
+
+    cfg, model, cost = chunk[0].cfg, chunk[0].model, chunk[0].cost
+    want = {j.scheduler: j for j in chunk}
+    hit = reusable_rows(cfg, model, cost, [Path(f) for f in files]) if files else None
+    if hit is not None:
+        table, source = hit
+        table = table[table["scheduler"].isin(want)]
+        extra: dict[str, Any] = {"warmup": "", "repeats": "", "load_average": ""}
+    else:
+        say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+        extra = {"warmup": cfg.warmup, "repeats": cfg.repeats, "load_average": round(os.getloadavg()[0], 2)}
+        table = validate_all([model], cfg.platform, list(want), cost, backend=cfg.backend, warmup=cfg.warmup,
+                             repeats=cfg.repeats, batch=cfg.batch, model_kwargs=cfg.model_args,
+                             out=Path(traces) / cost_key(cost), progress=say)  # fmt: skip
+        source = "validate_all"
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    rows = []
+    for rec in table.to_dict("records"):
+        job = want[rec["scheduler"]]
+        row = {k: rec.get(k) for k in VALIDATION}
+        row.update(job.params(), **extra, source=source, finished_at=stamp, point_id=job.id)
+        rows.append(row)
+    return rows
+
+
 def run(cfg: Config, out: str | os.PathLike[str], *, progress: bool = True,
         traces: str | os.PathLike[str] | None = None) -> pd.DataFrame:  # fmt: skip
     """Validate (or reuse) every (model, cost) not yet in ``out/results.csv``; return the rows.
@@ -158,57 +203,17 @@ def run(cfg: Config, out: str | os.PathLike[str], *, progress: bool = True,
     traces (default ``experiments/.cache/fig6`` for this folder, else ``out/traces``).
     """
     from hetsim import schedulers as sched_mod
-    from hetsim.experiments.sweep import git_commit, hetsim_version
-    from hetsim.runtime.validate import validate_all
+    from hetsim.experiments.sweep import run_grid
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     if traces is None:
         traces = TRACES if out.resolve() == HERE else out / "traces"
-    path = out / "results.csv"
-    done = done_ids(path)
-    files = find_validation_csvs() if cfg.reuse else []
-    meta = {"sweep": cfg.name, "git_commit": git_commit(), "hetsim_version": hetsim_version(),
-            "batch": cfg.batch, "granularity": "op"}  # fmt: skip
     names = cfg.schedulers or sched_mod.names()
-    ids: list[str] = []
-    new = not path.exists() or path.stat().st_size == 0
-    with path.open("a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        for cost in cfg.costs:
-            for model in cfg.models:
-                want = {s: point_id(cfg, model, s, cost) for s in names}
-                ids += want.values()
-                todo = [s for s, pid in want.items() if pid not in done]
-                if not todo:
-                    continue
-                hit = reusable_rows(cfg, model, cost, files) if cfg.reuse else None
-                if hit is not None:
-                    table, source = hit
-                    table = table[table["scheduler"].isin(todo)]
-                    extra = {"warmup": "", "repeats": "", "load_average": ""}
-                else:
-                    say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
-                    extra = {"warmup": cfg.warmup, "repeats": cfg.repeats,
-                             "load_average": round(os.getloadavg()[0], 2)}  # fmt: skip
-                    table = validate_all([model], cfg.platform, todo, cost, backend=cfg.backend,
-                                         warmup=cfg.warmup, repeats=cfg.repeats, batch=cfg.batch,
-                                         model_kwargs=cfg.model_args,
-                                         out=Path(traces) / cost_key(cost), progress=say)  # fmt: skip
-                    source = "validate_all"
-                stamp = datetime.now(UTC).isoformat(timespec="seconds")
-                for rec in table.to_dict("records"):
-                    row = {k: rec.get(k) for k in VALIDATION}
-                    row.update({**meta, **extra}, source=source, finished_at=stamp, model=model, cost=cost,
-                               model_args=json.dumps(dict(cfg.model_args.get(model, {})), sort_keys=True),
-                               point_id=want[rec["scheduler"]])  # fmt: skip
-                    writer.writerow({k: ("" if v is None or (isinstance(v, float) and math.isnan(v))
-                                         else v) for k, v in row.items()})  # fmt: skip
-                fh.flush()
-    df = pd.read_csv(path, dtype={"point_id": str}, keep_default_na=False, na_values=[""])
-    return df[df["point_id"].isin(set(ids))].drop_duplicates("point_id", keep="last").reset_index(drop=True)
+    todo = [Job(cfg, m, s, c) for c in cfg.costs for m in cfg.models for s in names]
+    files = tuple(str(f) for f in find_validation_csvs()) if cfg.reuse else ()
+    task = functools.partial(validate_jobs, traces=str(traces), files=files, progress=progress)
+    return run_grid(todo, out, name=cfg.name, columns=COLUMNS, task=task, workers=0, done=("ok", "skipped"),
+                    retry_errors=True, chunksize=len(names), progress=False)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,7 +78,7 @@ _REGISTRY: dict[str, tuple[Callable[..., nn.Module], ModuleType]] = {
 RECURRENT: frozenset[str] = frozenset(rnn.MODELS)
 _GRANULARITIES = ("op", "fused")
 #: modules whose source is part of the cache key: a change there re-imports.
-_IMPORTER_MODULES = ("hetsim.graphs.relax_import", "hetsim.graphs._relax_ops")
+_IMPORTER_MODULES = ("hetsim.graphs.relax_import", "hetsim.graphs.relax_ops")
 
 
 def names() -> list[str]:

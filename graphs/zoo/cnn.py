@@ -559,7 +559,7 @@ class SqueezeNet(nn.Module):
 
 
 # ------------------------------------------------------------------------- registry
-def _with_size(model: nn.Module, image_size: int, minimum: int = 32) -> nn.Module:
+def with_size(model: nn.Module, image_size: int, minimum: int = 32) -> nn.Module:
     if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < minimum:
         raise ValueError(f"image_size must be an int >= {minimum}, got {image_size!r}")
     model.image_size = image_size
@@ -568,42 +568,42 @@ def _with_size(model: nn.Module, image_size: int, minimum: int = 32) -> nn.Modul
 
 def alexnet(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """AlexNet, torchvision variant (61.1 M parameters, 0.71 GMACs at 224x224)."""
-    return _with_size(AlexNet(num_classes), image_size)
+    return with_size(AlexNet(num_classes), image_size)
 
 
 def vgg16(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """VGG-16 without batch norm (138.4 M parameters, 15.47 GMACs at 224x224)."""
-    return _with_size(VGG(_VGG16_CFG, num_classes), image_size)
+    return with_size(VGG(_VGG16_CFG, num_classes), image_size)
 
 
 def googlenet(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """GoogLeNet as in torchvision, BN, no aux logits (6.62 M parameters, 1.50 GMACs)."""
-    return _with_size(GoogLeNet(num_classes), image_size)
+    return with_size(GoogLeNet(num_classes), image_size)
 
 
 def inception_v3(*, image_size: int = 299, num_classes: int = 1000) -> nn.Module:
     """Inception v3 as in torchvision, no aux logits (23.83 M parameters, 5.71 GMACs at 299)."""
-    return _with_size(Inception3(num_classes), image_size, minimum=75)
+    return with_size(Inception3(num_classes), image_size, minimum=75)
 
 
 def resnet18(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """ResNet-18 (11.69 M parameters, 1.81 GMACs at 224x224)."""
-    return _with_size(ResNet(BasicBlock, (2, 2, 2, 2), num_classes), image_size)
+    return with_size(ResNet(BasicBlock, (2, 2, 2, 2), num_classes), image_size)
 
 
 def resnet50(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """ResNet-50 v1.5 (25.56 M parameters, 4.09 GMACs at 224x224)."""
-    return _with_size(ResNet(Bottleneck, (3, 4, 6, 3), num_classes), image_size)
+    return with_size(ResNet(Bottleneck, (3, 4, 6, 3), num_classes), image_size)
 
 
 def densenet121(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """DenseNet-121 (7.98 M parameters, 2.83 GMACs at 224x224)."""
-    return _with_size(DenseNet(num_classes=num_classes), image_size)
+    return with_size(DenseNet(num_classes=num_classes), image_size)
 
 
 def squeezenet1_1(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """SqueezeNet 1.1 (1.235 M parameters, 0.35 GMACs at 224x224)."""
-    return _with_size(SqueezeNet(num_classes), image_size)
+    return with_size(SqueezeNet(num_classes), image_size)
 
 
 MODELS: dict[str, Callable[..., nn.Module]] = {

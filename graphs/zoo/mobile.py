@@ -32,7 +32,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from hetsim.graphs.zoo.cnn import _with_size, make_inputs
+from hetsim.graphs.zoo.cnn import make_inputs, with_size
 
 __all__ = [
     "MODELS",
@@ -380,22 +380,22 @@ class ShuffleNetV2(nn.Module):
 # ------------------------------------------------------------------------- registry
 def mobilenet_v2(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """MobileNetV2, width 1.0 (3.50 M parameters, 0.30 GMACs at 224x224)."""
-    return _with_size(MobileNetV2(num_classes), image_size)
+    return with_size(MobileNetV2(num_classes), image_size)
 
 
 def mobilenet_v3_large(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """MobileNetV3-Large, width 1.0 (5.48 M parameters, 0.22 GMACs at 224x224)."""
-    return _with_size(MobileNetV3(num_classes), image_size)
+    return with_size(MobileNetV3(num_classes), image_size)
 
 
 def efficientnet_b0(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """EfficientNet-B0 (5.29 M parameters, 0.39 GMACs at 224x224)."""
-    return _with_size(EfficientNet(num_classes), image_size)
+    return with_size(EfficientNet(num_classes), image_size)
 
 
 def shufflenet_v2_x1_0(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
     """ShuffleNet V2 1.0x (2.28 M parameters, 0.14 GMACs at 224x224)."""
-    return _with_size(ShuffleNetV2(num_classes=num_classes), image_size)
+    return with_size(ShuffleNetV2(num_classes=num_classes), image_size)
 
 
 MODELS: dict[str, Callable[..., nn.Module]] = {

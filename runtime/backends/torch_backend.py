@@ -1,7 +1,7 @@
 """The ``torch`` backend: each Relax operator runs as the equivalent torch function.
 
 These are the vendor kernels a PyTorch deployment runs: oneDNN / MKL on the CPU,
-cuBLAS / cuDNN on CUDA GPUs. The op table is :data:`runtime.backends._torch_ops.OPS`;
+cuBLAS / cuDNN on CUDA GPUs. The op table is :data:`runtime.backends.torch_ops.OPS`;
 an op kind without an entry raises :class:`~runtime.backends.base.BackendError`
 naming it. Graphs must be imported at ``op`` granularity (a fused TVM kernel has no
 single torch equivalent: use the ``tvm`` backend for those).
@@ -27,7 +27,6 @@ import numpy as np
 import torch
 
 from hetsim.graphs.graph import Graph
-from hetsim.runtime.backends._torch_ops import OPS, Unsupported, torch_dtype
 from hetsim.runtime.backends.base import (
     BackendError,
     DeviceSpec,
@@ -38,6 +37,7 @@ from hetsim.runtime.backends.base import (
     node_op,
     parse_device,
 )
+from hetsim.runtime.backends.torch_ops import OPS, Unsupported, torch_dtype
 
 __all__ = ["CudaTimer", "TorchBackend", "TorchKernel", "as_torch"]
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from hetsim.graphs.features import signature
-from hetsim.graphs.graph import Graph
+from hetsim.graphs.graph import VIEW_OPS, Graph
 from hetsim.runtime.backends.base import (
     BackendError,
     DeviceSpec,
@@ -53,7 +53,6 @@ from hetsim.runtime.backends.base import (
 __all__ = ["KernelCache", "RelaxModel", "TvmBackend", "TvmKernel", "import_model", "import_module", "model_for"]
 
 _SYMBOL = "hetsim_kernel"
-_VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 
 
 def _first_line(e: BaseException) -> str:
@@ -188,9 +187,9 @@ def _check_same(graph: Graph, rebuilt: Graph) -> None:
 def _align(graph: Graph, walked: Any, members: Any, name: str) -> RelaxModel:
     """Walk ``walked`` again and pair its live records with the graph's nodes, in order
     (the order :func:`graphs.relax_import.from_relax` gives them)."""
-    from hetsim.graphs import _relax_ops
+    from hetsim.graphs import relax_ops
 
-    class Walker(_relax_ops.RelaxWalker):
+    class Walker(relax_ops.RelaxWalker):
         """Also remembers the Relax call behind each record."""
 
         rec_calls: dict[int, Any] = {}
@@ -277,7 +276,7 @@ def _plan(model: RelaxModel, node: str) -> tuple[str, Any]:
         if data["attrs"].get("view"):
             return "view", None
         return "primfunc", model.mod[call.args[0]]
-    if data["op"] in _VIEW_OPS:
+    if data["op"] in VIEW_OPS:
         return "view", None
     tiny = _single_op_module(call)
     leg = relax.transform.LegalizeOps()(tiny)

@@ -10,7 +10,7 @@
 * **calls** -- one lean callable per (node, real device) around the backend's
   kernel: constants (weights) materialised once per device, activations filled in
   at run time, preallocated outputs where the backend has them;
-(The references the first run is checked against are in :mod:`runtime._executor_check`.)
+(The references the first run is checked against are in :mod:`runtime.executor_check`.)
 """
 
 from __future__ import annotations

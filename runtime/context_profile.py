@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.runtime._executor_setup import Wiring
+from hetsim.runtime.executor_setup import Wiring
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -193,8 +193,8 @@ class ContextProfiler:
         run it ``warmup`` times untimed and return it; its timed runs
         (``execution.run(n)``) are what :meth:`write` reads."""
         from hetsim.graphs.features import features
-        from hetsim.runtime._executor_setup import wire
         from hetsim.runtime.executor import Execution
+        from hetsim.runtime.executor_setup import wire
         from hetsim.sim.plan import Plan
 
         plan = Plan(dict.fromkeys(graph.nx, "d"))
@@ -326,8 +326,8 @@ def profile_in_context(
         The folder.
     """
     from hetsim import costmodel, schedulers
-    from hetsim.runtime._executor_setup import load_model
     from hetsim.runtime.backends.tvm_backend import import_model
+    from hetsim.runtime.executor_setup import load_model
     from hetsim.sim.platform import Platform as _Platform
 
     items: list[tuple[Graph, RelaxModel]] = []
@@ -354,7 +354,7 @@ def profile_in_context(
                 s = schedulers.get(tname)
                 if s.why_not(graph, plat) is not None:
                     continue
-                g2 = s.transform(graph, plat, cost)
+                g2 = s.run(graph, plat, cost, simulate=False).graph  # the graph its plans run on
                 if g2 is not graph:
                     profile(g2, relax)
     return prof.path

@@ -29,7 +29,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir.analysis import estimate_tir_flops
 
-from hetsim.graphs.graph import DTYPE_BYTES, GraphError, tensor_bytes
+from hetsim.graphs.graph import DTYPE_BYTES, VIEW_OPS, GraphError, tensor_bytes
 
 __all__ = [
     "Rec",
@@ -53,8 +53,6 @@ DATA_MOVEMENT_OPS = frozenset(
     "layout_transform collapse_sum_to collapse_sum_like scatter_elements scatter_nd "
     "pad index_tensor copy".split()
 )
-#: kernels that TVM turns into views of their input at run time (zero cost).
-VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 #: TOPI/PrimFunc names that differ from the Relax operator they legalize.
 _KERNEL_RENAMES = {"transpose": "permute_dims", "concatenate": "concat", "T_add": "add"}
 #: multi-word kernel names, so that ``fused_max_pool2d_add`` splits correctly.

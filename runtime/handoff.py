@@ -264,8 +264,8 @@ class HostCalibration:
 
     def __init__(self, graph: Graph, relax: Any, platform: Platform, *, devices: tuple[str, str] | None = None,
                  backend: str = "torch", warmup: int = 3) -> None:
-        from hetsim.runtime._executor_setup import wire
         from hetsim.runtime.executor import Execution
+        from hetsim.runtime.executor_setup import wire
 
         one, crossing, self.cross_bytes = _one_and_crossing(graph, platform, devices)
         self.graph = graph

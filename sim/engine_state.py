@@ -7,31 +7,35 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.engine import _Run
+    from hetsim.sim.engine import EngineRun
 
 __all__ = ["SimulationError"]
 
-_WAIT, _QUEUED, _RUNNING, _DONE = 0, 1, 2, 3
-_STATE = {_WAIT: "waiting for inputs", _QUEUED: "queued", _RUNNING: "running", _DONE: "done"}
+WAIT, QUEUED, RUNNING, DONE = 0, 1, 2, 3
+STATE_NAMES = {WAIT: "waiting for inputs", QUEUED: "queued", RUNNING: "running", DONE: "done"}
 
 
 class SimulationError(RuntimeError):
     """The simulation cannot run or went wrong (out of memory, deadlock, bad cost)."""
 
 
-class _Req:
+class Request:
     """State of one request in flight.
 
     ``r`` index; ``base`` = r * n_ops, added to a node's rank to key the ready
     heaps by (request, priority); ``pending[v]`` inputs not yet on v's device (for
     a policy-placed node: first its unfinished predecessors); ``state[v]`` one of
-    ``_WAIT.._DONE``; ``refs[(producer, output, device)]`` readers left of each live
+    ``WAIT..DONE``; ``refs[(producer, output, device)]`` readers left of each live
     buffer; ``loc[v]`` device of v; ``remaining`` ops and output transfers left;
     ``held`` graph outputs kept until the end; ``xfers`` transfers in flight by
     (producer, output, destination), for policy-placed readers to join;
     ``factors``/``rng`` the noise of this request; ``extra[v]`` the time v spends
     reading inputs from another device of its memory domain, for the ops whose
-    placement (or whose producers' placement) a policy chose.
+    placement (or whose producers' placement) a policy chose. Dynamic runs only:
+    ``unplaced[(producer, output)]`` the policy-placed readers of a tensor not placed
+    yet, ``pinned[(producer, output)]`` the devices holding a moved copy of it that
+    is kept (one extra reference) until they are all placed, so that a later reader
+    on that device reuses the copy instead of moving the tensor again.
     """
 
     __slots__ = (
@@ -48,10 +52,12 @@ class _Req:
         "factors",
         "rng",
         "extra",
+        "unplaced",
+        "pinned",
     )
 
 
-class _Xfer:
+class Transfer:
     """One tensor on its way to one device."""
 
     __slots__ = (
@@ -72,7 +78,7 @@ class _Xfer:
 
     def __init__(
         self,
-        req: _Req,
+        req: Request,
         p: int,
         k: int,
         src: int,
@@ -90,14 +96,14 @@ class _Xfer:
         self.hop, self.started = 0, False
 
 
-class _View:
+class PolicyView:
     """:class:`sim.plan.SystemView` over the simulator's predicted state."""
 
-    def __init__(self, run: _Run) -> None:
+    def __init__(self, run: EngineRun) -> None:
         self._run = run
         self.graph, self.platform, self.cost = run.graph, run.platform, run.cost
         self.rng = np.random.default_rng(run.seed)
-        self._req: _Req | None = None
+        self._req: Request | None = None
 
     @property
     def now(self) -> float:

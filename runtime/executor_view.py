@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.runtime._executor_setup import ExecutionError
+from hetsim.costmodel.base import host_dispatch
+from hetsim.runtime.executor_setup import ExecutionError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
-    from hetsim.runtime._executor_run import Engine, _Req
     from hetsim.runtime.backends.base import DeviceSpec
+    from hetsim.runtime.executor_run import Engine, RequestState
     from hetsim.sim.platform import Platform
 
 __all__ = ["CachedCost", "RunView", "link_resource", "pin_cores", "torch_threads", "tune_malloc"]
@@ -45,9 +46,7 @@ class CachedCost:
         key = (node, device.name)
         t = self._disp.get(key)
         if t is None:
-            fn = getattr(self._cost, "dispatch_time", None)
-            t = float(fn(graph, node, device)) if fn is not None else float(device.dispatch_s)
-            self._disp[key] = t
+            t = self._disp[key] = host_dispatch(self._cost, graph, node, device)
         return t
 
     def transfer_time(self, nbytes: int, link: Any, **kw: Any) -> float:
@@ -72,7 +71,7 @@ class RunView:
         self._e = engine
         self.graph, self.platform, self.cost = engine.graph, engine.platform, engine.cost
         self.rng = np.random.default_rng(seed)
-        self._st: _Req | None = None
+        self._st: RequestState | None = None
 
     @property
     def now(self) -> float:
@@ -120,18 +119,10 @@ def pin_cores(specs: list[DeviceSpec], streams: list[int], active: Any) -> dict[
 def link_resource(platform: Platform, src: str, dst: str) -> str:
     """The simulator's name of the link direction(s) a copy from ``src`` to ``dst`` uses."""
     try:
-        links = platform.route(src, dst)
+        hops = platform.link_directions(src, dst)
     except Exception:  # noqa: BLE001 - no declared link: name the pair
         return f"{src}->{dst}"
-    names, cur = [], src
-    for link in links:
-        forward = platform.shares_memory(cur, link.src)
-        if link.duplex:
-            names.append(f"{link.src}->{link.dst}" if forward else f"{link.dst}->{link.src}")
-        else:
-            names.append(link.name)
-        cur = link.dst if forward else link.src
-    return "+".join(names) or f"{src}->{dst}"
+    return "+".join(res for res, _ in hops) or f"{src}->{dst}"
 
 
 def torch_threads(n: int | None = None) -> int | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
-from hetsim.graphs.graph import tensor_bytes
+from hetsim.graphs.graph import check_io, tensor_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -96,10 +96,16 @@ class Prepared:
     routes: dict[tuple[int, int], tuple[tuple[int, ...], tuple[Link, ...]]] = field(
         default_factory=dict
     )
+    res_index: dict[str, int] | None = None  # resource name -> index, built on first route
 
 
 def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
-    """Index the graph, the placement and the platform's resources."""
+    """Index the graph, the placement and the platform's resources.
+
+    Raises :class:`graphs.GraphError` for malformed graph inputs or outputs
+    (:func:`graphs.graph.check_io`).
+    """
+    check_io(graph)
     nxg = graph.nx
     ins_names = list(nxg)  # insertion order
     n = len(ins_names)
@@ -156,16 +162,12 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     inputs = graph.meta.get("inputs") or []
     for j, spec in enumerate(inputs):
         name = str(spec.get("name", f"input{j}"))
-        if "bytes" not in spec:
-            raise PrepError(f"graph input {name!r} has no 'bytes'")
         p = n + j
         names.append(name)
         out_size.append({0: int(spec["bytes"])})
         succs.append([])
         seen: set[int] = set()
         for c in spec.get("consumers") or []:
-            if c not in index:
-                raise PrepError(f"graph input {name!r} names unknown consumer {c!r}")
             ci = index[c]
             if ci not in seen:
                 seen.add(ci)
@@ -176,8 +178,6 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     graph_outputs: list[list[int]] = [[] for _ in range(n_all)]
     for spec in graph.meta.get("outputs") or []:
         node = spec.get("node")
-        if node not in index:
-            raise PrepError(f"graph output names unknown node {node!r}")
         i, k = index[node], int(spec.get("output", 0))
         if k not in graph_outputs[i]:
             graph_outputs[i].append(k)
@@ -202,15 +202,9 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     params = [int(d["param_bytes"]) for d in data] + [0] * (n_all - n)
     domain_same = [[platform.shares_memory(a, b) for b in dev_names] for a in dev_names]
 
-    res_names: list[str] = []
-    res_links: list[Link] = []
-    for link in platform.links:
-        if link.duplex:
-            res_names += [f"{link.src}->{link.dst}", f"{link.dst}->{link.src}"]
-            res_links += [link, link]
-        else:
-            res_names.append(link.name)
-            res_links.append(link)
+    resources = platform.link_resources()
+    res_names = [name for name, _ in resources]
+    res_links = [link for _, link in resources]
     devs = platform.devices
     return Prepared(
         names=names,
@@ -237,33 +231,19 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
 def route(
     prep: Prepared, platform: Platform, src: int, dst: int
 ) -> tuple[tuple[int, ...], tuple[Link, ...]]:
-    """Link-direction resources (and links) a tensor crosses from ``src`` to ``dst``."""
+    """Link-direction resources (and links) a tensor crosses from ``src`` to ``dst``
+    (:meth:`sim.platform.Platform.link_directions`, as resource indices)."""
     key = (src, dst)
     hit = prep.routes.get(key)
     if hit is not None:
         return hit
     names = prep.dev_names
-    links = platform.route(names[src], names[dst])
-    hops: list[int] = []
-    cur = names[src]
-    for link in links:
-        forward = platform.shares_memory(cur, link.src)
-        base = _resource_base(prep, link)
-        if link.duplex:
-            hops.append(base if forward else base + 1)
-        else:
-            hops.append(base)
-        cur = link.dst if forward else link.src
-    out = (tuple(hops), tuple(links))
+    if prep.res_index is None:
+        prep.res_index = {name: i for i, name in enumerate(prep.res_names)}
+    hops = platform.link_directions(names[src], names[dst])
+    out = (tuple(prep.res_index[res] for res, _ in hops), tuple(link for _, link in hops))
     prep.routes[key] = out
     return out
-
-
-def _resource_base(prep: Prepared, link: Link) -> int:
-    for i, lk in enumerate(prep.res_links):
-        if lk is link:
-            return i
-    raise PrepError(f"link {link.name!r} is not a resource of this platform")  # pragma: no cover
 
 
 def build_fanout(

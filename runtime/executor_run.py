@@ -6,7 +6,7 @@ Model (the simulator's, on real devices)
   (synchronously; torch and TVM release the GIL inside kernels, so workers on
   different cores run in parallel while their Python overhead is serialised by
   the GIL: the simulator's single host dispatcher). A GPU worker enqueues kernels
-  on its CUDA stream (:mod:`runtime._executor_cuda`).
+  on its CUDA stream (:mod:`runtime.executor_cuda`).
 * Each device has a ready heap keyed like the simulator's, ``request * n_ops +
   rank`` (rank: position in the plan's ``(priority, topological index)`` order):
   among ready ops a device runs the lowest first.
@@ -35,8 +35,8 @@ import time
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
-from hetsim.runtime._executor_setup import ExecutionError
-from hetsim.runtime._executor_view import (
+from hetsim.runtime.executor_setup import ExecutionError
+from hetsim.runtime.executor_view import (
     CachedCost,
     RunView,
     link_resource,
@@ -55,7 +55,7 @@ __all__ = ["Engine"]
 _OUT = -1  # consumer id of a graph output waiting for its copy to the host
 
 
-class _Req:
+class RequestState:
     """State of one request in one run."""
 
     __slots__ = ("r", "base", "vals", "pending", "loc", "mem", "cvals", "inflight", "evs",
@@ -86,7 +86,7 @@ class Engine:
     seed
         Seed of the dynamic policy's ``view.rng``.
     cuda
-        :class:`runtime._executor_cuda.CudaRuntime` when a GPU is involved.
+        :class:`runtime.executor_cuda.CudaRuntime` when a GPU is involved.
     pin
         Pin each CPU worker thread to its own cores (:func:`pin_cores`).
     spin_s
@@ -179,7 +179,7 @@ class Engine:
         self.idle: list[list[threading.Lock]] = [[] for _ in self.dev_names]
         self.queued = [0.0] * len(self.dev_names)
         self.stream_end = [[0.0] * s for s in self.streams]
-        self.reqs: list[_Req] = []
+        self.reqs: list[RequestState] = []
         self.t0 = 0.0
         self.t_end = 0.0
         self.left = 0
@@ -313,7 +313,7 @@ class Engine:
 
     # ---------------------------------------------------------- bookkeeping
     # (all of these run with self.lock held)
-    def _ready(self, st: _Req, v: int) -> None:
+    def _ready(self, st: RequestState, v: int) -> None:
         d = st.loc[v]
         heappush(self.heaps[d], st.base + self.rank[v])
         if self.dynamic:
@@ -322,7 +322,7 @@ class Engine:
         if idle:
             idle.pop().release()
 
-    def _need(self, st: _Req, p: int, k: int, m: int, v: int, jobs: list) -> bool:
+    def _need(self, st: RequestState, p: int, k: int, m: int, v: int, jobs: list) -> bool:
         """Is output ``k`` of ``p`` in memory ``m``? If not, ``v`` waits for its copy
         (started now unless it is on its way)."""
         key = (p, k, m)
@@ -336,7 +336,7 @@ class Engine:
             waiting.append(v)
         return False
 
-    def _finish(self, st: _Req, u: int, mu: int) -> list:
+    def _finish(self, st: RequestState, u: int, mu: int) -> list:
         """``u`` has run (CPU) or is enqueued (GPU) with its outputs in memory ``mu``."""
         jobs: list = []
         pending, loc0, dmem, reads = st.pending, self.loc0, self.dmem, self.reads
@@ -371,7 +371,7 @@ class Engine:
             self._complete(st)
         return jobs
 
-    def _place(self, st: _Req, v: int, jobs: list) -> None:
+    def _place(self, st: RequestState, v: int, jobs: list) -> None:
         self.view._st = st
         dev = self.policy.select(self.names[v], self.view)
         d = self.dev_index.get(dev)
@@ -393,7 +393,7 @@ class Engine:
         if c == 0:
             self._ready(st, v)
 
-    def arrive(self, st: _Req, key: tuple[int, int, int], value: Any, event: Any) -> None:
+    def arrive(self, st: RequestState, key: tuple[int, int, int], value: Any, event: Any) -> None:
         """A copy has reached its memory (lock held)."""
         st.cvals[key] = (value, event)
         for v in st.inflight.pop(key):
@@ -407,14 +407,14 @@ class Engine:
             if c == 0:
                 self._ready(st, v)
 
-    def _complete(self, st: _Req) -> None:
+    def _complete(self, st: RequestState) -> None:
         st.end = time.perf_counter()
         self.left -= 1
         if self.left == 0:
             self.t_end = st.end
             self.done.release()
 
-    def _run_jobs(self, st: _Req, jobs: list) -> None:
+    def _run_jobs(self, st: RequestState, jobs: list) -> None:
         """Start copies (outside the lock)."""
         try:
             for key in jobs:
@@ -423,8 +423,8 @@ class Engine:
             self.fail(e, f"copying output {key[1]} of {self.names[key[0]]!r} to {self.mem_names[key[2]]}")
 
     # --------------------------------------------------------------------- runs
-    def _new_request(self, r: int) -> _Req:
-        st = _Req()
+    def _new_request(self, r: int) -> RequestState:
+        st = RequestState()
         n = self.n
         st.r, st.base = r, r * max(n, 1)
         st.vals = [None] * len(self.names)
@@ -460,7 +460,7 @@ class Engine:
             if self.cuda is not None:
                 self.cuda.begin(self)
             self.t0 = time.perf_counter()
-            started: list[tuple[_Req, list]] = []
+            started: list[tuple[RequestState, list]] = []
             with self.lock:
                 for st in self.reqs:
                     jobs: list = []
@@ -483,7 +483,7 @@ class Engine:
                 raise ExecutionError(f"a run did not finish within {timeout_s} s (deadlock?)")
             if self.error is not None:
                 exc, where = self.error
-                raise _Failure(exc, where)
+                raise Failure(exc, where)
             makespan = self.t_end - self.t0
             if self.cuda is not None:
                 self.cuda.end(self)
@@ -493,7 +493,7 @@ class Engine:
                 gc.enable()
         return makespan
 
-    def _finish_input(self, st: _Req, p: int) -> list:
+    def _finish_input(self, st: RequestState, p: int) -> list:
         """Graph input ``p`` is on the host: its consumers there are one input closer."""
         st.remaining += 1  # _finish counts p as an op; graph inputs are not ops
         return self._finish(st, p, self.host_mem)
@@ -533,7 +533,7 @@ class Engine:
         return out
 
 
-class _Failure(Exception):
+class Failure(Exception):
     """A worker's exception, with where it happened."""
 
     def __init__(self, exc: BaseException, where: str) -> None:

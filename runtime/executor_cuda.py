@@ -31,7 +31,7 @@ from heapq import heappop
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.runtime._executor_run import Engine, _Req
+    from hetsim.runtime.executor_run import Engine, RequestState
 
 __all__ = ["CudaRuntime"]
 
@@ -116,7 +116,7 @@ class CudaRuntime:
         spec = engine.specs[d]
         stream = self.compute[(d, s)]
         try:
-            from hetsim.runtime._executor_view import torch_threads
+            from hetsim.runtime.executor_view import torch_threads
 
             torch_threads()  # initialise this thread's torch settings before configuring it
             engine.backend.configure(spec)
@@ -206,7 +206,7 @@ class CudaRuntime:
             self.bufs[key] = buf
         return buf
 
-    def copy(self, engine: Engine, st: _Req, key: tuple[int, int, int]) -> None:
+    def copy(self, engine: Engine, st: RequestState, key: tuple[int, int, int]) -> None:
         """Start the copy of output ``key[1]`` of node ``key[0]`` to memory ``key[2]``."""
         torch = self.torch
         p, k, m_dst = key

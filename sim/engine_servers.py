@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import simpy
 
-    from hetsim.sim.engine import _Run
+    from hetsim.sim.engine import EngineRun
 
 __all__ = ["arrivals", "link", "record", "stream"]
 
 
-def record(run: _Run, *fields: Any) -> None:
+def record(run: EngineRun, *fields: Any) -> None:
     """Keep one record (see :mod:`sim.result`); transfers add dst, output, hop."""
     run.records.append(fields if len(fields) == 12 else fields + (None, None, None))
 
 
-def arrivals(run: _Run) -> Generator[simpy.Event, Any, None]:
+def arrivals(run: EngineRun) -> Generator[simpy.Event, Any, None]:
     """Start request ``r`` at ``r * interval_s``."""
     env = run.env
     for r in range(run.n_req):
@@ -37,7 +37,7 @@ def arrivals(run: _Run) -> Generator[simpy.Event, Any, None]:
         run._drain()
 
 
-def stream(run: _Run, di: int, s: int) -> Generator[simpy.Event, Any, None]:
+def stream(run: EngineRun, di: int, s: int) -> Generator[simpy.Event, Any, None]:
     """Stream ``s`` of device ``di``: run the highest-priority ready op, forever."""
     env, prep = run.env, run.prep
     heap, idle, ends = run.heaps[di], run.idle[di], run.stream_end[di]
@@ -94,7 +94,7 @@ def stream(run: _Run, di: int, s: int) -> Generator[simpy.Event, Any, None]:
             drain()
 
 
-def link(run: _Run, ri: int) -> Generator[simpy.Event, Any, None]:
+def link(run: EngineRun, ri: int) -> Generator[simpy.Event, Any, None]:
     """Link direction ``ri``: move the most urgent queued tensor one hop, forever."""
     env, heap, idle = run.env, run.lheaps[ri], run.lidle[ri]
     records, res_name, names = run.records, run.prep.res_names[ri], run.prep.names

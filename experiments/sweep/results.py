@@ -1,0 +1,238 @@
+"""``results.csv``: the one results writer of sweeps and figure scripts.
+
+One tidy row per point, appended as points finish, flushed per row and fsynced at
+least every second; a partial last line left by a killed writer is dropped when
+the file is opened again, and an exclusive lock keeps two writers out of one
+folder. Each writer names its columns (sweeps: :data:`~experiments.sweep.point.COLUMNS`;
+every figure script its own); a file written with other columns is refused.
+Every row carries the point's ``point_id`` and ``status``, which is how a re-run
+knows what is done.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hetsim.experiments.sweep.point import COLUMNS
+from hetsim.experiments.sweep.spec import SweepError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = ["ERRORS_LOG", "RESULTS", "ResultsFile", "git_commit", "hetsim_version", "load_results"]
+
+#: file names in a results folder
+RESULTS = "results.csv"
+ERRORS_LOG = "errors.log"
+
+
+def _cell(v: Any) -> Any:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return v
+
+
+class ResultsFile:
+    """``results.csv``: append-only, crash-safe, one row per point.
+
+    Opening it (as a context manager) takes an exclusive lock on the folder,
+    drops a partial last line left by a killed writer and checks the header;
+    :meth:`append` writes one row, flushes it to the OS and fsyncs at least every
+    ``fsync_s`` seconds (and on close).
+
+    Parameters
+    ----------
+    path
+        The CSV file (its folder is created).
+    columns
+        The columns, in file order; ``point_id`` and ``status`` among them.
+    fsync_s
+        Longest time between two fsyncs.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, columns: Sequence[str] = COLUMNS, fsync_s: float = 1.0
+    ) -> None:
+        self.path = Path(path)
+        self.columns = tuple(columns)
+        missing = {"point_id", "status"} - set(self.columns)
+        if missing:
+            raise ValueError(f"results columns need {sorted(missing)}")
+        self.fsync_s = fsync_s
+        self._fh: Any = None
+        self._lock: Any = None
+        self._last_sync = 0.0
+
+    def __enter__(self) -> ResultsFile:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.path.parent / ".sweep.lock", "a")  # noqa: SIM115
+        try:  # a POSIX lock: forked workers do not inherit it, and it dies with this process
+            import fcntl
+
+            fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - Windows
+            pass
+        except (BlockingIOError, PermissionError):
+            self._lock.close()
+            raise SweepError(f"{self.path.parent}: another sweep is writing there") from None
+        self.recover()
+        self._fh = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        if self._fh.tell() == 0:
+            self._fh.write(",".join(self.columns) + "\n")
+            self._sync(force=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            self._sync(force=True)
+            self._fh.close()
+            self._fh = None
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def recover(self) -> int:
+        """Drop a partial trailing line; check the header. Returns the bytes dropped."""
+        if not self.path.exists():
+            return 0
+        data = self.path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        if keep < len(data):
+            with open(self.path, "r+b") as fh:
+                fh.truncate(keep)
+                os.fsync(fh.fileno())
+            print(
+                f"{self.path}: dropped a partial last line ({len(data) - keep} bytes) "
+                "left by an interrupted run",
+                file=sys.stderr,
+            )
+        if keep:
+            header = data[: data.find(b"\n")].decode("utf-8", "replace").strip()
+            if header != ",".join(self.columns):
+                raise SweepError(
+                    f"{self.path}: written with other columns (another hetsim version, or another "
+                    "kind of run?); use another output folder"
+                )
+        return len(data) - keep
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        """Write one row (its missing columns empty; extra keys ignored) and flush it."""
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow([_cell(row.get(c)) for c in self.columns])
+        self._fh.write(buf.getvalue())
+        self._sync()
+
+    def _sync(self, force: bool = False) -> None:
+        self._fh.flush()
+        now = time.monotonic()
+        if force or now - self._last_sync >= self.fsync_s:
+            os.fsync(self._fh.fileno())
+            self._last_sync = now
+
+    def status(self) -> dict[str, str]:
+        """point id -> status of the rows in the file (the last row wins)."""
+        if not self.path.exists():
+            return {}
+        out = {}
+        with open(self.path, newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                return {}
+            i_id, i_status = header.index("point_id"), header.index("status")
+            for rec in reader:
+                if len(rec) == len(header):
+                    out[rec[i_id]] = rec[i_status]
+        return out
+
+    def drop(self, point_ids: set[str]) -> None:
+        """Rewrite the file without the rows of ``point_ids`` (atomically)."""
+        if self._fh is not None:
+            self._sync(force=True)
+            self._fh.close()
+        tmp = self.path.with_suffix(".csv.tmp")
+        with open(self.path, newline="", encoding="utf-8") as src, \
+                open(tmp, "w", newline="", encoding="utf-8") as dst:  # fmt: skip
+            header = src.readline()
+            dst.write(header)
+            i_id = header.strip().split(",").index("point_id")
+            for line in src:
+                rec = next(csv.reader([line]), [])
+                if len(rec) > i_id and rec[i_id] not in point_ids:
+                    dst.write(line)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, self.path)
+        if self._fh is not None:
+            self._fh = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+
+
+def load_results(path: str | os.PathLike[str], *, ids: Iterable[str] | None = None) -> pd.DataFrame:
+    """Read a results table: ``results.csv``/``.parquet`` or the folder holding it.
+
+    Malformed lines (a crash mid-write) are skipped; ``error`` is "" for ok rows;
+    a point with several rows (a file that an older hetsim appended retries to)
+    gives its last. With ``ids``: only the rows of those point ids, in that order.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no results file")
+    if path.suffix == ".parquet":
+        df = pd.read_parquet(path)
+    else:
+        df = pd.read_csv(
+            path,
+            on_bad_lines="skip",
+            dtype={"point_id": str, "model_args": str, "scheduler_args": str, "error": str},
+            keep_default_na=False,
+            na_values=[""],
+        )
+        for col in ("error", "model_args", "scheduler_args"):
+            if col in df:
+                df[col] = df[col].fillna("")
+    if "point_id" in df:
+        df = df.drop_duplicates("point_id", keep="last")
+    if ids is None:
+        return df.reset_index(drop=True)
+    order = {pid: i for i, pid in enumerate(dict.fromkeys(ids))}
+    df = df[df["point_id"].isin(order)]
+    return df.sort_values("point_id", key=lambda s: s.map(order)).reset_index(drop=True)
+
+
+def git_commit() -> str:
+    """``git rev-parse HEAD`` of the hetsim checkout, or ``"unknown"``."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def hetsim_version() -> str:
+    """The installed hetsim version, or ``"unknown"``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hetsim")
+    except PackageNotFoundError:
+        return "unknown"
