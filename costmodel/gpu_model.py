@@ -52,7 +52,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Device, Link
 
-__all__ = ["GPUBank", "GPUCostModel", "GPUData", "FamilyModel", "MODEL_VERSION", "device_spec", "holdout"]
+__all__ = ["GPUBank", "GPUCostModel", "GPUData", "FamilyModel", "MODEL_VERSION", "device_spec", "holdout",
+           "parse_fold", "shape_fold"]
 
 #: bump when the features or the fitting change: cached models are then refitted
 MODEL_VERSION = 2
@@ -67,10 +68,26 @@ DEFAULT_PARAMS: dict[str, Any] = {"n_estimators": 400, "max_depth": 7, "learning
                                   "cross_rows_per_gpu": 8000, "seed": 0}
 
 
+def shape_fold(signatures: Iterable[str], folds: int) -> np.ndarray:
+    """The fold (``0 .. folds-1``) of each operator signature, by a hash of the
+    signature: stable across runs and machines, the same shape in the same fold on
+    every GPU."""
+    return np.array([int(hashlib.sha1(s.encode()).hexdigest()[:8], 16) % folds for s in signatures], dtype=int)
+
+
 def holdout(signatures: Iterable[str]) -> np.ndarray:
     """True for the signatures held out of the conv training rows (one in
-    :data:`CONV_HOLDOUT`, by a hash of the signature)."""
-    return np.array([int(hashlib.sha1(s.encode()).hexdigest()[:8], 16) % CONV_HOLDOUT == 0 for s in signatures])
+    :data:`CONV_HOLDOUT`: fold 0 of :func:`shape_fold`)."""
+    return shape_fold(signatures, CONV_HOLDOUT) == 0
+
+
+def parse_fold(subset: str) -> tuple[int, int]:
+    """``(I, K)`` of a cross-validation subset name ``"cv-I-of-K"``."""
+    parts = str(subset).split("-")
+    if len(parts) == 4 and parts[0] == "cv" and parts[2] == "of" and parts[1].isdigit() and parts[3].isdigit() \
+            and 0 <= int(parts[1]) < int(parts[3]) and int(parts[3]) >= 2:
+        return int(parts[1]), int(parts[3])
+    raise CostModelError(f"subset must be 'all', 'train' or 'cv-I-of-K' (0 <= I < K, K >= 2), got {subset!r}")
 
 
 def device_spec(device: Device) -> dict[str, float]:
@@ -317,9 +334,10 @@ class GPUBank:
     def own(self, gpu: str, family: str, *, subset: str = "all") -> FamilyModel | None:
         """The own model of ``family`` on ``gpu`` (None: fewer than :data:`MIN_FAMILY_ROWS`
         rows). ``subset="train"``: fitted on the data set's training rows only (and,
-        for convolutions, without the hold-out, :func:`holdout`)."""
+        for convolutions, without the hold-out, :func:`holdout`); ``"cv-I-of-K"``: on
+        every row (both splits) whose :func:`shape_fold` of ``K`` folds is not ``I``."""
         if subset not in ("all", "train"):
-            raise CostModelError(f"subset must be 'all' or 'train', got {subset!r}")
+            parse_fold(subset)
         key = self._key("own", family, [gpu], subset)
         if key not in self._models:
             self._models[key] = self._cached(key, lambda: self._fit_own(gpu, family, subset))
@@ -346,6 +364,9 @@ class GPUBank:
         on = (ops["family"].to_numpy() == family) & (ops["via"].to_numpy() == "own")
         if subset == "train":
             on &= self.train_mask(gpu)
+        elif subset != "all":
+            fold, folds = parse_fold(subset)
+            on &= shape_fold(self._gpu(gpu).load()[0]["signature"].astype(str), folds) != fold
         if on.sum() < MIN_FAMILY_ROWS:
             return None
         sub, ts = ops[on], t[on]

@@ -53,6 +53,7 @@ import pandas as pd
 from hetsim.costmodel.base import CostModelError
 
 __all__ = [
+    "DATASET_CAVEATS",
     "DATASET_SOURCE",
     "GPUS",
     "NeusightGPU",
@@ -87,13 +88,16 @@ OPS = ("linear", "bmm", "conv", *_VECTOR_OPS)
 
 @dataclass(frozen=True)
 class NeusightGPU:
-    """One GPU of the data set: hetsim's short name, the data set's device name, and
-    its board power (``tdp_w``, NVIDIA's datasheet; the data set does not state it)."""
+    """One GPU of the data set: hetsim's short name, the data set's device name, its
+    board power (``tdp_w``, NVIDIA's datasheet; the data set does not state it), and
+    ``corrections``: published figures that replace wrong ones of ``device_configs/``
+    (``(key, value, reason)``)."""
 
     name: str
     device: str
     description: str
     tdp_w: float
+    corrections: tuple[tuple[str, int | float, str], ...] = ()
 
     @property
     def stem(self) -> str:
@@ -110,7 +114,10 @@ GPUS: dict[str, NeusightGPU] = {g.name: g for g in (
     # board power: NVIDIA datasheets (T4: 70 W; Tesla P4: 75 W max; P100 PCIe: 250 W; V100 PCIe:
     # 250 W; A100 PCIe 40GB: 250 W; A100 80GB PCIe: 300 W; L4: 72 W; H100 SXM5: 700 W)
     NeusightGPU("t4", "Tesla T4", "NVIDIA T4 (Turing, 16 GB GDDR6, 70 W)", 70.0),
-    NeusightGPU("p4", "Tesla P4", "NVIDIA Tesla P4 (Pascal, 8 GB GDDR5, 75 W)", 75.0),
+    NeusightGPU("p4", "Tesla P4", "NVIDIA Tesla P4 (Pascal, 8 GB GDDR5, 75 W)", 75.0, (
+        ("sm_count", 20, "device_configs/Tesla_P4.json states 40 SMs x 64 cores; the P4's GP104 has 20 SMs x "
+                         "128 cores (NVIDIA Tesla P4 datasheet: 2560 CUDA cores; Pascal GP104 whitepaper)"),
+        ("cores_per_sm", 128, "see sm_count"))),
     NeusightGPU("p100", "Tesla P100-PCIE-16GB", "NVIDIA Tesla P100 PCIe 16 GB (Pascal, HBM2, 250 W)", 250.0),
     NeusightGPU("v100", "Tesla V100-PCIE-32GB", "NVIDIA Tesla V100 PCIe 32 GB (Volta, HBM2, 250 W)", 250.0),
     NeusightGPU("a100-40gb", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 PCIe 40 GB (Ampere, HBM2, 250 W)", 250.0),
@@ -258,19 +265,22 @@ def read_device_config(source: str | os.PathLike[str], gpu: NeusightGPU) -> dict
     """The published figures of ``gpu`` from ``device_configs/`` in SI units:
     ``sm_count``, ``cores_per_sm``, ``clock_hz``, ``peak_flops`` (FP32),
     ``mem_bandwidth_bytes_per_s``, ``l2_bytes``, ``memory_bytes``, and ``tdp_w`` (from
-    :data:`GPUS`: the data set does not state it). Only ``tdp_w`` when the file is absent."""
+    :data:`GPUS`: the data set does not state it), with ``gpu.corrections`` applied.
+    Only ``tdp_w`` when the file is absent."""
     path = Path(source) / "device_configs" / f"{gpu.stem}.json"
     if not path.is_file():
         return {"tdp_w": gpu.tdp_w}
     try:
         raw = json.loads(path.read_text())
-        return {"sm_count": int(raw["Num_Sm"]), "cores_per_sm": int(raw["Core_Per_SM"]),
+        spec = {"sm_count": int(raw["Num_Sm"]), "cores_per_sm": int(raw["Core_Per_SM"]),
                 "clock_hz": float(raw["Freq"]) * 1e6, "peak_flops": float(raw["SingleFLOPs"]) * 1e9,
                 "mem_bandwidth_bytes_per_s": float(raw["Mem_Bw"]) * 1e9,
                 "l2_bytes": int(round(float(raw["L2Cache"]) * 2**20)), "memory_bytes": int(raw["Dev_Mem"]) * 2**30,
                 "tdp_w": gpu.tdp_w}
     except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
         raise CostModelError(f"{path}: malformed device config ({type(e).__name__}: {e})") from None
+    spec.update({key: value for key, value, _ in gpu.corrections})
+    return spec
 
 
 # ------------------------------------------------------------------ converting
@@ -407,6 +417,22 @@ def import_neusight(
     return written
 
 
+#: what a user of the converted profiles must know about the data set (measured on it
+#: when it was imported, November 2026; README "GPU cost models")
+DATASET_CAVEATS = (
+    "train/ and test/ were measured in different campaigns: on linear shapes above 3e11 FLOPs the median "
+    "achieved TFLOP/s of train vs test rows is P4 0.87 vs 3.23 (train 3.7x slower: throttled), T4 3.14 vs "
+    "3.86 (+23 %), V100 11.8 vs 13.6 (+15 %); a model fitted on train rows alone inherits that offset on the "
+    "test rows",
+    "conv rows are 3x3 kernels, stride 1, padding 1 only, all in train/ (no conv test file); shapes within "
+    "5 % of each other differ in time per FLOP by a median 4-8 %",
+    "ln and softmax test shapes are far larger than the training ones (B up to 4.2M rows vs 16k)",
+    "linear rows are always B = 1 and their time includes the bias add (addmm), which a hetsim graph prices "
+    "as a separate add node",
+    "test/vec.csv and test/habitat.csv repeat the rows of elem, ln and softmax (merged here)",
+)
+
+
 def _manifest(gpu: NeusightGPU, raw: pd.DataFrame, ops: pd.DataFrame, spec: Mapping[str, Any]) -> dict[str, Any]:
     from datetime import UTC, datetime
 
@@ -432,7 +458,10 @@ def _manifest(gpu: NeusightGPU, raw: pd.DataFrame, ops: pd.DataFrame, spec: Mapp
         "timer": "cuda_event: mean of the 5 fastest of 25 calls",
         "split": {"source": "the data set's train/ and test/ folders (column 'split')", "rows": split},
         "spec_source": "device_configs/ of the data set; tdp_w from NVIDIA's datasheets",
+        "spec_corrections": {key: f"{value} ({why})" for key, value, why in gpu.corrections},
+        "caveats": list(DATASET_CAVEATS),
         "notes": "node: the data set file and 1-based row the signature was first seen in; batch: B of "
-                 "bmm and conv rows, 1 for the others (their B counts rows, not samples); linear rows are keyed as the bias-free matmul node of the graph; their time includes the "
-                 "bias, which torch fuses into the GEMM",
+                 "bmm and conv rows, 1 for the others (their B counts rows, not samples); linear rows are "
+                 "keyed as the bias-free matmul node of the graph; their time includes the bias, which torch "
+                 "fuses into the GEMM",
     }

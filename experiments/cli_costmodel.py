@@ -4,10 +4,11 @@
     leave-one-model-out accuracy: prints the table, writes ``eval.csv`` (summary),
     ``eval_points.csv`` (every prediction) and ``eval.png``/``eval.pdf`` (predicted
     vs measured) to ``DIR`` (default ``PROFILE/eval``).
-``hetsim costmodel eval --gpus all [--protocols held-out,logo] [--out DIR]``
+``hetsim costmodel eval --gpus all [--protocols held-out,cv,logo] [--out DIR]``
     the GPU models on the built-in GPU profiles (or on GPU profile folders given as
     ``PROFILE...``): MAPE, median and p90 error per GPU and kernel family on the data
-    set's held-out shapes, and leave one GPU out over the GEMM and conv rows; writes
+    set's held-out shapes, in a K-fold cross-validation over shapes, and leave one GPU
+    out over the GEMM and conv rows; writes
     ``gpu_eval.csv``, ``gpu_eval_points.csv`` and ``gpu_eval.png``/``.pdf``.
 ``hetsim costmodel fit PROFILE --kind K --out FILE``
     fits a cost model on the whole profile and saves it (``--cost FILE`` reads it).
@@ -50,8 +51,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     help="evaluate the GPU models on these built-in GPUs (t4, p4, p100, v100, a100-40gb, "
                     "a100-80gb, l4, h100; 'all')")
     ev.add_argument("--protocols", default="held-out,logo", metavar="P[,P]",
-                    help="GPU evaluation: held-out (the data set's test shapes per GPU) and/or logo "
-                    "(leave one GPU out; default both)")
+                    help="GPU evaluation: held-out (the data set's test shapes per GPU, models fitted on its "
+                    "train rows), cv (K-fold cross-validation over shapes, both splits in training; GEMM "
+                    "unless --families) and/or logo (leave one GPU out); default held-out,logo")
+    ev.add_argument("--folds", type=int, default=5, metavar="K",
+                    help="GPU evaluation: folds of the shape cross-validation (default 5)")
     ev.add_argument("--families", default=None, metavar="F[,F...]",
                     help="GPU evaluation: kernel families (gemm, conv, norm, softmax, elementwise; default: "
                     "all for held-out, gemm,conv for logo)")

@@ -1,11 +1,12 @@
-"""``hetsim costmodel eval`` on GPU profiles: held-out shapes and leave one GPU out."""
+"""``hetsim costmodel eval`` on GPU profiles: held-out shapes, shape cross-validation and
+leave one GPU out."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-PROTOCOLS = ("held-out", "logo")
+PROTOCOLS = ("held-out", "cv", "logo")
 
 
 def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
@@ -40,7 +41,9 @@ def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
 def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     import pandas as pd
 
+    from hetsim.costmodel.builtin import builtin_profiles
     from hetsim.costmodel.gpu_eval import (
+        cv_predictions,
         format_gpu_eval,
         logo_predictions,
         plot_gpu_eval,
@@ -62,6 +65,8 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     frames = []
     if "held-out" in protocols:
         frames.append(split_predictions(bank, families=families or GPU_FAMILIES, progress=True))
+    if "cv" in protocols:
+        frames.append(cv_predictions(bank, families=families or ("gemm",), folds=args.folds, progress=True))
     if "logo" in protocols:
         if len(bank.gpus) < 3:
             raise CLIError(f"leave one GPU out needs at least 3 GPU profiles, got {list(bank.gpus)}")
@@ -70,7 +75,9 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     summary = summarize_gpu(points)
     print(f"GPU cost models on {', '.join(bank.gpus)}: absolute percentage error of the call time")
     print(format_gpu_eval(summary))
-    out = Path(args.out) if args.out else (folders[0] / "eval" if len(folders) == 1 else Path("eval") / "gpu")
+    builtin = {p.resolve() for p in builtin_profiles().values()}
+    own = len(folders) == 1 and folders[0].resolve() not in builtin  # never write into the package
+    out = Path(args.out) if args.out else (folders[0] / "eval" if own else Path("eval") / "gpu")
     out.mkdir(parents=True, exist_ok=True)
     summary.to_csv(out / "gpu_eval.csv", index=False)
     points.to_csv(out / "gpu_eval_points.csv.gz", index=False)

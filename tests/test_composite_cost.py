@@ -85,6 +85,15 @@ def test_gpu_presets_price_their_gpu_from_the_measured_profile_by_default() -> N
         assert from_spec("roofline", platform=p).__class__ is Roofline  # explicit roofline stays roofline
 
 
+def test_no_cost_given_prices_each_device_from_its_own_source() -> None:
+    from hetsim.costmodel import as_cost_model
+
+    t4 = as_cost_model(None, platform=Platform.preset("t4-server"))
+    assert isinstance(t4, PlatformCostModel) and t4.describe() == "cpu=roofline,gpu=gpu-t4"
+    assert isinstance(as_cost_model(None, platform=Platform.preset("cpu2")), Roofline)
+    assert isinstance(as_cost_model(None), Roofline)  # no platform: nothing names a source
+
+
 def test_every_device_routes_to_its_own_source(v100_profile: Path) -> None:
     p = Platform.preset("v100-server")
     g = _graph()

@@ -11,13 +11,21 @@ import pytest
 
 from hetsim.costmodel import CostModelError
 from hetsim.costmodel.gpu_eval import (
+    cv_predictions,
     format_gpu_eval,
     logo_predictions,
     split_predictions,
     summarize_gpu,
 )
 from hetsim.costmodel.gpu_features import design, gpu_ops
-from hetsim.costmodel.gpu_model import GPUBank, GPUCostModel, device_spec, holdout
+from hetsim.costmodel.gpu_model import (
+    GPUBank,
+    GPUCostModel,
+    device_spec,
+    holdout,
+    parse_fold,
+    shape_fold,
+)
 from hetsim.costmodel.gpu_roofline import fit_calibrated_roofline
 from hetsim.costmodel.neusight import import_neusight
 from hetsim.graphs import Graph
@@ -176,6 +184,42 @@ def test_held_out_and_leave_one_gpu_out_tables(bank: GPUBank) -> None:
     assert all_t4["p90_ape_pct"] == pytest.approx(t4.quantile(0.9))
     text = format_gpu_eval(summary)
     assert "leave one GPU out: MAPE % (median / p90), rows" in text and "v100" in text
+
+
+def test_shape_cross_validation_predicts_each_test_row_once_from_the_other_folds(bank: GPUBank) -> None:
+    pts = cv_predictions(bank, ["t4"], ["gemm"], folds=2)
+    rows, ops, _ = bank.gpus["t4"].load()
+    gemm = (ops["family"] == "gemm").to_numpy()
+    test = (rows["split"] == "test").to_numpy()
+    assert set(pts["protocol"]) == {"shape cross-validation"} and set(pts["split"]) == {"test"}
+    assert sorted(pts["signature"]) == sorted(rows.loc[gemm & test, "signature"])  # each test row, once
+    fold = shape_fold(rows["signature"], 2)
+    for i in (0, 1):  # fold i's model was fitted on every gemm row of the other fold, both splits
+        assert bank.own("t4", "gemm", subset=f"cv-{i}-of-2").n_rows == int((gemm & (fold != i)).sum())
+    assert set(shape_fold(rows["signature"], 2)) == {0, 1}
+    assert np.array_equal(holdout(rows["signature"]), shape_fold(rows["signature"], 5) == 0)
+    with pytest.raises(CostModelError, match="folds >= 2, got 1"):
+        cv_predictions(bank, ["t4"], ["gemm"], folds=1)
+    assert parse_fold("cv-3-of-5") == (3, 5)
+    for bad in ("cv-5-of-5", "cv-0-of-1", "cv-a-of-2", "test"):
+        with pytest.raises(CostModelError, match=r"'all', 'train' or 'cv-I-of-K'"):
+            parse_fold(bad)
+
+
+def test_cli_gpu_eval_on_profile_folders(bank: GPUBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hetsim.experiments.cli import main
+
+    folders = [str(bank.gpus[g].path) for g in ("t4", "v100", "a100-40gb")]
+    assert main(["costmodel", "eval", *folders, "--protocols", "held-out,cv", "--families", "gemm",
+                 "--folds", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "held-out shapes: MAPE % (median / p90), rows" in out
+    assert "shape cross-validation: MAPE % (median / p90), rows" in out
+    summary = pd.read_csv(tmp_path / "gpu_eval.csv")
+    assert set(summary["protocol"]) == {"held-out shapes", "shape cross-validation"}
+    assert set(summary["family"]) == {"gemm", "ALL"} and (tmp_path / "gpu_eval.png").is_file()
+    assert main(["costmodel", "eval", *folders, "--protocols", "cv,bogus"]) == 2
+    assert "--protocols must be a subset of held-out,cv,logo" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- cost model

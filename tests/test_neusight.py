@@ -13,10 +13,12 @@ import pytest
 
 from hetsim.costmodel import CostModelError
 from hetsim.costmodel.neusight import (
+    DATASET_CAVEATS,
     GPUS,
     gpu_by_name,
     import_neusight,
     neusight_node,
+    read_device_config,
     read_neusight,
 )
 from hetsim.costmodel.profile import read_profile
@@ -122,6 +124,24 @@ def test_one_profile_folder_per_gpu_with_manifest_licence_and_split(imported: Pa
     assert counts["train"]["linear"] == 70 and counts["train"]["conv"] == 70
     assert m["split"]["rows"]["train"]["linear"] == 70
     assert int(counts["test"]["linear"]) == len(_raw("test/linear.csv.gz").query("Device == 'Tesla T4'"))
+
+
+def test_manifest_states_what_the_data_set_gets_wrong_or_lacks(imported: Path) -> None:
+    m = read_profile(imported / "gpu-t4").manifest
+    assert m["caveats"] == list(DATASET_CAVEATS) and m["spec_corrections"] == {}
+    assert any("different campaigns" in c and "P4 0.87 vs 3.23" in c for c in m["caveats"])
+    assert any("3x3 kernels, stride 1, padding 1 only" in c for c in m["caveats"])
+
+
+def test_the_p4_sm_count_of_the_data_set_is_corrected(tmp_path: Path) -> None:
+    (tmp_path / "device_configs").mkdir()
+    config = {"Num_Sm": 40, "Core_Per_SM": 64, "Freq": 1063, "SingleFLOPs": 5443, "Mem_Bw": 192,
+              "L2Cache": 2, "Dev_Mem": 8}  # as the data set states it: 40 x 64
+    (tmp_path / "device_configs" / "Tesla_P4.json").write_text(json.dumps(config))
+    spec = read_device_config(tmp_path, GPUS["p4"])
+    assert (spec["sm_count"], spec["cores_per_sm"], spec["tdp_w"]) == (20, 128, 75.0)
+    assert spec["sm_count"] * spec["cores_per_sm"] == config["Num_Sm"] * config["Core_Per_SM"]
+    assert read_device_config(tmp_path, GPUS["t4"]) == {"tdp_w": 70.0}  # no config file: board power only
 
 
 def test_rows_hold_the_latency_in_seconds_and_the_signature(imported: Path) -> None:
