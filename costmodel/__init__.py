@@ -11,7 +11,7 @@ from typing import Any
 
 from hetsim.costmodel.base import CostModel, CostModelError, as_cost_model, host_dispatch
 from hetsim.costmodel.evaluate import evaluate, plot_eval
-from hetsim.costmodel.fit import fit, from_spec, load
+from hetsim.costmodel.fit import fit, from_spec, load, register_cost_source
 from hetsim.costmodel.roofline import DEFAULT_EFFICIENCY, Roofline
 
 _LAZY = {
@@ -78,6 +78,7 @@ __all__ = [
     "from_spec",
     "host_dispatch",
     "load",
+    "register_cost_source",
     "loo_predictions",
     "plot_eval",
     "read_profile",

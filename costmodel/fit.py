@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +20,48 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.profile import Profile
     from hetsim.sim.platform import Platform
 
-__all__ = ["KINDS", "DEFAULT_KIND", "builtin_bank", "fit", "from_spec", "load", "gpu_profile_name", "make_predictor", "single_source"]
+__all__ = ["KINDS", "DEFAULT_KIND", "builtin_bank", "fit", "from_spec", "load", "gpu_profile_name", "make_predictor",
+           "register_cost_source", "single_source"]
 
 #: predictor kinds that :func:`fit` accepts
 KINDS = ("table", "polynomial", "xgboost")
 #: what a bare profile folder means in :func:`from_spec`: exact measured times where
 #: the profile has the signature, XGBoost elsewhere
 DEFAULT_KIND = "table"
+#: cost sources added by other packages or layers: ``PREFIX:ARG`` -> factory(ARG, platform=...)
+_SOURCES: dict[str, Callable[..., Any]] = {}
+
+
+def register_cost_source(prefix: str, factory: Callable[..., Any]) -> None:
+    """Add a kind of cost source: the spec ``PREFIX:ARG`` (alone, or as one device's
+    source in ``DEVICE=SPEC,...``) builds ``factory(ARG, platform=platform)``.
+
+    How a new data set (measured LLM kernels, another simulator's tables) prices the
+    devices it knows while the platform's other devices keep their own sources.
+
+    Parameters
+    ----------
+    prefix
+        A lowercase name (letters, digits, ``-``, ``_``), not one of the built-in
+        forms (``default``, ``roofline``, ``cross-gpu``, ``gpu-...``).
+    factory
+        ``factory(arg: str, *, platform: Platform | None) -> cost model``.
+
+    Examples
+    --------
+    >>> from hetsim.costmodel.roofline import Roofline
+    >>> register_cost_source("doc-example", lambda arg, platform=None: Roofline())
+    >>> type(from_spec("doc-example:anything")).__name__
+    'Roofline'
+    """
+    import re
+
+    if not isinstance(prefix, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", prefix) \
+            or prefix in ("default", "roofline", "cross-gpu") or prefix.startswith("gpu-"):
+        raise CostModelError(f"cost source prefix {prefix!r}: need a lowercase name that is not a built-in form")
+    if not callable(factory):
+        raise CostModelError(f"cost source {prefix!r}: factory {factory!r} is not callable")
+    _SOURCES[prefix] = factory
 
 
 def make_predictor(kind: str, **params: Any) -> Predictor:
@@ -145,7 +180,7 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
         for kernel families it has no rows of.
     ``"cross-gpu"``
         Every GPU priced from its published figures (``sm_count``, ``clock_hz``,
-        ``peak_flops``, ``mem_bandwidth_bytes_per_s``, ``l2_bytes``) by the models
+        ``peak_flops``, ``mem_bandwidth_bytes_per_s``, ``l2_bytes``, ``tdp_w``) by the models
         fitted across the built-in GPUs.
     ``DEVICE=SPEC,DEVICE=SPEC,...``
         One source per device (a device name or kind; ``link=PROFILE_DIR`` prices
@@ -221,6 +256,9 @@ def single_source(spec: str, *, platform: Platform | None = None,
         from hetsim.costmodel.gpu_model import GPUCostModel
 
         return GPUCostModel(builtin_bank(), None)
+    prefix, colon, arg = spec.partition(":")
+    if colon and prefix in _SOURCES:
+        return _SOURCES[prefix](arg, platform=platform)
     path = Path(spec)
     if path.is_dir():
         gpu = gpu_profile_name(path)
@@ -258,5 +296,6 @@ def single_source(spec: str, *, platform: Platform | None = None,
     raise CostModelError(
         f"cost model spec {spec!r}: expected 'default', 'roofline', 'cross-gpu', a profile folder, "
         f"PROFILE:KIND (KIND in {list(KINDS)}), a saved model file, a built-in profile "
-        f"({', '.join(builtins)}) or DEVICE=SPEC,...; nothing of that name exists"
+        f"({', '.join(builtins)}), {''.join(f'{p}:ARG, ' for p in _SOURCES)}or DEVICE=SPEC,...; "
+        f"nothing of that name exists"
     )

@@ -9,9 +9,12 @@ A :class:`GPUBank` holds the profiles of measured GPUs (the data set's, imported
   ``log(t / t0)``, ``t0 = a + flops / P + bytes / B`` fitted to the family's rows;
 * **cross-GPU models**: per family, over the rows of every GPU of the bank, with
   the GPUs' published figures as inputs (SM count, clock, FP32 peak, memory
-  bandwidth, L2), learning ``log(t / t0)`` with ``t0 = floor + max(flops / peak,
-  bytes / bandwidth)`` from the figures: what prices a GPU nobody measured, or a
-  family a GPU has no rows of (the data set has no convolutions on the H100);
+  bandwidth, L2, board power), learning ``log(t / t0)`` with ``t0 = floor +
+  max(flops / min(peak, W x tdp_w), bytes / (f x bandwidth))``, the power-limited
+  roofline (``W``: the median GEMM FLOP/s per watt the bank's GPUs achieve, ``f``
+  their median achieved fraction of the published bandwidth; a 70 W T4 sustains
+  about half its FP32 peak): what prices a GPU nobody measured, or a family a GPU
+  has no rows of (the data set has no convolutions on the H100);
 * the **calibrated roofline** of each GPU (:mod:`costmodel.gpu_roofline`) for the
   ops no family covers.
 
@@ -96,7 +99,8 @@ def device_spec(device: Device) -> dict[str, float]:
     Raises
     ------
     CostModelError
-        Naming the device and the missing key (``sm_count``, ``clock_hz``, ``l2_bytes``).
+        Naming the device and the missing key (``sm_count``, ``clock_hz``, ``l2_bytes``,
+        ``tdp_w``...).
     """
     spec = {k: getattr(device, k, None) for k in SPEC_KEYS}
     missing = [k for k, v in spec.items() if v is None]

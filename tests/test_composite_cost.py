@@ -94,6 +94,31 @@ def test_no_cost_given_prices_each_device_from_its_own_source() -> None:
     assert isinstance(as_cost_model(None), Roofline)  # no platform: nothing names a source
 
 
+def test_a_registered_source_prices_the_device_it_is_named_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from hetsim.costmodel import register_cost_source
+
+    monkeypatch.setattr(importlib.import_module("hetsim.costmodel.fit"), "_SOURCES", {})
+    built = []
+
+    def factory(arg: str, *, platform: Platform | None = None) -> Roofline:
+        built.append((arg, platform.name if platform else None))
+        return Roofline()
+
+    register_cost_source("llm-table", factory)
+    p = Platform.preset("a100-server")
+    cost = from_spec("gpu=llm-table:runs/a100.csv", platform=p)
+    assert cost.describe() == "cpu=roofline,gpu=llm-table:runs/a100.csv"
+    assert isinstance(cost.source(p.device("gpu")), Roofline)
+    assert built == [("runs/a100.csv", "a100-server")]
+    with pytest.raises(CostModelError, match=r"llm-table:ARG, or DEVICE=SPEC"):
+        from_spec("nothing-here")
+    for bad in ("gpu-x", "Roofline", "roofline", ""):
+        with pytest.raises(CostModelError, match="need a lowercase name that is not a built-in form"):
+            register_cost_source(bad, factory)
+
+
 def test_every_device_routes_to_its_own_source(v100_profile: Path) -> None:
     p = Platform.preset("v100-server")
     g = _graph()
