@@ -14,7 +14,10 @@ fits, a few minutes; then ~1 min).
 from __future__ import annotations
 
 import argparse
+import os
 import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # no spinning XGBoost threads on a busy host
 
 import pandas as pd
 from scipy.stats import kendalltau

@@ -13,7 +13,7 @@ Three protocols (:mod:`costmodel.gpu_eval`), on the call times the data set meas
   GEMM and conv rows of the held-out GPU from its published figures alone.
 
 Run: ``python benchmarks/gpu_costmodel.py [--gpus t4,v100] [--out eval/gpu]``
-(the first run fits ~100 models, 30-60 min on a busy 2-core machine; they are cached
+(the first run fits ~100 models, about 10 min on 2 cores; they are cached
 in ``$HETSIM_CACHE/gpu-models``, so later runs take a minute or two).
 
 Targets (issue 13): held-out shapes, MAPE <= 5 % for the GEMM and conv families and
@@ -25,7 +25,10 @@ rows of each held-out GPU.
 from __future__ import annotations
 
 import argparse
+import os
 import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # no spinning XGBoost threads on a busy host
 
 import pandas as pd
 
