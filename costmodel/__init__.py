@@ -11,7 +11,7 @@ from typing import Any
 
 from hetsim.costmodel.base import CostModel, CostModelError, as_cost_model, host_dispatch
 from hetsim.costmodel.evaluate import evaluate, plot_eval
-from hetsim.costmodel.fit import fit, from_spec, load
+from hetsim.costmodel.fit import fit, from_spec, load, register_cost_source
 from hetsim.costmodel.roofline import DEFAULT_EFFICIENCY, Roofline
 
 _LAZY = {
@@ -30,10 +30,34 @@ _LAZY = {
     "loo_predictions": "hetsim.costmodel.evaluate",
     "summarize": "hetsim.costmodel.evaluate",
     "format_eval": "hetsim.costmodel.evaluate",
+    "GPUBank": "hetsim.costmodel.gpu_model",
+    "GPUCostModel": "hetsim.costmodel.gpu_model",
+    "CalibratedRoofline": "hetsim.costmodel.gpu_roofline",
+    "PlatformCostModel": "hetsim.costmodel.composite",
+    "builtin_profiles": "hetsim.costmodel.builtin",
+    "builtin_profile": "hetsim.costmodel.builtin",
+    "import_neusight": "hetsim.costmodel.neusight",
+    "split_predictions": "hetsim.costmodel.gpu_eval",
+    "logo_predictions": "hetsim.costmodel.gpu_eval",
+    "summarize_gpu": "hetsim.costmodel.gpu_eval",
+    "format_gpu_eval": "hetsim.costmodel.gpu_eval",
+    "plot_gpu_eval": "hetsim.costmodel.gpu_eval",
 }
 
 __all__ = [
     "DEFAULT_EFFICIENCY",
+    "CalibratedRoofline",
+    "GPUBank",
+    "GPUCostModel",
+    "PlatformCostModel",
+    "builtin_profile",
+    "builtin_profiles",
+    "format_gpu_eval",
+    "import_neusight",
+    "logo_predictions",
+    "plot_gpu_eval",
+    "split_predictions",
+    "summarize_gpu",
     "KERNEL_FEATURES",
     "CostModel",
     "CostModelError",
@@ -54,6 +78,7 @@ __all__ = [
     "from_spec",
     "host_dispatch",
     "load",
+    "register_cost_source",
     "loo_predictions",
     "plot_eval",
     "read_profile",

@@ -123,9 +123,12 @@ def as_cost_model(cost: Any = None, *, platform: Platform | None = None) -> Any:
     Parameters
     ----------
     cost
-        ``None`` (the analytic :class:`~costmodel.roofline.Roofline`), a spec string
-        or path for :func:`costmodel.from_spec` (``"roofline"``, a profile folder,
-        ``PROFILE:KIND``, a saved model), or a cost model (returned as is).
+        ``None`` (``from_spec("default")``: each device of ``platform`` priced by its
+        own ``cost`` source, such as the measured profile a GPU preset names; the
+        analytic :class:`~costmodel.roofline.Roofline` when no device names one or no
+        platform is given), a spec string or path for :func:`costmodel.from_spec`
+        (``"roofline"``, a profile folder, ``PROFILE:KIND``, a saved model,
+        ``cpu=SPEC,gpu=SPEC``), or a cost model (returned as is).
     platform
         Passed to :func:`~costmodel.from_spec` (the platform the model prices).
 
@@ -134,14 +137,14 @@ def as_cost_model(cost: Any = None, *, platform: Platform | None = None) -> Any:
     CostModelError
         for an unknown spec, or an object without ``op_time`` and ``transfer_time``.
     """
-    if cost is None:
+    if cost is None and platform is None:
         from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
-    if isinstance(cost, str | os.PathLike):
+    if cost is None or isinstance(cost, str | os.PathLike):
         from hetsim.costmodel.fit import from_spec
 
-        return from_spec(str(cost), platform=platform)
+        return from_spec(None if cost is None else str(cost), platform=platform)
     missing = [m for m in ("op_time", "transfer_time") if not callable(getattr(cost, m, None))]
     if missing:
         raise CostModelError(

@@ -232,6 +232,12 @@ def plot_eval(points: pd.DataFrame, out: str | os.PathLike[str], *, stem: str = 
         ax.legend(loc="upper left", fontsize="small")
     if title:
         fig.suptitle(title)
+    return save_png_pdf(fig, out, stem)
+
+
+def save_png_pdf(fig: Any, out: str | os.PathLike[str], stem: str) -> list[Path]:
+    """Save the matplotlib figure ``fig`` as ``out/stem.png`` (150 dpi) and
+    ``out/stem.pdf``, creating ``out``; the two paths."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{stem}.png", folder / f"{stem}.pdf"]

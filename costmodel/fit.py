@@ -7,8 +7,9 @@ pandas and xgboost load on first use.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +20,48 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.profile import Profile
     from hetsim.sim.platform import Platform
 
-__all__ = ["KINDS", "DEFAULT_KIND", "fit", "from_spec", "load", "make_predictor", "parse_spec"]
+__all__ = ["KINDS", "DEFAULT_KIND", "builtin_bank", "check_spec", "fit", "from_spec", "load", "gpu_profile_name",
+           "make_predictor", "register_cost_source", "single_source"]
 
 #: predictor kinds that :func:`fit` accepts
 KINDS = ("table", "polynomial", "xgboost")
 #: what a bare profile folder means in :func:`from_spec`: exact measured times where
 #: the profile has the signature, XGBoost elsewhere
 DEFAULT_KIND = "table"
+#: cost sources added by other packages or layers: ``PREFIX:ARG`` -> factory(ARG, platform=...)
+_SOURCES: dict[str, Callable[..., Any]] = {}
+
+
+def register_cost_source(prefix: str, factory: Callable[..., Any]) -> None:
+    """Add a kind of cost source: the spec ``PREFIX:ARG`` (alone, or as one device's
+    source in ``DEVICE=SPEC,...``) builds ``factory(ARG, platform=platform)``.
+
+    How a new data set (measured LLM kernels, another simulator's tables) prices the
+    devices it knows while the platform's other devices keep their own sources.
+
+    Parameters
+    ----------
+    prefix
+        A lowercase name (letters, digits, ``-``, ``_``), not one of the built-in
+        forms (``default``, ``roofline``, ``cross-gpu``, ``gpu-...``).
+    factory
+        ``factory(arg: str, *, platform: Platform | None) -> cost model``.
+
+    Examples
+    --------
+    >>> from hetsim.costmodel.roofline import Roofline
+    >>> register_cost_source("doc-example", lambda arg, platform=None: Roofline())
+    >>> type(from_spec("doc-example:anything")).__name__
+    'Roofline'
+    """
+    import re
+
+    if not isinstance(prefix, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", prefix) \
+            or prefix in ("default", "roofline", "cross-gpu") or prefix.startswith("gpu-"):
+        raise CostModelError(f"cost source prefix {prefix!r}: need a lowercase name that is not a built-in form")
+    if not callable(factory):
+        raise CostModelError(f"cost source {prefix!r}: factory {factory!r} is not callable")
+    _SOURCES[prefix] = factory
 
 
 def make_predictor(kind: str, **params: Any) -> Predictor:
@@ -85,8 +121,8 @@ def fit(
         Rows of this backend only (default: the manifest's when ``ops.csv`` mixes
         backends).
     allow_uncovered
-        Price graphs the profile measured none of (see
-        :class:`~costmodel.measured.MeasuredCostModel`; refused by default).
+        Price graphs the profile measured none of on a device (extrapolated) instead
+        of refusing them (:class:`~costmodel.measured.MeasuredCostModel`).
     **params
         Hyper-parameters of the predictor (see :func:`make_predictor`).
 
@@ -110,43 +146,6 @@ def fit(
                                           allow_uncovered=allow_uncovered)
 
 
-def parse_spec(spec: str) -> tuple[str, Path | None, str | None]:
-    """What a ``--cost`` spec names, checked without fitting or loading anything.
-
-    Returns ``("roofline", None, None)``, ``("profile", folder, kind)``,
-    ``("file", path, None)`` or ``("aiconfigurator", None, gpu)``; the CLI calls it before importing a model, so that
-    a mistyped spec is reported at once.
-
-    Raises
-    ------
-    CostModelError
-        when the spec names none of them.
-
-    Examples
-    --------
-    >>> parse_spec("roofline")
-    ('roofline', None, None)
-    """
-    if not isinstance(spec, str) or not spec:
-        raise CostModelError(f"cost model spec must be a non-empty string, got {spec!r}")
-    if spec == "roofline":
-        return "roofline", None, None
-    if spec.startswith("aiconfigurator-"):
-        return "aiconfigurator", None, spec[len("aiconfigurator-"):]
-    path = Path(spec)
-    if path.is_dir():
-        return "profile", path, DEFAULT_KIND
-    if path.is_file():
-        return "file", path, None
-    head, sep, kind = spec.rpartition(":")
-    if sep and kind in KINDS and Path(head).is_dir():
-        return "profile", Path(head), kind
-    raise CostModelError(
-        f"cost model spec {spec!r}: expected 'roofline', a profile folder, PROFILE:KIND "
-        f"(KIND in {list(KINDS)}), a saved model file or aiconfigurator-GPU; nothing of that name exists"
-    )
-
-
 def load(path: str | os.PathLike[str]) -> Any:
     """Load a model saved by ``save``: a :class:`~costmodel.measured.MeasuredCostModel`
     (``hetsim costmodel fit``) or a bare predictor (Table, Polynomial, XGBoost)."""
@@ -159,55 +158,208 @@ def load(path: str | os.PathLike[str]) -> Any:
     return Predictor.load(path)
 
 
-def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mapping[str, str] | None = None,
-              allow_uncovered: bool = False) -> Any:
-    """A cost model from a short string, as ``--cost`` options take it.
+def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
+              device_map: Mapping[str, str] | None = None, allow_uncovered: bool = False) -> Any:
+    """A cost model from a short string, as ``--cost`` options take it (every command
+    and the sweep build their cost models here).
 
+    ``"default"`` (or None)
+        Each device priced by its own ``cost`` (the platform TOML's per-device
+        source: the presets of measured GPUs name their GPU profile), else the
+        roofline (:class:`~costmodel.composite.PlatformCostModel`; a plain
+        :class:`~costmodel.roofline.Roofline` when no device names a source).
     ``"roofline"``
-        :class:`~costmodel.roofline.Roofline` with default efficiencies.
+        :class:`~costmodel.roofline.Roofline` with default efficiencies, for every device.
     ``PROFILE_DIR``
         :func:`fit` of :data:`DEFAULT_KIND` (``table``: measured times, XGBoost for
-        signatures the profile lacks).
+        signatures the profile lacks). A GPU profile (one GPU device with its
+        published figures in the manifest, as ``hetsim profile import`` writes)
+        gives the GPU models instead (:class:`~costmodel.gpu_model.GPUCostModel`).
     ``PROFILE_DIR:KIND``
         :func:`fit` of ``KIND`` (``table``, ``polynomial``, ``xgboost``).
     ``FILE.json``
         A model saved by ``hetsim costmodel fit`` (:func:`load`).
+    ``gpu-NAME``
+        A built-in GPU profile (:func:`costmodel.builtin_profiles`: ``gpu-t4``,
+        ``gpu-a100-80gb``, ``gpu-h100``...): that GPU's models, the cross-GPU models
+        for kernel families it has no rows of.
+    ``"cross-gpu"``
+        Every GPU priced from its published figures (``sm_count``, ``clock_hz``,
+        ``peak_flops``, ``mem_bandwidth_bytes_per_s``, ``l2_bytes``, ``tdp_w``) by the models
+        fitted across the built-in GPUs.
+    ``DEVICE=SPEC,DEVICE=SPEC,...``
+        One source per device (a device name or kind; ``link=PROFILE_DIR`` prices
+        transfers from that profile's link fit); unnamed devices as ``"default"``
+        (:class:`~costmodel.composite.PlatformCostModel`).
+
     ``aiconfigurator-GPU``
         GPU GEMM and attention times measured by NVIDIA AIConfigurator on ``GPU``
         (``h100_sxm``, ``h200_sxm``, ``a100_sxm``, ``l40s``), the roofline for the rest
         (:class:`~costmodel.aiconfigurator.AIConfiguratorCostModel`).
 
-    ``allow_uncovered``: price graphs the profile measured none of, instead of
-    refusing them (:class:`~costmodel.measured.MeasuredCostModel`).
+    A single GPU source (``gpu-a100-80gb``, ``cross-gpu``, a GPU profile) given with
+    a ``platform`` that has other devices prices its GPUs; the others keep their default.
+    ``allow_uncovered``: a measured profile prices graphs it measured none of, instead
+    of refusing them (:class:`~costmodel.measured.MeasuredCostModel`).
 
     Examples
     --------
     >>> type(from_spec("roofline")).__name__
     'Roofline'
+    >>> from hetsim.sim.platform import Platform
+    >>> from_spec("cpu=roofline,gpu=roofline", platform=Platform.preset("xeon-p2200")).describe()
+    'cpu=roofline,gpu=roofline'
     """
-    what, path, kind = parse_spec(spec)
-    if what == "roofline":
+    from hetsim.costmodel.composite import PlatformCostModel, parse_composite
+
+    if spec is None or spec == "default":
+        if platform is not None and not any(d.cost for d in platform.devices):
+            from hetsim.costmodel.roofline import Roofline
+
+            return Roofline()
+        return PlatformCostModel({}, platform=platform)
+    if not isinstance(spec, str) or not spec.strip():
+        raise CostModelError(f"cost model spec must be a non-empty string, got {spec!r}")
+    if "=" in spec:
+        items = parse_composite(spec)
+        links = items.pop("link", None)
+        return PlatformCostModel(items, links=links, platform=platform)
+    model = single_source(spec, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
+    from hetsim.costmodel.gpu_model import GPUCostModel
+
+    if isinstance(model, GPUCostModel) and platform is not None and any(d.kind != "gpu" for d in platform.devices):
+        return PlatformCostModel({"gpu": model}, platform=platform)
+    return model
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_bank() -> Any:
+    """The :class:`~costmodel.gpu_model.GPUBank` of the built-in GPU profiles (one per process)."""
+    from hetsim.costmodel.gpu_model import GPUBank
+
+    return GPUBank.builtin()
+
+
+def gpu_profile_name(path: Path) -> str | None:
+    """The GPU's name when ``path`` is a GPU profile (one GPU device with ``spec``)."""
+    import json
+
+    try:
+        devices = json.loads((path / "manifest.json").read_text()).get("devices", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    if len(devices) == 1 and isinstance(devices[0], dict) and devices[0].get("kind") == "gpu" \
+            and isinstance(devices[0].get("spec"), dict):
+        return str(devices[0]["name"])
+    return None
+
+
+def single_source(spec: str, *, platform: Platform | None = None,
+                  device_map: Mapping[str, str] | None = None, allow_uncovered: bool = False) -> Any:
+    """The cost model of one source spec (every form of :func:`from_spec` but
+    ``default`` and ``DEVICE=SPEC`` lists)."""
+    from hetsim.costmodel.builtin import builtin_profiles
+
+    if spec == "roofline":
         from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
-    if what == "aiconfigurator":
+    if spec == "cross-gpu":
+        from hetsim.costmodel.gpu_model import GPUCostModel
+
+        return GPUCostModel(builtin_bank(), None)
+    if spec.startswith("aiconfigurator-"):
         from hetsim.costmodel.aiconfigurator import AIConfiguratorCostModel
 
-        return AIConfiguratorCostModel(kind)
-    if what == "profile":
-        return fit(path, kind, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
-    from hetsim.costmodel.measured import MeasuredCostModel
+        return AIConfiguratorCostModel(spec[len("aiconfigurator-"):])
+    prefix, colon, arg = spec.partition(":")
+    if colon and prefix in _SOURCES:
+        return _SOURCES[prefix](arg, platform=platform)
+    path = Path(spec)
+    if path.is_dir():
+        gpu = gpu_profile_name(path)
+        if gpu is not None:
+            from hetsim.costmodel.gpu_model import GPUBank, GPUCostModel
 
-    model = load(path)
-    if not isinstance(model, MeasuredCostModel):
-        raise CostModelError(
-            f"{path}: holds a bare {type(model).__name__} predictor, not a cost model; "
-            f"write one with 'hetsim costmodel fit PROFILE --kind K --out FILE'"
-        )
-    if device_map or platform:
-        model = MeasuredCostModel(model.predictor, device_kinds=model.device_kinds,
-                                  link_fits=model.link_fits, dispatch=model.dispatch,
-                                  device_map=device_map or model.device_map, platform=platform,
-                                  fallback=model.fallback, name=model.name)
-    model.allow_uncovered = allow_uncovered
-    return model
+            return GPUCostModel(GPUBank.from_profiles([path]), gpu, name=path.name)
+        return fit(path, DEFAULT_KIND, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
+    if path.is_file():
+        from hetsim.costmodel.measured import MeasuredCostModel
+
+        model = load(path)
+        if not isinstance(model, MeasuredCostModel):
+            raise CostModelError(
+                f"{path}: holds a bare {type(model).__name__} predictor, not a cost model; "
+                f"write one with 'hetsim costmodel fit PROFILE --kind K --out FILE'"
+            )
+        if device_map or platform:
+            model = MeasuredCostModel(model.predictor, device_kinds=model.device_kinds,
+                                      link_fits=model.link_fits, dispatch=model.dispatch,
+                                      device_map=device_map or model.device_map, platform=platform,
+                                      fallback=model.fallback, name=model.name)
+        model.allow_uncovered = allow_uncovered
+        return model
+    head, sep, kind = spec.rpartition(":")
+    if sep and kind in KINDS and Path(head).is_dir():
+        return fit(head, kind, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
+    builtins = builtin_profiles()
+    if spec in builtins:
+        gpu = gpu_profile_name(builtins[spec])
+        if gpu is not None:
+            from hetsim.costmodel.gpu_model import GPUCostModel
+
+            return GPUCostModel(builtin_bank(), gpu, name=spec)
+        return fit(builtins[spec], DEFAULT_KIND, platform=platform, device_map=device_map)
+    raise CostModelError(
+        f"cost model spec {spec!r}: expected 'default', 'roofline', 'cross-gpu', a profile folder, "
+        f"PROFILE:KIND (KIND in {list(KINDS)}), a saved model file, a built-in profile "
+        f"({', '.join(builtins)}), aiconfigurator-GPU, {''.join(f'{p}:ARG, ' for p in _SOURCES)}or DEVICE=SPEC,...; "
+        f"nothing of that name exists"
+    )
+
+
+def check_spec(spec: str | None) -> None:
+    """Refuse a cost spec that names nothing, without fitting or loading anything: what
+    the CLI runs before it imports a model, so that a mistyped ``--cost`` is reported at
+    once (every form of :func:`from_spec`; the devices a ``DEVICE=SPEC`` list names are
+    checked against the platform when the model is built).
+
+    Raises
+    ------
+    CostModelError
+        naming the spec (or the item of a list) that names nothing.
+
+    Examples
+    --------
+    >>> check_spec("cpu=roofline,gpu=gpu-t4")
+    >>> check_spec("roofline:typo")
+    Traceback (most recent call last):
+    ...
+    hetsim.costmodel.base.CostModelError: cost model spec 'roofline:typo': expected ...
+    """
+    from hetsim.costmodel.builtin import builtin_profiles
+    from hetsim.costmodel.composite import parse_composite
+
+    if spec is None or spec == "default":
+        return
+    if not isinstance(spec, str) or not spec.strip():
+        raise CostModelError(f"cost model spec must be a non-empty string, got {spec!r}")
+    if "=" in spec:
+        items = parse_composite(spec)
+        links = items.pop("link", None)
+        if links is not None and not Path(links).is_dir():
+            raise CostModelError(f"cost spec {spec!r}: link={links!r} is not a profile folder")
+        for item in items.values():
+            check_spec(item)
+        return
+    prefix, colon, _ = spec.partition(":")
+    head, sep, kind = spec.rpartition(":")
+    if (spec in ("roofline", "cross-gpu") or spec.startswith("aiconfigurator-") or (colon and prefix in _SOURCES)
+            or Path(spec).exists() or (sep and kind in KINDS and Path(head).is_dir()) or spec in builtin_profiles()):
+        return
+    raise CostModelError(
+        f"cost model spec {spec!r}: expected 'default', 'roofline', 'cross-gpu', a profile folder, "
+        f"PROFILE:KIND (KIND in {list(KINDS)}), a saved model file, a built-in profile "
+        f"({', '.join(builtin_profiles())}), aiconfigurator-GPU, {''.join(f'{p}:ARG, ' for p in _SOURCES)}"
+        f"or DEVICE=SPEC,...; nothing of that name exists"
+    )

@@ -208,8 +208,10 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
     manifest = _read_manifest(folder / "manifest.json")
     kinds = {d["name"]: d["kind"] for d in manifest["devices"]}
     ops_path = folder / "ops.csv"
+    if not ops_path.is_file() and (folder / "ops.csv.gz").is_file():
+        ops_path = folder / "ops.csv.gz"
     if not ops_path.is_file():
-        raise CostModelError(f"{ops_path}: missing (a profile needs ops.csv)")
+        raise CostModelError(f"{ops_path}: missing (a profile needs ops.csv or ops.csv.gz)")
     ops = validate_ops(_read_csv(ops_path), kinds, where=str(ops_path))
     links_path = folder / "links.csv"
     if links_path.is_file():
@@ -265,9 +267,17 @@ def validate_manifest(data: Any, *, where: str = "manifest.json") -> None:
 
 def _read_csv(path: Path) -> pd.DataFrame:
     """The CSV as strings; a row with another number of fields than the header, or a
-    last row without its newline (a write cut off mid-row), is refused."""
+    last row without its newline (a write cut off mid-row), is refused. A ``.gz`` file
+    is decompressed first."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+        if path.name.endswith(".gz"):
+            import gzip
+
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8")
+    except (OSError, EOFError) as e:
+        raise CostModelError(f"{path}: cannot read the gzip file ({type(e).__name__}: {e})") from None
     except UnicodeDecodeError as e:
         raise CostModelError(f"{path}: cannot parse CSV (not UTF-8: {e})") from None
     reader = csv.reader(io.StringIO(text))
@@ -463,6 +473,12 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def _write_csv(path: Path, frame: pd.DataFrame) -> None:
+    if path.name.endswith(".gz"):  # reproducible bytes: no file name or time in the gzip header
+        import gzip
+
+        data = gzip.compress(frame.to_csv(index=False).encode(), compresslevel=9, mtime=0)
+        atomic_write(path, lambda fh: fh.write(data), binary=True)
+        return
     atomic_write(path, lambda fh: frame.to_csv(fh, index=False))
 
 
@@ -483,13 +499,19 @@ def write_profile(
     link_fits: Mapping[str, Any] | None = None,
     dispatch: Mapping[str, float] | None = None,
     overwrite: bool = False,
+    ops_name: str = "ops.csv",
+    extra_files: Mapping[str, str] | None = None,
 ) -> Path:
     """Write a whole profile folder atomically (built in a sibling temporary
     folder, then renamed). Everything is validated as :func:`read_profile` would.
 
     ``link_fits`` is the ``links.json`` object (``"duplex"`` key included);
-    ``links``/``link_fits``/``dispatch`` left out are not written.
+    ``links``/``link_fits``/``dispatch`` left out are not written. ``ops_name``:
+    ``"ops.csv"`` or ``"ops.csv.gz"`` (gzip-compressed). ``extra_files``: file name ->
+    text written beside them (a ``LICENSE``, a ``README``).
     """
+    if ops_name not in ("ops.csv", "ops.csv.gz"):
+        raise CostModelError(f"ops_name must be 'ops.csv' or 'ops.csv.gz', got {ops_name!r}")
     folder = Path(path)
     if folder.exists() and not overwrite:
         raise CostModelError(f"{folder}: already exists (overwrite=True to replace it)")
@@ -497,7 +519,7 @@ def write_profile(
     validate_manifest(manifest, where=f"{folder}/manifest.json")
     kinds = {d["name"]: d["kind"] for d in manifest["devices"]}
     files: list[tuple[str, Any, Any, Any]] = [
-        ("ops.csv", _ops_frame(ops), validate_ops, _write_csv),
+        (ops_name, _ops_frame(ops), validate_ops, _write_csv),
         ("links.csv", links, validate_links, _write_csv),
         ("links.json", None if link_fits is None else dict(link_fits), validate_link_fits, _write_json),
         ("dispatch.json", None if dispatch is None else dict(dispatch), validate_dispatch, _write_json),
@@ -513,6 +535,8 @@ def write_profile(
         for name, data, _, write in files:
             if data is not None:
                 write(tmp / name, data)
+        for name, text in (extra_files or {}).items():
+            atomic_write(tmp / name, lambda fh, text=text: fh.write(text))
         if folder.exists():
             old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
             os.replace(folder, old)

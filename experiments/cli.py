@@ -19,7 +19,8 @@ from typing import Any, TextIO
 from hetsim.graphs.graph import GraphError
 
 #: subcommand modules, in the order ``hetsim --help`` lists them
-SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "costmodel", "validate", "sweep", "plot", "llm"]
+SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "profile_import", "costmodel", "validate", "sweep", "plot",
+               "llm"]
 
 
 class CLIError(Exception):
@@ -88,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hetsim`` console script."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["profile", "import"]:  # 'hetsim profile import' is a command of its own
+        argv = ["profile-import", *argv[2:]]
     args = parser.parse_args(argv)
     if getattr(args, "_run", None) is None:
         parser.print_help()
@@ -113,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = one_line_warning(f"hetsim {args.command}")
             return int(args._run(args) or 0)
     except user_errors as e:
-        print(f"hetsim {args.command}: error: {e}", file=sys.stderr)
+        print(f"hetsim {args.command.replace('-', ' ')}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"hetsim {args.command}: interrupted", file=sys.stderr)

@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"{graph.name}: {graph.number_of_nodes()} nodes ({graph.meta.get('granularity', '?')}), "
-        f"batch {graph.meta.get('batch')}, platform {cmp.platform.name}, cost {args.cost}, "
+        f"batch {graph.meta.get('batch')}, platform {cmp.platform.name}, "
+        f"cost {cmp.config.get('cost_sources', cmp.config.get('cost'))}, "
         f"requests {args.requests}"
     )
     print(cmp.format_table())

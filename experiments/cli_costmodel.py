@@ -4,6 +4,12 @@
     leave-one-model-out accuracy: prints the table, writes ``eval.csv`` (summary),
     ``eval_points.csv`` (every prediction) and ``eval.png``/``eval.pdf`` (predicted
     vs measured) to ``DIR`` (default ``PROFILE/eval``).
+``hetsim costmodel eval --gpus all [--protocols held-out,cv,logo] [--out DIR]``
+    the GPU models on the built-in GPU profiles (or on GPU profile folders given as
+    ``PROFILE...``): MAPE, median and p90 error per GPU and kernel family on the data
+    set's held-out shapes, in a K-fold cross-validation over shapes, and leave one GPU
+    out over the GEMM and conv rows; writes
+    ``gpu_eval.csv``, ``gpu_eval_points.csv`` and ``gpu_eval.png``/``.pdf``.
 ``hetsim costmodel fit PROFILE --kind K --out FILE``
     fits a cost model on the whole profile and saves it (``--cost FILE`` reads it).
 """
@@ -38,8 +44,22 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Train on the other models' operators, test on the held-out model's; "
         "MAPE, median and 90th-percentile absolute percentage error per device and op kind.",
     )
-    ev.add_argument("profile", metavar="PROFILE", help="profile folder")
-    ev.add_argument("--out", metavar="DIR", help="output folder (default PROFILE/eval)")
+    ev.add_argument("profile", metavar="PROFILE", nargs="*",
+                    help="profile folder; GPU profiles (hetsim profile import) or built-in names "
+                    "(gpu-t4, ...) get the GPU evaluation")
+    ev.add_argument("--gpus", metavar="all|NAME,...",
+                    help="evaluate the GPU models on these built-in GPUs (t4, p4, p100, v100, a100-40gb, "
+                    "a100-80gb, l4, h100; 'all')")
+    ev.add_argument("--protocols", default="held-out,logo", metavar="P[,P]",
+                    help="GPU evaluation: held-out (the data set's test shapes per GPU, models fitted on its "
+                    "train rows), cv (K-fold cross-validation over shapes, both splits in training; GEMM "
+                    "unless --families) and/or logo (leave one GPU out); default held-out,logo")
+    ev.add_argument("--folds", type=int, default=5, metavar="K",
+                    help="GPU evaluation: folds of the shape cross-validation (default 5)")
+    ev.add_argument("--families", default=None, metavar="F[,F...]",
+                    help="GPU evaluation: kernel families (gemm, conv, norm, softmax, elementwise; default: "
+                    "all for held-out, gemm,conv for logo)")
+    ev.add_argument("--out", metavar="DIR", help="output folder (default PROFILE/eval, or eval/gpu)")
     ev.add_argument("--kinds", type=_kinds, default=["polynomial", "xgboost"],
                     help="comma-separated predictors (default polynomial,xgboost)")
     ev.add_argument("--no-per-op", action="store_true", help="print only the overall rows")
@@ -58,6 +78,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.costmodel_command == "eval":
+        from hetsim.experiments.cli_gpu_eval import gpu_profiles, run_gpu_eval
+
+        gpu = gpu_profiles(args.profile, args.gpus)
+        if gpu is not None:
+            return run_gpu_eval(args, gpu)
         return _run_eval(args)
     return _run_fit(args)
 
@@ -65,7 +90,11 @@ def run(args: argparse.Namespace) -> int:
 def _run_eval(args: argparse.Namespace) -> int:
     from hetsim.costmodel.evaluate import format_eval, loo_predictions, plot_eval, summarize
     from hetsim.costmodel.profile import read_profile
+    from hetsim.experiments.cli import CLIError
 
+    if len(args.profile) != 1:
+        raise CLIError(f"expected one (CPU) profile folder, got {args.profile or 'none'}")
+    args.profile = args.profile[0]
     prof = read_profile(args.profile)
     out = Path(args.out) if args.out else Path(args.profile) / "eval"
     points = loo_predictions(prof, args.kinds)

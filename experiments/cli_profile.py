@@ -5,6 +5,7 @@ Examples
 ``hetsim profile resnet18 googlenet --devices cpu --backend torch --out out/profiles/box``
 ``hetsim profile lstm --arg seq_len=4 --arg hidden=32 --batches 1,4 --out out/profiles/rnn``
 ``hetsim profile resnet18 --devices cpu,cuda:0 --out out/profiles/gpu-box`` (on a GPU host)
+``hetsim profile import SOURCE --out out/profiles`` (the NeuSight GPU data set: ``cli_profile_import``)
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "JSON files also accepted) at each batch size on each device with the chosen backend's "
         "kernels, plus host<->GPU copies (when a CUDA device is profiled) and per-op dispatch "
         "overhead; write a profile folder (costmodel/PROFILE_FORMAT.md). Re-running resumes: "
-        "signatures already measured for a device and backend are skipped.",
+        "signatures already measured for a device and backend are skipped. "
+        "'hetsim profile import SOURCE --out DIR' converts the NeuSight GPU kernel data set instead "
+        "(see 'hetsim profile import --help').",
     )
     p.add_argument("models", nargs="*", metavar="MODEL",
                    help="zoo model names or graph JSON files (default: every zoo model)")

@@ -41,16 +41,19 @@ def non_negative_float(text: str) -> float:
 
 def check_cost(spec: str) -> None:
     """Refuse a ``--cost`` spec that names nothing (``CostModelError``), without fitting it."""
-    from hetsim.costmodel.fit import parse_spec
+    from hetsim.costmodel.fit import check_spec
 
-    parse_spec(spec)
+    check_spec(spec)
 
 
 def add_cost_args(p: argparse.ArgumentParser) -> None:
     """``--cost SPEC`` and ``--allow-uncovered`` (see :func:`cost_model`)."""
-    p.add_argument("--cost", default="roofline", metavar="SPEC",
-                   help="cost model that plans and prices: roofline (default), a profile folder, "
-                   "PROFILE:KIND or a saved model file")  # fmt: skip
+    p.add_argument("--cost", default="default", metavar="SPEC",
+                   help="cost model that plans and prices (costmodel.from_spec): 'default' (each device's own "
+                   "source: the measured GPU profile a preset names, else the roofline), 'roofline', a profile "
+                   "folder, PROFILE:KIND, a saved model file, a built-in GPU profile (gpu-t4, gpu-a100-80gb, "
+                   "gpu-h100...), 'cross-gpu', or one source per device 'cpu=PROFILE,gpu=gpu-a100-80gb' "
+                   "(default: default)")  # fmt: skip
     p.add_argument("--allow-uncovered", action="store_true",
                    help="price a model the --cost profile measured none of (refused by default: "
                    "every time would be extrapolated)")  # fmt: skip

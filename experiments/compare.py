@@ -253,8 +253,10 @@ def compare(
         Registry names; default every registered scheduler (those that do not
         apply get a ``skipped`` row with the reason).
     cost
-        A cost model, a spec (``"roofline"``, a profile folder...) or None for the
-        analytic roofline (:func:`costmodel.as_cost_model`).
+        A cost model, or a spec for :func:`costmodel.from_spec` (``"roofline"``, a
+        profile folder, ``"cpu=PROFILE,gpu=gpu-a100-80gb"``...); None or ``"default"``:
+        each device's own source (the measured GPU profile a preset names, else the
+        roofline).
     requests, interval_s
         Requests flowing through each plan (pipelining), arriving every ``interval_s``.
     scheduler_args
@@ -315,7 +317,8 @@ def compare(
         "granularity": graph.meta.get("granularity"),
         "batch": graph.meta.get("batch"),
         "platform": platform.name,
-        "cost": cost if isinstance(cost, str) else type(cost_model).__name__,
+        "cost": cost if isinstance(cost, str) else ("default" if cost is None else type(cost_model).__name__),
+        "cost_sources": _describe(cost_model),
         "requests": requests,
         "interval_s": interval_s,
         "schedulers": names,
@@ -398,6 +401,15 @@ def _plan_note(run: PlanRun, graph: Graph) -> str:
     if meta.get("objective"):
         parts.append(f"objective: {meta['objective']}")
     return "; ".join(parts)
+
+
+def _describe(cost_model: Any) -> str:
+    """What prices the devices, as the header of a comparison shows it."""
+    if hasattr(cost_model, "describe"):
+        return str(cost_model.describe())
+    if type(cost_model).__name__ == "Roofline":
+        return "roofline"
+    return str(getattr(cost_model, "name", type(cost_model).__name__))
 
 
 def _flat(text: str) -> str:

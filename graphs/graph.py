@@ -337,9 +337,10 @@ class Graph:
 
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[str]], Any]) -> Path:
-    """Write a text file atomically: ``write(fh)`` fills a temporary file in the same
-    folder, which then replaces ``path``; on any failure ``path`` is left as it was.
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], *, binary: bool = False) -> Path:
+    """Write a text (or, with ``binary``, a bytes) file atomically: ``write(fh)`` fills a
+    temporary file in the same folder, which then replaces ``path``; on any failure
+    ``path`` is left as it was.
 
     The contents are flushed to disk before the rename. Used by every hetsim writer of
     graph, plan, profile, cost-model and result files.
@@ -349,7 +350,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[str]], Any]) 
     # a fresh hidden sibling, created here so that the umask applies (mkstemp gives 0600)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "x", newline="", encoding="utf-8") as fh:
+        with open(tmp, "xb") if binary else open(tmp, "x", newline="", encoding="utf-8") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())

@@ -601,7 +601,7 @@ class Scheduler:
         platform
             A :class:`~sim.platform.Platform`, preset name or TOML path.
         cost
-            A cost model or spec (:func:`costmodel.as_cost_model`; None: roofline);
+            A cost model or spec (:func:`costmodel.as_cost_model`; None: each device's default source);
             the same model plans and prices.
         simulate
             False: plan only (``result`` None), e.g. to simulate later with

@@ -130,7 +130,7 @@ def run_plan(
         What runs, where (a :class:`~sim.platform.Platform`, preset name or TOML
         path) and how.
     cost
-        A cost model or spec (:func:`costmodel.as_cost_model`; None: roofline).
+        A cost model or spec (:func:`costmodel.as_cost_model`; None: each device's default source).
     simulate
         Simulate the plan (False: check it only).
     **options

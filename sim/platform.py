@@ -100,6 +100,16 @@ class Device:
         its memory domain produced: such an op runs ``bytes / rate`` longer than
         its measured time (which had its inputs in its own core's caches). None:
         no such cost. Ops of zero time (views) read nothing and pay nothing.
+    sm_count, clock_hz, l2_bytes, tdp_w
+        Published figures of a GPU (streaming multiprocessors, boost clock, L2
+        cache, board power): with ``peak_flops`` (FP32) and
+        ``mem_bandwidth_bytes_per_s``, what the cross-GPU cost model
+        (:mod:`costmodel.gpu_model`) prices a GPU nobody measured from. Optional;
+        None: not stated.
+    cost
+        The cost source that prices this device when a cost spec does not name it
+        (``costmodel.from_spec``): a built-in GPU profile (``"gpu-a100-80gb"``),
+        ``"cross-gpu"``, a profile folder, ``"roofline"``... None: the roofline.
     """
 
     name: str
@@ -115,6 +125,11 @@ class Device:
     description: str = ""
     handoff_s: float = 0.0
     handoff_bandwidth_bytes_per_s: float | None = None
+    sm_count: int | None = None
+    clock_hz: float | None = None
+    l2_bytes: int | None = None
+    tdp_w: float | None = None
+    cost: str | None = None
 
     def __post_init__(self) -> None:
         where = f"device {self.name!r}"
@@ -128,6 +143,15 @@ class Device:
             _non_negative(where, key, getattr(self, key))
         if self.handoff_bandwidth_bytes_per_s is not None:
             _positive(where, "handoff_bandwidth_bytes_per_s", self.handoff_bandwidth_bytes_per_s)
+        for key in ("sm_count", "l2_bytes"):
+            v = getattr(self, key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise PlatformError(f"{where}: {key!r} must be an int >= 1, got {v!r}")
+        for key in ("clock_hz", "tdp_w"):
+            if getattr(self, key) is not None:
+                _positive(where, key, getattr(self, key))
+        if self.cost is not None and (not isinstance(self.cost, str) or not self.cost):
+            raise PlatformError(f"{where}: 'cost' must be a non-empty cost spec string, got {self.cost!r}")
         if isinstance(self.streams, bool) or not isinstance(self.streams, int) or self.streams < 1:
             raise PlatformError(f"{where}: 'streams' must be an int >= 1, got {self.streams!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
@@ -365,7 +389,12 @@ class Platform:
         gpu_bandwidth: float = 1.0,
         name: str | None = None,
     ) -> Platform:
-        """A copy with link bandwidth and device speeds multiplied (for sweeps)."""
+        """A copy with link bandwidth and device speeds multiplied (for sweeps).
+
+        A device whose speed changes is no longer the machine that was measured:
+        its ``cost`` source (a measured profile) is dropped, so that it is priced
+        by the roofline of its new figures, unless that source is ``"cross-gpu"``
+        (priced from the figures themselves)."""
         for key, val in dict(
             link_bandwidth=link_bandwidth, gpu_peak=gpu_peak, cpu_peak=cpu_peak, gpu_bandwidth=gpu_bandwidth
         ).items():
@@ -377,9 +406,11 @@ class Platform:
                     d,
                     peak_flops=d.peak_flops * gpu_peak,
                     mem_bandwidth_bytes_per_s=d.mem_bandwidth_bytes_per_s * gpu_bandwidth,
+                    cost=d.cost if (gpu_peak, gpu_bandwidth) == (1.0, 1.0) or d.cost == "cross-gpu" else None,
                 )
             else:
-                d = dataclasses.replace(d, peak_flops=d.peak_flops * cpu_peak)
+                d = dataclasses.replace(d, peak_flops=d.peak_flops * cpu_peak,
+                                        cost=d.cost if cpu_peak == 1.0 else None)
             devs.append(d)
         links = [
             dataclasses.replace(lk, bandwidth_bytes_per_s=lk.bandwidth_bytes_per_s * link_bandwidth)

@@ -151,3 +151,25 @@ def test_wheel_installs_only_the_hetsim_name(tmp_path: Path) -> None:
     assert top == {"hetsim"}
     assert "hetsim/sim/presets/xeon-p2200.toml" in names
     assert "hetsim/graphs/zoo/cnn.py" in names
+    for gpu in ("t4", "v100", "a100-80gb", "h100"):  # the profiles the GPU presets price from
+        for f in ("ops.csv.gz", "manifest.json", "LICENSE"):
+            assert f"hetsim/costmodel/profiles/gpu-{gpu}/{f}" in names
+    assert "hetsim/costmodel/profiles/THIRD_PARTY_NOTICES" in names
+    # installed (not a checkout): the presets still find their measured GPU profiles
+    target = tmp_path / "site"
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
+                          str(wheel)], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    code = """
+import hetsim
+from hetsim.costmodel import builtin_profiles, from_spec
+p = hetsim.Platform.preset("a100-server")
+folder = builtin_profiles()[p.device("gpu").cost]
+print(folder.is_dir(), str(folder).startswith(TARGET), from_spec("default", platform=p).describe())
+""".replace("TARGET", repr(str(target)))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "True", "cpu=roofline,gpu=gpu-a100-80gb"]

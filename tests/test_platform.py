@@ -89,7 +89,7 @@ def test_presets_include_the_documented_machines():
     assert jetson.route("cpu", "gpu") == () and jetson.shares_memory("cpu", "gpu")
 
 
-@pytest.mark.parametrize("name", ["xeon-p2200", "multi-gpu-4", "cpu2"])
+@pytest.mark.parametrize("name", ["xeon-p2200", "multi-gpu-4", "cpu2", "a100-server"])
 def test_toml_round_trip(tmp_path: Path, name: str):
     p = Platform.preset(name)
     path = tmp_path / f"{name}.toml"
@@ -198,3 +198,28 @@ def test_scaled_copies():
     assert s.device("cpu") == p.device("cpu")
     with pytest.raises(PlatformError, match="link_bandwidth"):
         p.scaled(link_bandwidth=0)
+
+
+def test_gpu_spec_sheet_fields(tmp_path: Path):
+    data = with_changes("devices.1.sm_count", 108)
+    data["devices"][1].update(clock_hz=1.41e9, l2_bytes=41943040, cost="gpu-a100-80gb")
+    path = tmp_path / "box.toml"
+    path.write_text(to_toml(data))
+    gpu = Platform.from_toml(path).device("gpu")
+    assert (gpu.sm_count, gpu.clock_hz, gpu.l2_bytes, gpu.cost) == (108, 1.41e9, 41943040, "gpu-a100-80gb")
+    assert Platform.from_dict(MINIMAL).device("gpu").sm_count is None  # optional
+    for key, bad, msg in (("sm_count", 0, r"'sm_count' must be an int >= 1, got 0"),
+                          ("sm_count", 1.5, r"'sm_count' must be an int >= 1, got 1.5"),
+                          ("l2_bytes", -4, r"'l2_bytes' must be an int >= 1"),
+                          ("clock_hz", 0, r"'clock_hz' must be a positive number"),
+                          ("cost", "", r"'cost' must be a non-empty cost spec string")):
+        with pytest.raises(PlatformError, match=rf"device 'gpu': {msg}"):
+            Platform.from_dict(with_changes(f"devices.1.{key}", bad))
+
+
+def test_gpu_presets_state_their_published_figures():
+    for name in ("t4-server", "v100-server", "a100-server", "h100-server", "xeon-p2200"):
+        gpu = Platform.preset(name).device("gpu")
+        assert gpu.sm_count and gpu.clock_hz and gpu.l2_bytes, name
+    a100 = Platform.preset("a100-server").device("gpu")
+    assert (a100.sm_count, a100.peak_flops, a100.mem_bandwidth_bytes_per_s) == (108, 1.95e13, 1.935e12)

@@ -1,0 +1,87 @@
+"""``hetsim costmodel eval`` on GPU profiles: held-out shapes, shape cross-validation and
+leave one GPU out."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+PROTOCOLS = ("held-out", "cv", "logo")
+
+
+def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
+    """The GPU profile folders to evaluate, or None when ``profiles`` are not GPU profiles."""
+    from hetsim.costmodel.builtin import builtin_profiles
+    from hetsim.costmodel.fit import gpu_profile_name
+    from hetsim.experiments.cli import CLIError
+
+    builtins = {n: p for n, p in builtin_profiles().items() if n.startswith("gpu-")}
+    if gpus:
+        if profiles:
+            raise CLIError("give either GPU profile folders or --gpus, not both")
+        if gpus.strip() == "all":
+            return list(builtins.values())
+        out = []
+        for name in (g.strip() for g in gpus.split(",") if g.strip()):
+            key = name if name.startswith("gpu-") else f"gpu-{name}"
+            if key not in builtins:
+                raise CLIError(f"unknown GPU {name!r}; built-in GPUs: {[n[4:] for n in builtins]}")
+            out.append(builtins[key])
+        return out
+    folders = [builtins.get(p, Path(p)) for p in profiles]
+    kinds = [gpu_profile_name(Path(f)) is not None for f in folders]
+    if not folders or not any(kinds):
+        return None
+    if not all(kinds):
+        bad = [str(f) for f, k in zip(folders, kinds) if not k]
+        raise CLIError(f"mixing GPU and other profiles: {bad} are not GPU profiles")
+    return [Path(f) for f in folders]
+
+
+def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
+    import pandas as pd
+
+    from hetsim.costmodel.builtin import builtin_profiles
+    from hetsim.costmodel.gpu_eval import (
+        cv_predictions,
+        format_gpu_eval,
+        logo_predictions,
+        plot_gpu_eval,
+        split_predictions,
+        summarize_gpu,
+    )
+    from hetsim.costmodel.gpu_features import GPU_FAMILIES
+    from hetsim.costmodel.gpu_model import GPUBank
+    from hetsim.experiments.cli import CLIError
+
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    bad = [p for p in protocols if p not in PROTOCOLS]
+    if bad or not protocols:
+        raise CLIError(f"--protocols must be a subset of {','.join(PROTOCOLS)}, got {args.protocols!r}")
+    families = [f.strip() for f in args.families.split(",")] if args.families else None
+    if families and (unknown := [f for f in families if f not in GPU_FAMILIES]):
+        raise CLIError(f"unknown kernel famil(ies) {unknown}; known: {list(GPU_FAMILIES)}")
+    bank = GPUBank.from_profiles(folders)
+    frames = []
+    if "held-out" in protocols:
+        frames.append(split_predictions(bank, families=families or GPU_FAMILIES, progress=True))
+    if "cv" in protocols:
+        frames.append(cv_predictions(bank, families=families or ("gemm",), folds=args.folds, progress=True))
+    if "logo" in protocols:
+        if len(bank.gpus) < 3:
+            raise CLIError(f"leave one GPU out needs at least 3 GPU profiles, got {list(bank.gpus)}")
+        frames.append(logo_predictions(bank, families=families or ("gemm", "conv"), progress=True))
+    points = pd.concat(frames, ignore_index=True)
+    summary = summarize_gpu(points)
+    print(f"GPU cost models on {', '.join(bank.gpus)}: absolute percentage error of the call time")
+    print(format_gpu_eval(summary))
+    builtin = {p.resolve() for p in builtin_profiles().values()}
+    own = len(folders) == 1 and folders[0].resolve() not in builtin  # never write into the package
+    out = Path(args.out) if args.out else (folders[0] / "eval" if own else Path("eval") / "gpu")
+    out.mkdir(parents=True, exist_ok=True)
+    summary.to_csv(out / "gpu_eval.csv", index=False)
+    points.to_csv(out / "gpu_eval_points.csv.gz", index=False)
+    paths = plot_gpu_eval(points, out)
+    for p in [out / "gpu_eval.csv", out / "gpu_eval_points.csv.gz", *paths]:
+        print(f"wrote {p}")
+    return 0
