@@ -1,36 +1,54 @@
 """Simulator speed: simulated operators per second versus graph size.
 
-Random layered DAGs (seeded) of 100 ... 100 000 nodes, placed on the two devices of
-the ``xeon-p2200`` preset in contiguous blocks so that a share of the edges cross
+Random layered DAGs (seeded) of 1k ... 1M nodes, placed on the two devices of the
+``xeon-p2200`` preset in contiguous blocks so that a share of the edges cross
 PCIe, priced by the default :class:`costmodel.Roofline` (dispatch included). The
-time measured is the whole :func:`sim.simulate` call (plan validation and the
-integer tables included), best of ``--repeats``, both as CPU time of this process
+time measured is the whole :func:`sim.simulate` call (plan validation, pricing and
+the integer tables included), best of ``--repeats``, as CPU time of the process
 (``time.process_time``: what "per core" means, and robust to other load on the
-machine) and as wall-clock time.
+machine), with ``record=False`` and with ``record=True``.
 
-Run: ``python benchmarks/sim_speed.py [--sizes 100 1000 ...] [--repeats 3]``.
-Targets: >= 50 000 simulated ops/s on one core; 100 000 nodes within 12x the time
-of 10 000 (linear cost).
+Each size runs in a fresh process, which reports its peak resident memory
+(``ru_maxrss``: the graph, the plan and the simulation together), and replays
+the same plan with :mod:`benchmarks.replay_floor` (a bare heapq event loop, the
+floor any Python simulator can reach) to the same makespan: ``x floor`` is the
+simulation's CPU time over the floor's, measured in the same process, so it stays
+comparable on a noisy machine.
+
+``--before DIR`` runs the same measurements on another checkout of hetsim (for
+example ``git archive main | tar -x -C DIR``) in the same run, and prints the
+speed-up.
+
+Run: ``python benchmarks/sim_speed.py [--sizes 1000 10000 ...] [--repeats 3]
+[--before DIR]``. Targets (issue 15): >= 200 000 ops/s at 100 000 nodes
+(record=False), >= 150 000 with record=True, time(100 000) / time(10 000) <= 10.5,
+1 000 000 nodes within 12 GB.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
+import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
-import numpy as np
-
-from hetsim.costmodel import Roofline
-from hetsim.graphs import Graph
-from hetsim.sim import Plan, Platform, simulate
-
+HERE = Path(__file__).resolve().parent
 OPS = ("matmul", "conv2d", "add", "relu", "softmax")
 
 
-def layered_dag(n: int, *, width: int = 8, fan_in: int = 2, seed: int = 0) -> Graph:
+def layered_dag(n: int, *, width: int = 8, fan_in: int = 2, seed: int = 0) -> Any:
     """A random DAG of ``n`` nodes in layers of up to ``width``; each node reads
     ``1..fan_in`` nodes of the previous two layers; a few tensors feed several consumers."""
+    import numpy as np
+
+    from hetsim.graphs import Graph
+
     rng = np.random.default_rng(seed)
     g = Graph(name=f"layered-{n}")
     layers: list[list[str]] = []
@@ -63,46 +81,101 @@ def layered_dag(n: int, *, width: int = 8, fan_in: int = 2, seed: int = 0) -> Gr
     return g
 
 
-def block_plan(graph: Graph, devices: list[str], *, block: int = 50) -> Plan:
+def block_plan(graph: Any, devices: list[str], *, block: int = 50) -> Any:
     """Alternate devices every ``block`` nodes in topological order."""
+    from hetsim.sim import Plan
+
     order = graph.topological_order()
     return Plan({n: devices[(i // block) % len(devices)] for i, n in enumerate(order)})
 
 
-def measure(n: int, repeats: int, platform: Platform) -> tuple[float, float, int, int]:
-    """Best CPU and wall seconds of ``repeats`` simulations of an ``n``-node graph."""
+def measure(n: int, repeats: int) -> dict[str, Any]:
+    """Best CPU seconds of ``repeats`` simulations of an ``n``-node graph (record off
+    and on) and of the heapq floor replaying the same plan; this process's peak memory."""
+    sys.path.insert(0, str(HERE))
+    from replay_floor import replay, tables
+
+    from hetsim.costmodel import Roofline
+    from hetsim.sim import Platform, simulate
+
+    platform = Platform.preset("xeon-p2200")
     g = layered_dag(n, seed=n)
     plan = block_plan(g, ["cpu", "gpu"])
     cost = Roofline()
-    best_cpu = best_wall = float("inf")
+    out: dict[str, Any] = {"nodes": n}
+    for record in (False, True):
+        best = float("inf")
+        for _ in range(repeats):
+            res = None
+            gc.collect()
+            c0 = time.process_time()
+            res = simulate(g, platform, plan, cost, record=record)
+            best = min(best, time.process_time() - c0)
+        out["rec_s" if record else "cpu_s"] = best
+        out["ops"], out["makespan"] = res.ops, res.makespan
+        del res
+    tb = tables(g, platform, plan, cost)
+    best = float("inf")
     for _ in range(repeats):
-        gc.collect()
-        w0, c0 = time.perf_counter(), time.process_time()
-        res = simulate(g, platform, plan, cost)
-        best_cpu = min(best_cpu, time.process_time() - c0)
-        best_wall = min(best_wall, time.perf_counter() - w0)
-    return best_cpu, best_wall, res.ops, res.total_bytes_moved
+        c0 = time.process_time()
+        floor_makespan = replay(tb)
+        best = min(best, time.process_time() - c0)
+    out["floor_s"] = best
+    out["floor_same"] = floor_makespan == out["makespan"]
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def run_worker(script: str, tree: Path, args: list[str], timeout: float | None = None) -> dict[str, Any] | None:
+    """Run ``benchmarks/<script> --worker ARGS`` in a fresh process importing hetsim
+    from ``tree``; its last stdout line, as JSON (None: it ran past ``timeout`` s)."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    cmd = [sys.executable, str(HERE / script), "--worker", *args]
+    try:
+        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True,
+                              check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode != 0:
+        raise SystemExit(f"{script} {' '.join(args)} on {tree} failed:\n{done.stderr.strip()}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1_000, 10_000, 100_000])
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
+    ap.add_argument("--repeats", type=int, default=3, help="best of this many runs (1 at 1M nodes)")
+    ap.add_argument("--before", type=Path, help="another hetsim checkout to measure in the same run")
+    ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # one size, in this process
     args = ap.parse_args(argv)
-    platform = Platform.preset("xeon-p2200")
-    print(
-        f"{'nodes':>8} {'cpu s':>9} {'wall s':>9} {'ops/s (cpu)':>12} {'us/op':>7} {'MB moved':>9}"
-    )
-    times: dict[int, float] = {}
+    if args.worker is not None:
+        print(json.dumps(measure(args.worker, args.repeats)))
+        return
+    trees = [("after", HERE.parent)]
+    if args.before is not None:
+        trees.insert(0, ("before", args.before.resolve()))
+    print(f"{'tree':>6} {'nodes':>8} {'cpu s':>8} {'ops/s':>8} {'rec cpu s':>9} {'ops/s rec':>9} "
+          f"{'floor s':>8} {'x floor':>7} {'peak MB':>8}")
+    results: dict[tuple[str, int], dict[str, Any]] = {}
     for n in args.sizes:
-        cpu, wall, ops, moved = measure(n, args.repeats, platform)
-        times[n] = cpu
-        print(
-            f"{n:>8} {cpu:>9.4f} {wall:>9.4f} {ops / cpu:>12.0f} {cpu / ops * 1e6:>7.2f} {moved / 1e6:>9.2f}"
-        )
-    if 10_000 in times and 100_000 in times:
-        ratio = times[100_000] / times[10_000]
-        print(f"cpu time(100 000) / time(10 000) = {ratio:.2f} (target <= 12)")
+        for label, tree in trees:
+            r = run_worker("sim_speed.py", tree, [str(n), "--repeats", str(1 if n >= 1_000_000 else args.repeats)])
+            assert r is not None
+            results[(label, n)] = r
+            same = "" if r["floor_same"] else "  (floor makespan differs!)"
+            print(f"{label:>6} {n:>8} {r['cpu_s']:>8.3f} {r['ops'] / r['cpu_s']:>8.0f} "
+                  f"{r['rec_s']:>9.3f} {r['ops'] / r['rec_s']:>9.0f} {r['floor_s']:>8.3f} "
+                  f"{r['cpu_s'] / r['floor_s']:>7.1f} {r['peak_mb']:>8.0f}{same}", flush=True)
+    for label, _ in trees:
+        for a, b in zip(args.sizes, args.sizes[1:]):
+            ra, rb = results[(label, a)], results[(label, b)]
+            print(f"{label}: cpu time({b}) / time({a}) = {rb['cpu_s'] / ra['cpu_s']:.2f} "
+                  f"(record=True {rb['rec_s'] / ra['rec_s']:.2f}; nodes x{b / a:.0f})")
+    if args.before is not None:
+        for n in args.sizes:
+            b, a = results[("before", n)], results[("after", n)]
+            print(f"speed-up at {n}: {b['cpu_s'] / a['cpu_s']:.2f}x "
+                  f"(record=True {b['rec_s'] / a['rec_s']:.2f}x)")
 
 
 if __name__ == "__main__":

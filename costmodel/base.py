@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Device, Link, Platform
 
-__all__ = ["CostModel", "CostModelError", "as_cost_model", "host_dispatch"]
+__all__ = [
+    "CostModel",
+    "CostModelError",
+    "as_cost_model",
+    "host_dispatch",
+    "price_nodes",
+]
 
 
 class CostModelError(ValueError):
@@ -26,6 +33,12 @@ class CostModel(Protocol):
     the simulator serialises on the host dispatcher; without it every consumer
     (simulator, schedulers, runtime) takes ``device.dispatch_s``
     (:func:`host_dispatch`).
+
+    A model may also price many nodes of one device at once, with the same
+    numbers as the one-node methods: ``op_times(graph, nodes, device)`` and
+    ``dispatch_times(graph, nodes, device)`` (lists of seconds, in ``nodes``
+    order). The simulator and the schedulers' cost tables use them when they exist
+    (:func:`price_nodes`); :class:`~costmodel.roofline.Roofline` has both.
     """
 
     def op_time(self, graph: Graph, node: str, device: Device) -> float: ...
@@ -55,6 +68,53 @@ def host_dispatch(cost: Any, graph: Graph, node: str, device: Device) -> float:
         return float(t)
     except (TypeError, ValueError):
         raise CostModelError(f"dispatch_time of {node!r} on {device.name!r} returned {t!r}, not seconds") from None
+
+
+def price_nodes(
+    cost: Any, graph: Graph, nodes: Sequence[str], device: Device
+) -> tuple[list[Any], list[Any]]:
+    """Op and host dispatch times of ``nodes`` on ``device``, as the model returns them.
+
+    One call of ``cost.op_times`` / ``cost.dispatch_times`` when the model has them,
+    else ``op_time`` and :func:`host_dispatch` node by node (in that order, node
+    after node). The answers are not checked: callers check them.
+
+    Examples
+    --------
+    >>> from hetsim.costmodel.roofline import Roofline
+    >>> from hetsim.graphs import Graph
+    >>> from hetsim.sim.platform import Platform
+    >>> g = Graph()
+    >>> g.add_op("mm", "matmul", flops=2e9, bytes=12_000_000)
+    >>> g.add_op("view", "reshape", bytes=0)
+    >>> ops, disp = price_nodes(Roofline(), g, ["mm", "view"], Platform.preset("xeon-p2200").device("gpu"))
+    >>> [round(t * 1e6, 1) for t in ops], disp
+    ([1007.0, 0.0], [6e-06, 0.0])
+    """
+    many_ops = _batched(cost, "op_times", "op_time")
+    many_disp = _batched(cost, "dispatch_times", "dispatch_time")
+    if many_ops is None or (many_disp is None and hasattr(cost, "dispatch_time")):
+        ops, disp = [], []
+        for n in nodes:
+            ops.append(cost.op_time(graph, n, device))
+            disp.append(host_dispatch(cost, graph, n, device))
+        return ops, disp
+    ops = list(many_ops(graph, nodes, device))
+    if many_disp is None:
+        return ops, [float(device.dispatch_s)] * len(ops)
+    return ops, list(many_disp(graph, nodes, device))
+
+
+def _batched(cost: Any, many: str, one: str) -> Any:
+    """``cost.<many>`` when it prices what ``cost.<one>`` does: not when a subclass
+    overrides the one-node method below the class that defines the batch one (a
+    ``Roofline`` subclass with its own ``dispatch_time`` keeps it)."""
+    method = getattr(cost, many, None)
+    if method is None:
+        return None
+    mro = type(cost).__mro__
+    where = {name: next((i for i, c in enumerate(mro) if name in vars(c)), len(mro)) for name in (many, one)}
+    return method if where[many] <= where[one] else None
 
 
 def as_cost_model(cost: Any = None, *, platform: Platform | None = None) -> Any:

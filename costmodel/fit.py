@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.profile import Profile
     from hetsim.sim.platform import Platform
 
-__all__ = ["KINDS", "DEFAULT_KIND", "fit", "from_spec", "load", "make_predictor"]
+__all__ = ["KINDS", "DEFAULT_KIND", "fit", "from_spec", "load", "make_predictor", "parse_spec"]
 
 #: predictor kinds that :func:`fit` accepts
 KINDS = ("table", "polynomial", "xgboost")
@@ -67,6 +67,7 @@ def fit(
     device_map: Mapping[str, str] | None = None,
     platform: Platform | None = None,
     backend: str | None = None,
+    allow_uncovered: bool = False,
     **params: Any,
 ) -> MeasuredCostModel:
     """Fit a cost model of ``kind`` on a profile.
@@ -83,6 +84,9 @@ def fit(
     backend
         Rows of this backend only (default: the manifest's when ``ops.csv`` mixes
         backends).
+    allow_uncovered
+        Price graphs the profile measured none of (see
+        :class:`~costmodel.measured.MeasuredCostModel`; refused by default).
     **params
         Hyper-parameters of the predictor (see :func:`make_predictor`).
 
@@ -102,7 +106,45 @@ def fit(
     predictor = make_predictor(kind, **params)
     rows = prof.training_rows(backend)
     predictor.fit(rows, prof.call_times(rows))
-    return MeasuredCostModel.from_profile(prof, predictor, device_map=device_map, platform=platform)
+    return MeasuredCostModel.from_profile(prof, predictor, device_map=device_map, platform=platform,
+                                          allow_uncovered=allow_uncovered)
+
+
+def parse_spec(spec: str) -> tuple[str, Path | None, str | None]:
+    """What a ``--cost`` spec names, checked without fitting or loading anything.
+
+    Returns ``("roofline", None, None)``, ``("profile", folder, kind)``,
+    ``("file", path, None)`` or ``("aiconfigurator", None, gpu)``; the CLI calls it before importing a model, so that
+    a mistyped spec is reported at once.
+
+    Raises
+    ------
+    CostModelError
+        when the spec names none of them.
+
+    Examples
+    --------
+    >>> parse_spec("roofline")
+    ('roofline', None, None)
+    """
+    if not isinstance(spec, str) or not spec:
+        raise CostModelError(f"cost model spec must be a non-empty string, got {spec!r}")
+    if spec == "roofline":
+        return "roofline", None, None
+    if spec.startswith("aiconfigurator-"):
+        return "aiconfigurator", None, spec[len("aiconfigurator-"):]
+    path = Path(spec)
+    if path.is_dir():
+        return "profile", path, DEFAULT_KIND
+    if path.is_file():
+        return "file", path, None
+    head, sep, kind = spec.rpartition(":")
+    if sep and kind in KINDS and Path(head).is_dir():
+        return "profile", Path(head), kind
+    raise CostModelError(
+        f"cost model spec {spec!r}: expected 'roofline', a profile folder, PROFILE:KIND "
+        f"(KIND in {list(KINDS)}), a saved model file or aiconfigurator-GPU; nothing of that name exists"
+    )
 
 
 def load(path: str | os.PathLike[str]) -> Any:
@@ -117,7 +159,8 @@ def load(path: str | os.PathLike[str]) -> Any:
     return Predictor.load(path)
 
 
-def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mapping[str, str] | None = None) -> Any:
+def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mapping[str, str] | None = None,
+              allow_uncovered: bool = False) -> Any:
     """A cost model from a short string, as ``--cost`` options take it.
 
     ``"roofline"``
@@ -129,40 +172,42 @@ def from_spec(spec: str, *, platform: Platform | None = None, device_map: Mappin
         :func:`fit` of ``KIND`` (``table``, ``polynomial``, ``xgboost``).
     ``FILE.json``
         A model saved by ``hetsim costmodel fit`` (:func:`load`).
+    ``aiconfigurator-GPU``
+        GPU GEMM and attention times measured by NVIDIA AIConfigurator on ``GPU``
+        (``h100_sxm``, ``h200_sxm``, ``a100_sxm``, ``l40s``), the roofline for the rest
+        (:class:`~costmodel.aiconfigurator.AIConfiguratorCostModel`).
+
+    ``allow_uncovered``: price graphs the profile measured none of, instead of
+    refusing them (:class:`~costmodel.measured.MeasuredCostModel`).
 
     Examples
     --------
     >>> type(from_spec("roofline")).__name__
     'Roofline'
     """
-    if not isinstance(spec, str) or not spec:
-        raise CostModelError(f"cost model spec must be a non-empty string, got {spec!r}")
-    if spec == "roofline":
+    what, path, kind = parse_spec(spec)
+    if what == "roofline":
         from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
-    path = Path(spec)
-    if path.is_dir():
-        return fit(path, DEFAULT_KIND, platform=platform, device_map=device_map)
-    if path.is_file():
-        from hetsim.costmodel.measured import MeasuredCostModel
+    if what == "aiconfigurator":
+        from hetsim.costmodel.aiconfigurator import AIConfiguratorCostModel
 
-        model = load(path)
-        if not isinstance(model, MeasuredCostModel):
-            raise CostModelError(
-                f"{path}: holds a bare {type(model).__name__} predictor, not a cost model; "
-                f"write one with 'hetsim costmodel fit PROFILE --kind K --out FILE'"
-            )
-        if device_map or platform:
-            model = MeasuredCostModel(model.predictor, device_kinds=model.device_kinds,
-                                      link_fits=model.link_fits, dispatch=model.dispatch,
-                                      device_map=device_map or model.device_map, platform=platform,
-                                      fallback=model.fallback, name=model.name)
-        return model
-    head, sep, kind = spec.rpartition(":")
-    if sep and kind in KINDS and Path(head).is_dir():
-        return fit(head, kind, platform=platform, device_map=device_map)
-    raise CostModelError(
-        f"cost model spec {spec!r}: expected 'roofline', a profile folder, PROFILE:KIND "
-        f"(KIND in {list(KINDS)}) or a saved model file; nothing of that name exists"
-    )
+        return AIConfiguratorCostModel(kind)
+    if what == "profile":
+        return fit(path, kind, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
+    from hetsim.costmodel.measured import MeasuredCostModel
+
+    model = load(path)
+    if not isinstance(model, MeasuredCostModel):
+        raise CostModelError(
+            f"{path}: holds a bare {type(model).__name__} predictor, not a cost model; "
+            f"write one with 'hetsim costmodel fit PROFILE --kind K --out FILE'"
+        )
+    if device_map or platform:
+        model = MeasuredCostModel(model.predictor, device_kinds=model.device_kinds,
+                                  link_fits=model.link_fits, dispatch=model.dispatch,
+                                  device_map=device_map or model.device_map, platform=platform,
+                                  fallback=model.fallback, name=model.name)
+    model.allow_uncovered = allow_uncovered
+    return model

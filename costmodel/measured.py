@@ -250,7 +250,7 @@ def write_json(path: Path, data: Any) -> None:
 class _GraphEntry:
     """Features of one graph and, per profile device, its predicted times."""
 
-    __slots__ = ("ref", "n_nodes", "index", "X", "times", "reasons", "warned")
+    __slots__ = ("ref", "n_nodes", "index", "X", "times", "reasons", "uncovered", "warned")
 
     def __init__(self, graph: Graph) -> None:
         self.ref = weakref.ref(graph)
@@ -259,6 +259,7 @@ class _GraphEntry:
         self.index = {n: i for i, n in enumerate(self.X.index)}
         self.times: dict[str, np.ndarray] = {}
         self.reasons: dict[str, list[str]] = {}
+        self.uncovered: set[str] = set()  # profile devices that measured none of the nodes
         self.warned: set[str] = set()
 
 
@@ -284,6 +285,10 @@ class MeasuredCostModel:
         Cost model for devices the profile has no data for (default :class:`Roofline`).
     name
         Shown in warnings and ``repr`` (the profile name).
+    allow_uncovered
+        Price a graph none of whose nodes the profile measured on a device (coverage
+        0 %: every time a fallback's extrapolation). By default that is refused with a
+        :class:`CostModelError`: a profile of other models says nothing measured about it.
     cache_size
         Graphs whose features and predicted times are kept (least recently used
         first out); entries hold the graph weakly.
@@ -307,6 +312,7 @@ class MeasuredCostModel:
         platform: Platform | None = None,
         fallback: Any = None,
         name: str = "measured",
+        allow_uncovered: bool = False,
         cache_size: int = 8,
     ) -> None:
         predictor._check_fitted()
@@ -327,6 +333,7 @@ class MeasuredCostModel:
         self.platform = platform
         self.fallback = fallback if fallback is not None else Roofline()
         self.name = name
+        self.allow_uncovered = bool(allow_uncovered)
         if not isinstance(cache_size, int) or cache_size < 1:
             raise CostModelError(f"cache_size must be an int >= 1, got {cache_size!r}")
         self.cache_size = cache_size
@@ -335,7 +342,7 @@ class MeasuredCostModel:
     @classmethod
     def from_profile(
         cls, profile: Profile, predictor: Predictor, *, device_map: Mapping[str, str] | None = None,
-        platform: Platform | None = None, fallback: Any = None,
+        platform: Platform | None = None, fallback: Any = None, allow_uncovered: bool = False,
     ) -> MeasuredCostModel:
         """Wrap ``predictor`` (fitted on ``profile.call_times()``) with the profile's
         devices, link fits and dispatch times; ``call_overhead`` is
@@ -345,7 +352,7 @@ class MeasuredCostModel:
         overhead = profile.call_overhead()
         return cls(predictor, device_kinds=profile.device_kinds, link_fits=fits, dispatch=profile.dispatch,
                    call_overhead=overhead, device_map=device_map, platform=platform, fallback=fallback,
-                   name=profile.name)
+                   name=profile.name, allow_uncovered=allow_uncovered)
 
     def __repr__(self) -> str:
         return f"MeasuredCostModel({self.name!r}, {self.predictor!r}, devices={list(self.device_kinds)})"
@@ -384,7 +391,10 @@ class MeasuredCostModel:
             raise CostModelError(f"graph {graph.name!r} has no node {node!r}")
         return entry
 
-    def _priced(self, graph: Graph, pdev: str, node: str | None = None) -> _GraphEntry:
+    def _priced(self, graph: Graph, pdev: str, node: str | None = None, *, refuse_uncovered: bool = True) -> _GraphEntry:
+        """The graph's entry with its times on ``pdev`` (predicted once); a graph the
+        profile measured none of is refused unless :attr:`allow_uncovered` (or
+        ``refuse_uncovered=False``: the reports)."""
         entry = self._entry(graph, node)
         if pdev not in entry.times:
             X = entry.X.assign(device=pdev)
@@ -396,7 +406,9 @@ class MeasuredCostModel:
             entry.times[pdev] = times
             entry.reasons[pdev] = reasons
             n_fb = sum(1 for r in reasons if r)
-            if n_fb:
+            if n_fb and n_fb == len(reasons):
+                entry.uncovered.add(pdev)
+            if n_fb and (pdev not in entry.uncovered or self.allow_uncovered):
                 example = next(r for r in reasons if r)
                 warnings.warn(
                     CostModelWarning(
@@ -406,6 +418,13 @@ class MeasuredCostModel:
                     ),
                     stacklevel=4,
                 )
+        if refuse_uncovered and pdev in entry.uncovered and not self.allow_uncovered:
+            raise CostModelError(
+                f"{self.name}: the profile measured none of the {len(entry.reasons[pdev])} nodes of graph "
+                f"{graph.name!r} on {pdev!r} (coverage 0%, e.g. {entry.reasons[pdev][0]}); profile the model "
+                "('hetsim profile'), or accept extrapolated times with --allow-uncovered "
+                "(Python: allow_uncovered=True)"
+            )
         return entry
 
     def op_time(self, graph: Graph, node: str, device: Device) -> float:
@@ -456,7 +475,7 @@ class MeasuredCostModel:
         if pdev is None:
             why = f"no profile data for a {device.kind} device: {type(self.fallback).__name__}"
             return {n: why for n in nodes}
-        entry = self._priced(graph, pdev)
+        entry = self._priced(graph, pdev, refuse_uncovered=False)
         return {n: r for n, r in zip(entry.X.index, entry.reasons[pdev]) if r}
 
     def coverage(self, graph: Graph, device: Device) -> float:

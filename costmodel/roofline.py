@@ -246,6 +246,7 @@ class Roofline:
         self.view_ops = frozenset(view_ops)
         # caches bounded by op kinds (x devices): they cannot grow in a sweep.
         self._classes: dict[Any, tuple[bool, str]] = {}
+        self._plain: dict[str, tuple[bool, str]] = {}  # the unfused ops of _classes
         self._resolved: dict[tuple[str, str, str], float | tuple[list[float], list[float]]] = {}
 
     def __repr__(self) -> str:
@@ -259,12 +260,15 @@ class Roofline:
     def _classify(self, d: Mapping[str, Any]) -> tuple[bool, str]:
         """(is a view, efficiency key) of a node's attributes, cached per op pattern."""
         op = d["op"]
+        hit = self._plain.get(op)
+        if hit is not None:
+            return hit
         members = _members(op, d.get("ops")) if op == "fused" or op.startswith("fused:") else None
         ckey: Any = op if members is None else (op, tuple(members))
         hit = self._classes.get(ckey)
         if hit is None:
             if members is None:
-                hit = (_short(op) in self.view_ops, _short(op))
+                hit = self._plain[op] = (_short(op) in self.view_ops, _short(op))
             else:
                 view = bool(members) and all(_short(m) in self.view_ops for m in members)
                 hit = (view, op_key(op, members))
@@ -330,6 +334,41 @@ class Roofline:
             eff = self._efficiency(key, flops, device)
             t_cmp = flops / (device.peak_flops * eff)
         return max(t_cmp, t_mem) + device.launch_overhead_s
+
+    def op_times(self, graph: Graph, nodes: Iterable[str], device: Device) -> list[float]:
+        """:meth:`op_time` of each of ``nodes`` on ``device`` (the same numbers), in one
+        pass: the simulator and the schedulers price whole graphs with it."""
+        data = graph.nx.nodes
+        classify = self._classify
+        mem_rate = device.mem_bandwidth_bytes_per_s * self.memory_efficiency(device)
+        peak, launch = device.peak_flops, device.launch_overhead_s
+        curves: dict[str, Any] = {}  # efficiency key -> constant or curve, on this device
+        out: list[float] = []
+        append = out.append
+        for n in nodes:
+            d = data[n]
+            view, key = classify(d)
+            if view:
+                append(0.0)
+                continue
+            flops = float(d["flops"])
+            t_mem = float(d["bytes"]) / mem_rate
+            if flops > 0:
+                curve = curves.get(key)
+                if curve is None:
+                    self._efficiency(key, flops, device)  # resolves the entry
+                    curve = curves[key] = self._resolved[(key, device.name, device.kind)]
+                eff = curve if type(curve) is float else _interp(curve, flops)
+                t_cmp = flops / (peak * eff)
+                append((t_cmp if t_cmp >= t_mem else t_mem) + launch)
+            else:
+                append((0.0 if 0.0 >= t_mem else t_mem) + launch)
+        return out
+
+    def dispatch_times(self, graph: Graph, nodes: Iterable[str], device: Device) -> list[float]:
+        """:meth:`dispatch_time` of each of ``nodes`` on ``device``."""
+        data, classify, ds = graph.nx.nodes, self._classify, device.dispatch_s
+        return [0.0 if classify(data[n])[0] else ds for n in nodes]
 
     def transfer_time(self, nbytes: int, link: Link) -> float:
         """One hop: ``latency_s + nbytes / bandwidth_bytes_per_s``."""

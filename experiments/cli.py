@@ -9,17 +9,61 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import subprocess
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
 
 from hetsim.graphs.graph import GraphError
 
 #: subcommand modules, in the order ``hetsim --help`` lists them
-SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "costmodel", "validate", "sweep", "plot"]
+SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "costmodel", "validate", "sweep", "plot", "llm"]
 
 
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit status 2."""
+
+
+def version_text() -> str:
+    """``hetsim 0.1.0 (git 1ac8187, /path/to/checkout)``: the version, and which code runs."""
+    import hetsim
+
+    root = Path(hetsim.__file__).resolve().parent.parent
+    where = [str(root)]
+    if (root / ".git").exists():
+        try:
+            out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"],
+                                 capture_output=True, text=True, timeout=5, check=True)  # fmt: skip
+            where.insert(0, f"git {out.stdout.strip()}")
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return f"hetsim {hetsim.__version__} ({', '.join(where)})"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: computed only when asked (it may run git)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(version_text())
+        parser.exit()
+
+
+def one_line_warning(prefix: str) -> Callable[..., None]:
+    """A :func:`warnings.showwarning` that prints ``PREFIX: warning: MESSAGE`` on one
+    line of stderr: a command-line user is told what is wrong, not which line of
+    hetsim's source noticed it."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:  # fmt: skip
+        text = " | ".join(part.strip() for part in str(message).splitlines() if part.strip())
+        print(f"{prefix}: warning: {text}", file=file or sys.stderr)
+
+    return show
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hetsim",
         description="Simulate DNN execution on CPU-GPU platforms and compare schedulers.",
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
@@ -64,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         FileNotFoundError,
     )
     try:
-        return int(args._run(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = one_line_warning(f"hetsim {args.command}")
+            return int(args._run(args) or 0)
     except user_errors as e:
         print(f"hetsim {args.command}: error: {e}", file=sys.stderr)
         return 2

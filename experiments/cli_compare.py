@@ -4,26 +4,49 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 
-from hetsim.experiments.common import add_model_args, load_model, parse_kv
+from hetsim.experiments.common import (
+    add_cost_args,
+    add_model_args,
+    check_cost,
+    cost_model,
+    load_model,
+    non_negative_float,
+    parse_kv,
+    positive_int,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``compare`` subcommand on ``sub``."""
+    from hetsim.experiments.compare import COLUMN_DEFINITIONS, TABLE_COLUMNS
+    from hetsim.sim.result import METRIC_DEFINITIONS, describe_metrics
+
     p = sub.add_parser(
         "compare",
         help="run every scheduler on a model, simulate each plan, table + plots",
         description="Plan MODEL with each scheduler, simulate every plan on the platform, "
-        "print makespan, speedups, latency, throughput, utilisation, PCIe bytes and "
-        "scheduling time, and write results.csv, plans and Gantt/bar charts to --out.",
+        "print makespan, speedups, latency, request rates, utilisation, link traffic and "
+        "scheduling time, and write results.csv, plans and charts to --out.",
+        epilog="columns (results.csv names; the table shows times in ms, bytes in MB):\n"
+        + describe_metrics((), {c: {**METRIC_DEFINITIONS, **COLUMN_DEFINITIONS}[c] for c in TABLE_COLUMNS})
+        + "\n\n" + textwrap.fill(
+            "optimal states its objective under the table: the makespan of the --requests "
+            "given, over static plans (a placement and an order) of the graph as given; "
+            "dynamic places at run time and tensor-split rewrites the graph, so either can "
+            "beat it.", 88),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_args(p)
     p.add_argument("--platform", default="xeon-p2200", help="preset name or TOML file (default xeon-p2200)")
     p.add_argument("--schedulers", help="comma-separated scheduler names (default: all that apply)")
-    p.add_argument("--cost", default="roofline", help="'roofline' (default) or a profile folder")
-    p.add_argument("--requests", type=int, default=1, help="requests through each plan (default 1)")
-    p.add_argument("--interval", type=float, default=0.0, help="seconds between request arrivals")
+    add_cost_args(p)
+    p.add_argument("--requests", type=positive_int, default=1, metavar="N",
+                   help="requests through each plan, all arriving at once unless --interval (default 1)")
+    p.add_argument("--interval", type=non_negative_float, default=0.0, metavar="S",
+                   help="seconds between request arrivals (default 0)")
     p.add_argument(
         "--scheduler-arg",
         action="append",
@@ -38,10 +61,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Compare, print the table, save to ``--out``; 1 when no scheduler gave a usable plan."""
     from hetsim.experiments.cli import CLIError
-    from hetsim.experiments.compare import compare
+    from hetsim.experiments.compare import check_arguments, compare
 
     t0 = time.perf_counter()
-    graph = load_model(args)
     sargs: dict[str, dict] = {}
     for item in args.scheduler_arg or []:
         if ":" not in item:
@@ -49,11 +71,18 @@ def run(args: argparse.Namespace) -> int:
         name, kv = item.split(":", 1)
         sargs.setdefault(name, {}).update(parse_kv([kv]))
     names = [s.strip() for s in args.schedulers.split(",") if s.strip()] if args.schedulers else None
+    # everything that can be wrong with the arguments is reported before the model import
+    from hetsim.sim.platform import Platform
+
+    check_arguments(names, sargs, args.requests, args.interval)
+    platform = Platform.load(args.platform)
+    check_cost(args.cost)
+    graph = load_model(args)
     cmp = compare(
         graph,
-        args.platform,
+        platform,
         schedulers=names,
-        cost=args.cost,
+        cost=cost_model(args, platform),
         requests=args.requests,
         interval_s=args.interval,
         scheduler_args=sargs,
@@ -66,14 +95,16 @@ def run(args: argparse.Namespace) -> int:
         f"requests {args.requests}"
     )
     print(cmp.format_table())
-    best = cmp.best()
-    if best is not None:
-        print(f"best: {best}   ({time.perf_counter() - t0:.1f} s)")
+    won = cmp.winners()
+    if won:
+        span = cmp.table.set_index("scheduler").at[won[0], "makespan_s"] * 1e3
+        tie = f" (tie at {span:.3f} ms)" if len(won) > 1 else ""
+        print(f"best{tie}: {', '.join(won)}   ({time.perf_counter() - t0:.1f} s)")
     else:
         print(f"hetsim compare: no scheduler produced a usable plan for {graph.name!r} on "
               f"{cmp.platform.name!r}; the reasons are in the table above", file=sys.stderr)
     if args.out:
         cmp.save(args.out, plots=not args.no_plots)
-        charts = "" if args.no_plots or best is None else ", makespan.png/pdf, gantt/"
+        charts = "" if args.no_plots or not won else ", makespan.png/pdf, gantt/"
         print(f"wrote {args.out}/results.csv, plans/{charts}")
-    return 0 if best is not None else 1
+    return 0 if won else 1

@@ -38,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--where", action="append", metavar="COL=VALUE[,VALUE...]",
                    help="keep only these rows (repeatable), e.g. --where link_bandwidth=1")
     p.add_argument("--agg", metavar="HOW",
-                   help="combine rows per cell: mean, median, min, max, geomean")
+                   help="combine several rows per bar, point or cell: mean, median, min, max, geomean "
+                   "(default: none; a figure never averages silently, the axis says what it combined)")
     p.add_argument("--log", action="store_true", help="bars: logarithmic y axis")
     p.add_argument("--point", metavar="ID", help="gantt: point id (or unique prefix) in RESULTS")
     p.add_argument("--color-by", choices=("kind", "request", "op"), default="kind",
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             elif args.kind == "speedup":
                 fig = plots.speedup_lines(df, x=args.x or "link_bandwidth", baseline=args.baseline,
                                           metric=args.metric or "makespan_s", hue=args.hue,
-                                          agg=args.agg or "geomean", **common)
+                                          agg=args.agg, **common)
             elif args.kind == "heatmap":
                 fig = plots.utilisation_heatmap(df, x=args.x or "link_bandwidth",
                                                 y=args.y or "scheduler",

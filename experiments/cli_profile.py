@@ -2,9 +2,9 @@
 
 Examples
 --------
-``hetsim profile resnet18 googlenet --devices cpu --backend torch --out profiles/box``
-``hetsim profile lstm --arg seq_len=4 --arg hidden=32 --batches 1,4 --out profiles/rnn``
-``hetsim profile resnet18 --devices cpu,cuda:0 --out profiles/gpu-box`` (on a GPU host)
+``hetsim profile resnet18 googlenet --devices cpu --backend torch --out out/profiles/box``
+``hetsim profile lstm --arg seq_len=4 --arg hidden=32 --batches 1,4 --out out/profiles/rnn``
+``hetsim profile resnet18 --devices cpu,cuda:0 --out out/profiles/gpu-box`` (on a GPU host)
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["torch", "tvm"], default="torch",
                    help="torch: vendor kernels (oneDNN, cuBLAS/cuDNN); tvm: TVM-compiled PrimFuncs "
                    "(default torch)")
-    p.add_argument("--out", required=True, metavar="DIR", help="profile folder, e.g. profiles/NAME")
+    p.add_argument("--out", required=True, metavar="DIR", help="profile folder, e.g. out/profiles/NAME")
     p.add_argument("--batches", type=_ints, default=[1], metavar="B[,B...]",
                    help="batch sizes to import zoo models at (default 1)")
     p.add_argument("--granularity", choices=["op", "fused"], default="op",

@@ -19,21 +19,41 @@ import argparse
 import json
 import sys
 
-from hetsim.experiments.common import add_model_args, load_model, parse_kv
+from hetsim.experiments.common import (
+    add_cost_args,
+    add_model_args,
+    check_cost,
+    cost_model,
+    load_model,
+    non_negative_float,
+    parse_kv,
+    positive_int,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``simulate`` subcommand on ``sub``."""
+    from hetsim.sim.result import METRIC_DEFINITIONS, describe_metrics
+
     p = sub.add_parser(
         "simulate",
         help="simulate a plan (file or scheduler) for a model on a platform",
         description="Replay a plan on the platform's devices and links (SimPy) and print "
-        "makespan, latency, throughput, utilisation, traffic and peak memory.",
+        "makespan, latency, request rates, busy time and utilisation per device and link, "
+        "traffic and peak memory.",
+        epilog="what the output reports:\n" + describe_metrics((), {
+            "makespan": METRIC_DEFINITIONS["makespan_s"],
+            "requests/s": METRIC_DEFINITIONS["requests_per_s"],
+            "steady state": METRIC_DEFINITIONS["throughput_per_s"],
+            "busy ms": "kernel time summed over the device's streams (a device with 4 "
+            "streams can be busy 4 x the makespan)",
+            "util": "busy / (makespan x streams); links: transfer time / makespan",
+        }),  # fmt: skip
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_args(p)
-    p.add_argument(
-        "--platform", required=True, metavar="NAME|FILE", help="platform preset name or TOML file"
-    )
+    p.add_argument("--platform", default="xeon-p2200", metavar="NAME|FILE",
+                   help="platform preset name or TOML file (default xeon-p2200, as compare)")
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--plan", metavar="FILE", help="plan JSON written by Plan.to_json")
     how.add_argument("--scheduler", metavar="NAME", help="build the plan with this scheduler")
@@ -43,23 +63,17 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="scheduler hyper-parameter, e.g. --scheduler-arg seed=3 (repeatable)",
     )
-    p.add_argument(
-        "--cost",
-        default="roofline",
-        metavar="SPEC",
-        help="cost model that plans and prices: roofline (default), a profile folder, "
-        "PROFILE:KIND or a saved model file",
-    )
+    add_cost_args(p)
     p.add_argument(
         "--requests",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="requests / micro-batches (default: the plan's microbatches, else 1)",
     )
     p.add_argument(
         "--interval",
-        type=float,
+        type=non_negative_float,
         default=0.0,
         metavar="S",
         help="seconds between request arrivals (default 0: all at once)",
@@ -67,7 +81,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
     p.add_argument(
         "--noise",
-        type=float,
+        type=non_negative_float,
         default=0.0,
         help="coefficient of variation of kernel/transfer times (default 0)",
     )
@@ -84,19 +98,27 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Load model, platform and plan; simulate; print the table (or JSON); exit status."""
     from hetsim import schedulers
+    from hetsim.sim.platform import Platform
 
+    # the scheduler (or plan file), platform and cost spec are checked before the model import
+    plan = schedulers.load_plan(args.plan) if args.plan else None  # rebuilds a dynamic policy
+    sched = None if plan is not None else schedulers.get(args.scheduler, **parse_kv(args.scheduler_arg))
+    platform = Platform.load(args.platform)
+    check_cost(args.cost)
     graph = load_model(args)
+    cost = cost_model(args, platform)
     options = dict(requests=args.requests, interval_s=args.interval, record=bool(args.trace), seed=args.seed,
                    noise=args.noise, check_memory=not args.no_memory_check)  # fmt: skip
-    if args.plan:  # load_plan rebuilds a dynamic policy from its description
-        run = schedulers.run_plan(graph, args.platform, schedulers.load_plan(args.plan), args.cost, **options)
+    if plan is not None:
+        run = schedulers.run_plan(graph, platform, plan, cost, **options)
     else:
-        sched = schedulers.get(args.scheduler, **parse_kv(args.scheduler_arg))
-        run = sched.run(graph, args.platform, args.cost, **options)
+        run = sched.run(graph, platform, cost, **options)
     result = run.result
     if run.graph is not graph:
         print(f"{args.scheduler} rewrote the graph: {graph.number_of_nodes()} -> "
               f"{run.graph.number_of_nodes()} nodes", file=sys.stderr)
+    if run.plan.meta.get("objective"):
+        print(f"{run.scheduler}: objective: {run.plan.meta['objective']}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.summary(), indent=1))
     else:

@@ -2,6 +2,7 @@
 
 Examples
 --------
+``hetsim validate googlenet --platform cpu2 --scheduler by-path`` (op times and host costs measured in the run)
 ``hetsim validate googlenet --platform cpu2 --scheduler heft --cost profiles/cpu2-torch --out out/v``
 ``hetsim validate my_models.py:TinyNet --input-shape 1x3x32x32 --platform cpu2 --scheduler heft``
 ``hetsim validate --all --models googlenet,resnet18 --platform cpu2 --cost profiles/cpu2-torch --out out/validation``
@@ -13,10 +14,17 @@ Examples
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+from collections.abc import Iterable
 from typing import Any
 
-from hetsim.experiments.common import parse_kv
+from hetsim.experiments.common import check_cost, parse_kv
+
+#: the validated plans' median makespan spread ``(p90 - p10) / median`` above which
+#: ``hetsim validate`` says the host is busy: noise of that size hides the simulator's
+#: own error at the 10 % a validation judges
+BUSY_SPREAD = 0.10
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -45,9 +53,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--plan", default=None, metavar="FILE", help="a plan JSON instead of --scheduler")
     p.add_argument("--scheduler-arg", action="append", metavar="KEY=VALUE",
                    help="scheduler hyper-parameter (repeatable)")
-    p.add_argument("--cost", default="roofline", metavar="PROFILE|SPEC",
+    p.add_argument("--cost", default=None, metavar="PROFILE|SPEC",
                    help="cost model the scheduler and the simulator use: roofline, a profile folder, "
-                   "DIR:KIND, or a saved model (default roofline)")
+                   "DIR:KIND, or a saved model (default: measure the op times and host costs in this run's "
+                   "own rounds, on a platform of this machine's CPU workers; roofline on one with GPUs)")
     p.add_argument("--backend", choices=["torch", "tvm"], default=None,
                    help="kernels: torch (vendor libraries) or tvm (default torch; with --calibrate: "
                    "the profile's backend)")
@@ -73,11 +82,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu@1", help="device of --profile-in-context (default cpu@1)")
     p.add_argument("--in-context", default=None, metavar="DIR",
                    help="with --all: also run each model on one worker in every round, write those op times "
-                   "to the profile folder DIR and simulate with them (--cost then only plans)")
+                   "to the profile folder DIR and simulate with them (with --cost, --cost then only plans; "
+                   "without, DIR replaces OUT/profile)")
     p.add_argument("--host-calibration", default=None, metavar="MODEL",
-                   help="with --all: also run MODEL (one not validated, e.g. squeezenet1_1) on one worker and "
-                   "with every edge crossing in every round, and simulate with the handoff and read rate "
-                   "measured so")
+                   help="zoo model (one not validated) run in every round on one worker, with every edge "
+                   "crossing and twice side by side, to measure the handoff, read rate and two-worker "
+                   "contention the simulation uses (default without --cost: squeezenet1_1; 'none': the "
+                   "platform's values)")
     return p
 
 
@@ -128,6 +139,10 @@ def _run_one(args: argparse.Namespace) -> int:
     from hetsim.sim.platform import Platform
 
     platform = Platform.load(args.platform)
+    if not args.plan:  # a mistyped scheduler, parameter or cost is reported before the model import
+        schedulers.get(args.scheduler, **parse_kv(args.scheduler_arg))
+    if args.cost:
+        check_cost(args.cost)
     spec = parse_model_spec(args.model)
     if spec.kind == "zoo":
         options = _model_kwargs([args.model], args.arg)[args.model]
@@ -138,8 +153,11 @@ def _run_one(args: argparse.Namespace) -> int:
     how: Any = schedulers.load_plan(args.plan) if args.plan else args.scheduler
     res = validate(graph, platform, how, args.cost, backend=args.backend or "torch", warmup=args.warmup,
                    repeats=args.repeats, device_map=_device_map(args.device_map),
-                   scheduler_args=parse_kv(args.scheduler_arg) if not args.plan else None)
+                   scheduler_args=parse_kv(args.scheduler_arg) if not args.plan else None,
+                   calibrate=args.host_calibration, folder=args.out,
+                   progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(res)
+    _hint_if_busy([res.run.spread])
     if args.out:
         out = res.write(args.out)
         print(f"wrote {out / 'sim_trace.json'} and {out / 'run_trace.json'} (open both in Perfetto)")
@@ -154,6 +172,12 @@ def _run_all(args: argparse.Namespace) -> int:
         raise CLIError("--all needs --out DIR (validation.csv, ranking.csv and traces go there)")
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     scheds = [s.strip() for s in args.schedulers.split(",") if s.strip()] if args.schedulers else None
+    from hetsim import schedulers
+
+    for name in scheds or []:  # reported before any model import
+        schedulers.get(name)
+    if args.cost:
+        check_cost(args.cost)
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -164,11 +188,39 @@ def _run_all(args: argparse.Namespace) -> int:
                          device_map=_device_map(args.device_map), out=args.out, progress=say,
                          in_context=args.in_context, calibrate=args.host_calibration)
     print(format_table(table))
+    print("\ninputs of the simulation:")
+    for what, where in table.attrs.get("inputs", {}).items():
+        print(f"  {what + ':':<12}{where}")
+    _hint_if_busy(table.loc[table["status"] == "ok", "spread_pct"] / 100.0)
     cal = table.attrs.get("calibration")
     if cal is not None:
         print("\nhost costs measured in the rounds:\n" + cal.to_string(index=False))
     print(f"wrote {args.out}/validation.csv and {args.out}/ranking.csv")
     return 0
+
+
+def busy_host_hint(spreads: Iterable[float]) -> str | None:
+    """What to tell the user when the runs' own noise says the host was busy: the
+    median over the validated plans of their makespans' ``(p90 - p10) / median`` is
+    above :data:`BUSY_SPREAD`; None on a quiet host.
+
+    Examples
+    --------
+    >>> busy_host_hint([0.03, 0.05]) is None
+    True
+    """
+    spread = float(statistics.median(list(spreads) or [0.0]))
+    if not spread > BUSY_SPREAD:
+        return None
+    return (f"the measured makespans spread by {spread:.0%} (p10-p90 over the median), more than the "
+            f"{BUSY_SPREAD:.0%} a validation judges: the host is busy, and the error mixes the simulator's "
+            "with the machine's noise; validate again on a quiet host (load average under 1)")
+
+
+def _hint_if_busy(spreads: Iterable[float]) -> None:
+    hint = busy_host_hint(spreads)
+    if hint:
+        print(f"hetsim validate: warning: {hint}", file=sys.stderr)
 
 
 def _calibrate(args: argparse.Namespace) -> int:

@@ -1,14 +1,70 @@
-"""Helpers shared by the CLI subcommands: model loading, ``KEY=VALUE`` arguments."""
+"""Helpers shared by the CLI subcommands: model loading, ``KEY=VALUE`` arguments, and
+the checks that run before a model is imported (a mistyped scheduler, platform, cost
+model or request count is reported at once, not after seconds of TVM import)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
 
 from hetsim.graphs.graph import Graph, GraphError
 
-__all__ = ["add_input_args", "add_model_args", "load_model", "parse_kv"]
+__all__ = [
+    "add_cost_args", "add_input_args", "add_model_args", "check_cost", "cost_model", "load_model", "non_negative_float",
+    "parse_kv", "positive_int",
+]  # fmt: skip
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--requests``, ``--batch``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0 (``--interval``, ``--noise``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def check_cost(spec: str) -> None:
+    """Refuse a ``--cost`` spec that names nothing (``CostModelError``), without fitting it."""
+    from hetsim.costmodel.fit import parse_spec
+
+    parse_spec(spec)
+
+
+def add_cost_args(p: argparse.ArgumentParser) -> None:
+    """``--cost SPEC`` and ``--allow-uncovered`` (see :func:`cost_model`)."""
+    p.add_argument("--cost", default="roofline", metavar="SPEC",
+                   help="cost model that plans and prices: roofline (default), a profile folder, "
+                   "PROFILE:KIND or a saved model file")  # fmt: skip
+    p.add_argument("--allow-uncovered", action="store_true",
+                   help="price a model the --cost profile measured none of (refused by default: "
+                   "every time would be extrapolated)")  # fmt: skip
+
+
+def cost_model(args: argparse.Namespace, platform: Any) -> Any:
+    """What ``--cost`` names, for ``Scheduler.run`` and ``compare``: the spec itself, or
+    with ``--allow-uncovered`` the cost model built from it that prices graphs its
+    profile measured none of."""
+    if not args.allow_uncovered:
+        return args.cost
+    from hetsim.costmodel.fit import from_spec
+
+    return from_spec(args.cost, platform=platform, allow_uncovered=True)
 
 
 def parse_kv(items: list[str] | None) -> dict[str, Any]:
@@ -33,7 +89,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         metavar="MODEL",
         help="zoo model name, graph JSON file, ONNX file, or file.py:ClassName (a torch module)",
     )
-    p.add_argument("--batch", type=int, default=1, help="batch size (zoo models; default 1)")
+    p.add_argument("--batch", type=positive_int, default=1, help="batch size (zoo models; default 1)")
     p.add_argument(
         "--granularity",
         choices=["op", "fused"],

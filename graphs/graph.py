@@ -1,6 +1,6 @@
 """The dataflow graph: a thin, validated wrapper around :class:`networkx.DiGraph`.
 
-Node attributes (see ``shared/DESIGN.md``):
+Node attributes (``docs/architecture.md`` describes the data model):
 
 ======================  =====================================================
 ``op``                  operator kind (``conv2d``, ``matmul``, ...; ``fused``)
@@ -83,7 +83,9 @@ DTYPE_BYTES: dict[str, int] = {
 #: operator kinds that only re-index a tensor in place: TVM runs them as views of
 #: their input (no kernel), cost models price them at zero (no launch, no dispatch)
 #: and the executors skip them.
-VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
+#: ``weight`` is the home of a constant tensor in memory (the source of a weight
+#: streamed to another device, :func:`graphs.llm.stream_weights`): no kernel either.
+VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten", "weight"})
 
 _REQUIRED_NODE_KEYS = ("op", "inputs", "outputs", "attrs", "flops", "bytes", "param_bytes")
 _OPTIONAL_NODE_KEYS = ("step", "layer", "ops", "name", "moe_block", "expert", "top_k")
@@ -373,7 +375,7 @@ def load(path: str | os.PathLike[str]) -> Graph:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise GraphError(f"{path}: malformed or truncated JSON ({e.msg} at line {e.lineno})") from None
+        raise GraphError(f"{path}: malformed or truncated JSON ({e.msg}: line {e.lineno} column {e.colno})") from None
     return Graph.from_dict(data, source=str(path))
 
 

@@ -53,6 +53,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "from_torch": ("hetsim.graphs", "from_torch"),
     "from_onnx": ("hetsim.graphs", "from_onnx"),
     "from_relax": ("hetsim.graphs", "from_relax"),
+    "llm_graph": ("hetsim.graphs.llm", "llm_graph"),
+    "LLMConfig": ("hetsim.graphs.llm", "LLMConfig"),
     # cost models
     "Roofline": ("hetsim.costmodel", "Roofline"),
     "cost_model": ("hetsim.costmodel", "from_spec"),
@@ -75,6 +77,7 @@ _API: dict[str, tuple[str, str | None]] = {
     # experiments and real devices
     "compare": ("hetsim.experiments.compare", "compare"),
     "Comparison": ("hetsim.experiments.compare", "Comparison"),
+    "plan_llm": ("hetsim.experiments.llm_plan", "plan_llm"),
     "execute": ("hetsim.runtime", "execute"),
 }
 

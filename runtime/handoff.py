@@ -11,6 +11,9 @@ core, the GIL handed over). The simulator charges it as ``Device.handoff_s``.
 * :func:`measure_handoff` -- executes a plan and returns the median gap after an
   input from another worker less the median gap after one from the same worker
   (the executor's own bookkeeping, which the per-op dispatch already prices);
+* :class:`HostCalibration` -- all of these, and the slowdown of two workers busy
+  at once against one alone (memory contention), in rounds interleaved with the
+  runs being validated;
 * :func:`measure_read_bandwidth` -- the other half of the handoff: an op reading a
   tensor the other worker produced runs longer than one whose input is hot in its
   own core's caches. Runs a one-worker plan and a plan whose every edge crosses
@@ -30,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from hetsim.graphs.graph import Graph
+    from hetsim.runtime.executor_setup import Wiring
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
@@ -172,6 +176,47 @@ def _one_and_crossing(graph: Graph, platform: Platform, devices: tuple[str, str]
     return Plan(dict.fromkeys(order, a)), crossing, cross_bytes
 
 
+def side_by_side(graph: Graph, wiring: Wiring, devices: tuple[str, str]) -> tuple[Graph, Wiring, Plan]:
+    """Two independent copies of ``graph`` (nodes and inputs prefixed ``a/`` and
+    ``b/``), their wiring (constants shared) and the plan that runs copy ``a`` on
+    ``devices[0]`` and copy ``b`` on ``devices[1]``: both workers busy at once,
+    each with the work a one-worker run gives it alone."""
+    import copy
+
+    import networkx as nx
+
+    from hetsim.graphs.graph import Graph as _Graph
+    from hetsim.runtime.executor_setup import Wiring as _Wiring
+    from hetsim.sim.plan import Plan
+
+    def ref(tag: str, src: tuple[str, Any]) -> tuple[str, Any]:
+        kind, val = src
+        if kind == "node":
+            return ("node", (f"{tag}/{val[0]}", val[1]))
+        return (kind, f"{tag}/{val}") if kind == "input" else (kind, val)
+
+    g = nx.DiGraph()
+    meta = copy.deepcopy(graph.meta)
+    meta["inputs"], meta["outputs"] = [], []
+    sources: dict[str, list[tuple[str, Any]]] = {}
+    slices: dict[str, dict[int, tuple[int, int, int]]] = {}
+    inputs: dict[str, Any] = {}
+    placement: dict[str, str] = {}
+    for tag, dev in zip(("a", "b"), devices):
+        g.update(nx.relabel_nodes(graph.nx, {n: f"{tag}/{n}" for n in graph.nx}, copy=True))
+        for i in graph.meta.get("inputs", []):
+            meta["inputs"].append({**i, "name": f"{tag}/{i['name']}", "consumers": [f"{tag}/{c}" for c in i["consumers"]]})
+        for o in graph.meta.get("outputs", []):
+            meta["outputs"].append({**o, "node": f"{tag}/{o['node']}"})
+        for n, srcs in wiring.sources.items():
+            sources[f"{tag}/{n}"] = [ref(tag, x) for x in srcs]
+        slices.update({f"{tag}/{n}": dict(v) for n, v in wiring.slices.items()})
+        inputs.update({f"{tag}/{k}": v for k, v in wiring.inputs.items()})
+        placement.update({f"{tag}/{n}": dev for n in graph.nx})
+    pair = _Graph(g, name=f"{graph.name}-side-by-side", meta=meta)
+    return pair, _Wiring(sources, wiring.consts, slices, inputs), Plan(placement)
+
+
 def _read_rate(extra: list[float], cross_bytes: int) -> tuple[float, float]:
     """Seconds per crossing byte (median extra kernel time / bytes) and its inverse
     (inf when the crossing runs were not slower)."""
@@ -243,11 +288,18 @@ class HostCalibration:
     host costs it derives are those of the same minutes: on a shared VM, waking the
     other core's thread costs 20 us in a quiet hour and 50 us in a busy one.
 
+    A third execution runs two copies of ``graph`` side by side, one per worker
+    (:func:`side_by_side`): both workers busy at once.
+
     :meth:`result` pools the crossing runs' :func:`handoff_gaps` (``handoff_s``: median
     gap after an input from the other worker less the median after one from the
-    same worker) and divides the crossing runs' extra kernel time over the
+    same worker), divides the crossing runs' extra kernel time over the
     one-worker runs' by the bytes that crossed (``handoff_bandwidth_bytes_per_s``,
-    as :func:`measure_read_bandwidth`); :meth:`apply` writes both into a platform.
+    as :func:`measure_read_bandwidth`), and divides the workers' mean kernel time
+    side by side by the kernel time of one alone (``slowdown``: the two workers' contention
+    for the memory, the caches and the interpreter); :meth:`apply` writes the
+    handoff and read rate into a platform's devices and the slowdown as a memory
+    domain (:mod:`sim.contention`).
 
     Parameters
     ----------
@@ -270,22 +322,26 @@ class HostCalibration:
         one, crossing, self.cross_bytes = _one_and_crossing(graph, platform, devices)
         self.graph = graph
         self.worker = next(iter(one.placement.values()))
-        self.one = self.crossing = None
+        self.workers = (self.worker, next(d for d in crossing.placement.values() if d != self.worker))
+        self.one = self.crossing = self.pair = None
         try:
             self.one = Execution(graph, one, platform, wire(graph, relax), backend=backend, model=relax,
                                  check=False)
             self.crossing = Execution(graph, crossing, platform, wire(graph, relax), backend=backend,
                                       model=relax, check=False)
-            self.one.run(warmup, timed=False)
-            self.crossing.run(warmup, timed=False)
+            pair_graph, pair_wiring, pair_plan = side_by_side(graph, wire(graph, relax), self.workers)
+            self.pair = Execution(pair_graph, pair_plan, platform, pair_wiring, backend=backend, check=False)
+            for ex in self.executions:
+                ex.run(warmup, timed=False)
         except BaseException:
             self.close()
             raise
 
     @property
     def executions(self) -> list[Any]:
-        """The one-worker and the crossing execution (run each once per round)."""
-        return [self.one, self.crossing]
+        """The one-worker, the crossing and the side-by-side execution (run each once
+        per round)."""
+        return [self.one, self.crossing, self.pair]
 
     def result(self, since: int = 0) -> dict[str, Any]:
         """``handoff_s``, ``handoff_bandwidth_bytes_per_s`` (inf when the crossing runs
@@ -301,14 +357,23 @@ class HostCalibration:
         stats = _gap_stats(gaps, f"calibration on {self.graph.name!r}: no op waited for the other worker")
         del stats["n_same"]
         extra = [_busy(c) - _busy(o) for c, o in zip(runs_c, runs_o)]
+        # both workers busy (side by side) against one alone: mean kernel time per worker
+        ratios = [_busy(p) / 2 / _busy(o) for p, o in zip(self.pair.runs[since:], runs_o) if _busy(o) > 0]
         return {**stats, "handoff_bandwidth_bytes_per_s": _read_rate(extra, self.cross_bytes)[1],
+                "slowdown": float(np.median(ratios)) if ratios else 1.0,
                 "extra_s": extra, "rounds": len(extra)}
 
-    def apply(self, platform: Platform, result: Mapping[str, Any] | None = None) -> Platform:
+    def apply(self, platform: Platform, result: Mapping[str, Any] | None = None, *,
+              contention: bool = True) -> Platform:
         """``platform`` with the measured ``handoff_s`` and read bandwidth on every
         device that shares memory with the calibrated workers (a platform
-        without them stays as it is)."""
+        without them stays as it is), and, with ``contention`` and a ``slowdown``
+        above 1, a memory domain of those devices that reproduces it
+        (:meth:`sim.contention.MemoryDomain.from_slowdown`, the workers' bandwidth;
+        replacing a domain of the same name)."""
         from dataclasses import replace
+
+        from hetsim.sim.contention import MemoryDomain
 
         res = result if result is not None else self.result()
         bw = res["handoff_bandwidth_bytes_per_s"]
@@ -317,10 +382,18 @@ class HostCalibration:
                     handoff_bandwidth_bytes_per_s=None if math.isinf(bw) else float(bw))
             if platform.shares_memory(self.worker, d.name) else d
             for d in platform.devices)
-        return platform.replace(devices=devices)
+        domains = platform.memory_domains
+        if contention and res.get("slowdown", 1.0) > 1.0:
+            members = [d.name for d in platform.devices if platform.shares_memory(self.worker, d.name)]
+            name = platform.device(self.worker).memory_domain
+            b = platform.device(self.worker).mem_bandwidth_bytes_per_s
+            # two busy at once demand slowdown * B: each member draws half of that
+            dom = MemoryDomain(name, b, dict.fromkeys(members, float(res["slowdown"]) * b / 2))
+            domains = (*(d for d in domains if d.name != name), dom)
+        return platform.replace(devices=devices, memory_domains=domains)
 
     def close(self) -> None:
         """Stop both executions' workers."""
-        for ex in (self.one, self.crossing):
+        for ex in (self.one, self.crossing, self.pair):
             if ex is not None:
                 ex.close()

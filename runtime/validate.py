@@ -31,15 +31,10 @@ Examples
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from hetsim.runtime.backends.base import BackendError
 from hetsim.runtime.context_profile import (
@@ -55,17 +50,22 @@ from hetsim.runtime.handoff import (
     measure_handoff,
     measure_read_bandwidth,
 )
+from hetsim.runtime.validate_result import ValidationResult
+from hetsim.runtime.validate_table import (
+    VALIDATION_COLUMNS,
+    format_table,
+    ranking,
+    summary,
+    with_ranks,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
-    from hetsim.runtime.executor import RunResult
     from hetsim.schedulers.run import PlanRun
-    from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
-    from hetsim.sim.result import SimResult
 
 __all__ = [
     "VALIDATION_COLUMNS",
@@ -80,132 +80,11 @@ __all__ = [
     "measure_read_bandwidth",
     "profile_in_context",
     "ranking",
+    "summary",
     "validate",
     "validate_all",
 ]
 
-#: columns of the :func:`validate_all` table, in order
-VALIDATION_COLUMNS = [
-    "model", "scheduler", "status", "simulated_s", "measured_s", "error_pct", "measured_p10_s",
-    "measured_p90_s", "spread_pct", "relative_error_pct", "simulated_rank", "measured_rank",
-    "kendall_tau", "kendall_p", "ops", "requests", "platform", "backend", "cost", "note",
-]
-#: the plan :data:`VALIDATION_COLUMNS` ``relative_error_pct`` is relative to
-BASELINE = "all-cpu"
-
-
-@dataclass
-class ValidationResult:
-    """A plan simulated and executed. Times in seconds.
-
-    Attributes
-    ----------
-    graph
-        The graph planned and run (rewritten by the scheduler's ``transform`` if any).
-    plan
-        The plan.
-    sim
-        The simulation (with records).
-    run
-        The execution.
-    cost
-        Name of the cost model the plan was simulated with.
-    """
-
-    graph: Graph
-    plan: Plan
-    sim: SimResult
-    run: RunResult
-    cost: str
-
-    @property
-    def scheduler(self) -> str:
-        return str(self.plan.meta.get("scheduler", "plan"))
-
-    @property
-    def simulated_s(self) -> float:
-        return float(self.sim.makespan)
-
-    @property
-    def measured_s(self) -> float:
-        """Median measured makespan."""
-        return float(self.run.median)
-
-    @property
-    def error_pct(self) -> float:
-        """``(simulated - measured) / measured`` in percent (negative: the simulator
-        predicts faster than the machine runs)."""
-        m = self.measured_s
-        return 100.0 * (self.simulated_s - m) / m if m > 0 else math.nan
-
-    def busy(self) -> pd.DataFrame:
-        """Per device: simulated and measured busy (kernel) time and the error."""
-        import pandas as pd
-
-        rows = []
-        for d in self.sim.device_busy:
-            s, m = self.sim.device_busy[d], self.run.device_busy.get(d, 0.0)
-            rows.append({"device": d, "simulated_busy_s": s, "measured_busy_s": m,
-                         "error_pct": 100.0 * (s - m) / m if m > 0 else (0.0 if s == 0 else math.nan)})
-        return pd.DataFrame(rows)
-
-    def row(self) -> dict[str, Any]:
-        """One row of the :func:`validate_all` table."""
-        run = self.run
-        return {
-            "model": str(self.graph.meta.get("model") or self.graph.name), "scheduler": self.scheduler,
-            "status": "ok", "simulated_s": self.simulated_s, "measured_s": self.measured_s,
-            "error_pct": self.error_pct, "measured_p10_s": run.p10, "measured_p90_s": run.p90,
-            "spread_pct": 100.0 * run.spread, "ops": self.graph.number_of_nodes(),
-            "requests": run.requests, "platform": run.platform, "backend": run.backend,
-            "cost": self.cost, "note": "",
-            **{f"sim_busy:{d}": b for d, b in self.sim.device_busy.items()},
-            **{f"run_busy:{d}": b for d, b in run.device_busy.items()},
-        }
-
-    def write(self, out: str | os.PathLike[str]) -> Path:
-        """Write ``sim_trace.json``, ``run_trace.json``, ``plan.json`` and
-        ``summary.json`` into the folder ``out``."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        self.sim.to_chrome_trace(out / "sim_trace.json")
-        self.run.to_chrome_trace(out / "run_trace.json")
-        self.plan.to_json(out / "plan.json")
-        summary = {"row": _jsonable(self.row()), "run": _jsonable(self.run.summary()),
-                   "sim": _jsonable(self.sim.summary()), "makespans_s": self.run.makespans,
-                   "check": self.run.check}
-        (out / "summary.json").write_text(json.dumps(summary, indent=1))
-        return out
-
-    def __str__(self) -> str:
-        ms = 1e3
-        run = self.run
-        lines = [
-            f"{self.graph.name} on {run.platform}: plan {self.scheduler}, backend {run.backend}, "
-            f"cost {self.cost}, {run.requests} request(s)",
-            f"makespan  simulated {self.simulated_s * ms:9.3f} ms   measured {self.measured_s * ms:9.3f} ms "
-            f"(p10 {run.p10 * ms:.3f}, p90 {run.p90 * ms:.3f}, {len(run.makespans)} runs)   "
-            f"error {self.error_pct:+.1f}%",
-            f"{'device':<12}{'sim busy ms':>14}{'run busy ms':>14}{'error':>9}",
-        ]
-        for r in self.busy().itertuples(index=False):
-            err = "-" if r.error_pct != r.error_pct else f"{r.error_pct:+.1f}%"
-            lines.append(f"{r.device:<12}{r.simulated_busy_s * ms:>14.3f}{r.measured_busy_s * ms:>14.3f}{err:>9}")
-        if run.check is not None:
-            lines.append(f"outputs match the {run.check['reference']} reference "
-                         f"(error {run.check['error']:.2g} of the tolerance)")
-        return "\n".join(lines)
-
-
-def _jsonable(d: Mapping[str, Any]) -> dict[str, Any]:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, np.generic):
-            v = v.item()
-        if isinstance(v, float) and not math.isfinite(v):
-            v = None
-        out[k] = v
-    return out
 
 
 def _platform(platform: Platform | str) -> Platform:
@@ -239,6 +118,9 @@ def validate(
     model: RelaxModel | None = None,
     scheduler_args: Mapping[str, Any] | None = None,
     seed: int | None = None,
+    calibrate: str | None = None,
+    folder: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ValidationResult:
     """Plan, simulate and execute ``graph`` on ``platform``; compare.
 
@@ -252,27 +134,72 @@ def validate(
         A scheduler name (``schedulers.get``), a scheduler instance, or a
         :class:`~sim.plan.Plan` for ``graph``.
     cost
-        The cost model the scheduler plans with and the simulator prices with: a
-        model, a spec (``"roofline"``, a profile folder, ``"DIR:KIND"``) or None
-        (roofline).
+        None (default): measure the simulator's inputs in this run
+        (:class:`~runtime.validate_inputs.InRunInputs`: op times in context, the
+        host costs and the two workers' contention on a calibration model, in
+        rounds interleaved with the plan's runs; the scheduler plans with a short
+        in-context profile taken first). Needs a platform of CPU workers; on one
+        with GPUs, None is the roofline. Otherwise the cost model the scheduler
+        plans with and the simulator prices with: a model, or a spec
+        (``"roofline"``, a profile folder, ``"DIR:KIND"``), with the platform's
+        host costs.
     backend, warmup, repeats, requests, device_map, model, seed
         As :func:`runtime.execute` (``requests`` also for the simulation).
     scheduler_args
         Hyper-parameters for a scheduler given by name.
+    calibrate
+        With ``cost=None``: the zoo model of the host calibration (default
+        ``squeezenet1_1``; ``"none"``: the platform's host costs).
+    folder
+        With ``cost=None``: where the measured profiles go (``plan-profile/``,
+        ``profile/``; default a temporary folder, removed afterwards).
+    progress
+        Called with a line of text as the measurement goes.
 
     Returns
     -------
     ValidationResult
+        ``inputs`` says which inputs were measured in the run and which came from
+        a file.
     """
     from hetsim.runtime.executor import execute
+    from hetsim.runtime.validate_inputs import InRunInputs, file_inputs, why_not_measured
 
     platform = _platform(platform)
+    if cost is None and why_not_measured(platform) is None:
+        from hetsim import schedulers
+        from hetsim.runtime.executor_setup import load_model
+
+        relax = model or load_model(graph)
+        how = (schedulers.get(scheduler_or_plan, **dict(scheduler_args or {}))
+               if isinstance(scheduler_or_plan, str) else scheduler_or_plan)
+        label = str(getattr(how, "name", None) or how.meta.get("scheduler", "plan"))
+        inputs = InRunInputs([(graph, relax)], platform, folder, backend=backend, warmup=warmup,
+                             calibrate=calibrate)
+        results: list[ValidationResult] = []
+        cal_rows: list[dict[str, Any]] = []
+        try:
+            rows = _validate_model(graph, relax, str(graph.meta.get("model") or graph.name), [(label, how)],
+                                   platform, inputs.plan_cost, "in-context, measured in this run", backend=backend,
+                                   warmup=warmup, repeats=repeats, device_map=device_map, out_dir=None,
+                                   progress=progress, profiler=inputs.profiler, calibration=inputs.calibration,
+                                   cal_rows=cal_rows, results=results, requests=requests, seed=seed)
+            if not results:
+                raise ExecutionError(f"{graph.name} {label}: {rows[0]['status']}: {rows[0].get('note', '')}")
+            res = results[0]
+            res.inputs = inputs.describe(platform, cal_rows[0] if cal_rows else None, rounds=repeats)
+            return res
+        finally:
+            inputs.close()
     cost_model, cost_name = _cost(cost, platform)
     run = _plan_run(graph, platform, scheduler_or_plan, cost_model, scheduler_args,
                     requests=requests, record=True, seed=seed)  # fmt: skip
     result = execute(run.graph, run.plan, platform, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
                      device_map=device_map, cost=cost_model, model=model, requests=requests)  # fmt: skip
-    return ValidationResult(run.graph, run.plan, run.result, result, cost_name)
+    inputs = file_inputs(platform, cost_name)
+    if cost is None:
+        inputs["op times"] += f" ({why_not_measured(platform)})"
+    return ValidationResult(run.graph, run.plan, run.result, result, cost_name, inputs)
 
 
 def _plan_run(graph: Graph, platform: Platform, how: Any, cost: Any, args: Mapping[str, Any] | None,
@@ -319,7 +246,11 @@ def validate_all(
         Scheduler names; default every registered one that applies (the others get a
         ``skipped`` row with the reason).
     cost
-        As :func:`validate` (one model for all).
+        As :func:`validate` (one model for all): None (with neither ``in_context``
+        nor ``calibrate``) measures the op times and host costs in the run's own
+        rounds (:class:`~runtime.validate_inputs.InRunInputs`; under ``out``:
+        ``plan-profile/``, ``profile/``, ``calibration.csv``); ``df.attrs["inputs"]``
+        says which inputs were measured and which came from a file.
     backend, warmup, repeats, device_map
         As :func:`runtime.execute`.
     out
@@ -372,26 +303,36 @@ def validate_all(
     from hetsim import schedulers as sched_mod
     from hetsim.runtime.backends.tvm_backend import import_model
     from hetsim.runtime.executor import load_model
+    from hetsim.runtime.validate_inputs import InRunInputs, file_inputs, why_not_measured
 
     platform = _platform(platform)
-    cost_model, cost_name = _cost(cost, platform)
     rows: list[dict[str, Any]] = []
     out_dir = Path(out) if out is not None else None
-    profiler = None
-    if in_context is not None:
-        profiler = ContextProfiler(in_context, backend=backend)
-    calibration = None
-    if calibrate is not None:
-        cal_model = import_model(calibrate, batch=batch)
-        calibration = HostCalibration(cal_model.graph, cal_model, platform, backend=backend, warmup=warmup)
+    items = []
+    for m in models:
+        if isinstance(m, str):  # one import gives the graph and its weights
+            relax_model = import_model(m, batch=batch, **dict((model_kwargs or {}).get(m, {})))
+            items.append((relax_model.graph, relax_model))
+        else:
+            items.append((m, load_model(m)))
+    measured = None
+    profiler = calibration = None
+    if cost is None and why_not_measured(platform) is None:
+        _say(progress, "measuring the op times to plan with (in context, before the rounds)")
+        measured = InRunInputs(items, platform, out_dir, backend=backend, warmup=warmup, batch=batch,
+                               calibrate=calibrate, profile=in_context)
+        cost_model, cost_name = measured.plan_cost, "in-context, measured in this run"
+        profiler, calibration = measured.profiler, measured.calibration
+    else:
+        cost_model, cost_name = _cost(cost, platform)
+        if in_context is not None:
+            profiler = ContextProfiler(in_context, backend=backend)
+        if calibrate is not None:
+            cal_model = import_model(calibrate, batch=batch)
+            calibration = HostCalibration(cal_model.graph, cal_model, platform, backend=backend, warmup=warmup)
     cal_rows: list[dict[str, Any]] = []
     try:
-        for m in models:
-            if isinstance(m, str):  # one import gives the graph and its weights
-                relax_model = import_model(m, batch=batch, **dict((model_kwargs or {}).get(m, {})))
-                graph = relax_model.graph
-            else:
-                graph, relax_model = m, load_model(m)
+        for graph, relax_model in items:
             mname = str(graph.meta.get("model") or graph.name)
             names = list(schedulers) if schedulers is not None else sched_mod.names()
             rows += _validate_model(graph, relax_model, mname, names, platform, cost_model, cost_name,
@@ -399,11 +340,24 @@ def validate_all(
                                     out_dir=out_dir, progress=progress, profiler=profiler,
                                     calibration=calibration, cal_rows=cal_rows)
     finally:
-        if calibration is not None:
+        if measured is not None:
+            measured.close()
+        elif calibration is not None:
             calibration.close()
     table = pd.DataFrame(rows)
+    if measured is not None:
+        table.attrs["inputs"] = measured.describe(platform, cal_rows[0] if len(cal_rows) == 1 else None,
+                                                  rounds=repeats)
+        if len(cal_rows) > 1:
+            table.attrs["inputs"]["host costs"] = "measured in this run, per model (below)"
+    else:
+        table.attrs["inputs"] = file_inputs(platform, cost_name)
+        if in_context is not None:
+            table.attrs["inputs"]["op times"] = f"measured in this run ({in_context}); plans made with {cost_name}"
+        if calibration is not None:
+            table.attrs["inputs"]["host costs"] = f"measured in this run on {calibrate}, per model (below)"
     rank = ranking(table)
-    table = _with_ranks(table, rank)
+    table = with_ranks(table, rank)
     table.attrs["ranking"] = rank
     if calibration is not None:
         table.attrs["calibration"] = pd.DataFrame(cal_rows)
@@ -417,11 +371,12 @@ def validate_all(
 
 
 def _validate_model(
-    graph: Graph, relax_model: RelaxModel, mname: str, names: Sequence[str], platform: Platform,
+    graph: Graph, relax_model: RelaxModel, mname: str, names: Sequence[str | tuple[str, Any]], platform: Platform,
     cost: Any, cost_name: str, *, backend: str, warmup: int, repeats: int,
     device_map: Mapping[str, str] | None, out_dir: Path | None, progress: Callable[[str], None] | None,
     profiler: ContextProfiler | None = None, calibration: HostCalibration | None = None,
-    cal_rows: list[dict[str, Any]] | None = None,
+    cal_rows: list[dict[str, Any]] | None = None, results: list[ValidationResult] | None = None,
+    requests: int | None = None, seed: int | None = None,
 ) -> list[dict[str, Any]]:
     """Plan and simulate with every scheduler, prepare every execution, then run them
     interleaved (round ``r`` runs each plan once, starting at plan ``r``), so that
@@ -429,28 +384,36 @@ def _validate_model(
     each round also runs every planned graph on one worker, and the plans are
     simulated afterwards with the op times so measured; with a ``calibration``,
     each round also runs its two executions, and the plans are simulated on the
-    platform with the host costs so measured."""
+    platform with the host costs so measured. ``names``: scheduler names, or
+    ``(label, how)`` with ``how`` a scheduler (name or instance) or a plan;
+    ``results`` collects each plan's :class:`ValidationResult`."""
     from hetsim import schedulers as sched_mod
     from hetsim.runtime.executor import Execution
     from hetsim.runtime.executor_setup import wire
     from hetsim.sim.engine import SimulationError
-    from hetsim.sim.plan import PlanError
+    from hetsim.sim.plan import Plan, PlanError
 
     rows: dict[str, dict[str, Any]] = {}
     late = profiler is not None or calibration is not None  # simulated after the runs, with what they measured
     live: list[tuple[str, PlanRun, Execution]] = []
     profiling: list[tuple[str, Graph, Execution]] = []
     try:
-        for name in names:
+        for item in names:
+            name, how = item if isinstance(item, tuple) else (item, item)
             row: dict[str, Any] = {"model": mname, "scheduler": name, "platform": platform.name,
                                    "backend": backend, "cost": cost_name}
             rows[name] = row
-            sched = sched_mod.get(name)
-            reason = sched.why_not(graph, platform)
             try:
-                if reason is not None:
-                    raise sched_mod.SchedulerError(reason)
-                run = sched.run(graph, platform, cost, simulate=not late, record=True)
+                if isinstance(how, Plan):
+                    run = sched_mod.run_plan(graph, platform, how, cost, simulate=not late, record=True,
+                                             requests=requests, seed=seed)
+                else:
+                    sched = sched_mod.get(how) if isinstance(how, str) else how
+                    reason = sched.why_not(graph, platform)
+                    if reason is not None:
+                        raise sched_mod.SchedulerError(reason)
+                    run = sched.run(graph, platform, cost, simulate=not late, record=True, requests=requests,
+                                    seed=seed)
             except sched_mod.SchedulerError as e:
                 row.update(status="skipped", note=str(e))
                 _say(progress, f"{mname} {name}: skipped ({e})")
@@ -461,7 +424,8 @@ def _validate_model(
                 continue
             try:
                 ex = Execution(run.graph, run.plan, platform, wire(run.graph, relax_model), backend=backend,
-                               cost=cost, model=relax_model, device_map=device_map)  # fmt: skip
+                               cost=cost, model=relax_model, device_map=device_map, requests=requests,
+                               seed=seed)  # fmt: skip
                 live.append((name, run, ex))
                 ex.run(warmup, timed=False)
             except (ExecutionError, BackendError) as e:
@@ -493,7 +457,8 @@ def _validate_model(
                 cal_rows.append({"model": mname, "calibration": calibration.graph.name,
                                  **{k: v for k, v in res.items() if k != "extra_s"}})
             _say(progress, f"{mname}: host calibration on {calibration.graph.name}: handoff "
-                           f"{res['handoff_s'] * 1e6:.1f} us, read {res['handoff_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s")
+                           f"{res['handoff_s'] * 1e6:.1f} us, read {res['handoff_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, "
+                           f"two workers busy {res['slowdown']:.3f}x slower")
         if profiler is not None:
             from hetsim import costmodel
 
@@ -501,8 +466,10 @@ def _validate_model(
             cost_name = f"in-context {profiler.path} (planned with {cost_name})"
         for name, run, ex in live:
             if late:  # with what the rounds measured: the calibrated platform, the in-context profile
-                run = run.simulate(platform=platform, cost=cost, record=True)
+                run = run.simulate(platform=platform, cost=cost, record=True, requests=requests, seed=seed)
             res = ValidationResult(run.graph, run.plan, run.result, ex.result(), cost_name)
+            if results is not None:
+                results.append(res)
             rows[name] = {**res.row(), "cost": cost_name}
             if out_dir is not None:
                 res.write(out_dir / mname / name)
@@ -525,91 +492,3 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     frame.to_csv(tmp, index=False)
     os.replace(tmp, path)
-
-
-def ranking(table: pd.DataFrame) -> pd.DataFrame:
-    """Per model: Kendall's tau between the simulated and measured makespans of its ok
-    schedulers, its p-value, how many there are, the best by each, and the fraction
-    of scheduler pairs that the measurements resolve (makespans further apart than
-    the p10-p90 spreads) which the simulator orders the same way."""
-    import pandas as pd
-    from scipy.stats import kendalltau
-
-    out = []
-    if "status" not in table:
-        return pd.DataFrame(columns=["model", "kendall_tau", "kendall_p", "n", "best_simulated",
-                                     "best_measured", "resolved_pairs", "resolved_agree"])
-    for model, grp in table[table["status"] == "ok"].groupby("model", sort=False):
-        sim, meas = grp["simulated_s"].to_numpy(float), grp["measured_s"].to_numpy(float)
-        lo, hi = grp["measured_p10_s"].to_numpy(float), grp["measured_p90_s"].to_numpy(float)
-        tau, p = (kendalltau(sim, meas) if len(grp) >= 2 else (math.nan, math.nan))
-        resolved = agree = 0
-        for i in range(len(grp)):
-            for j in range(i + 1, len(grp)):
-                if hi[i] < lo[j] or hi[j] < lo[i]:
-                    resolved += 1
-                    agree += (sim[i] - sim[j]) * (meas[i] - meas[j]) > 0
-        names = grp["scheduler"].to_numpy()
-        out.append({"model": model, "kendall_tau": float(tau), "kendall_p": float(p), "n": len(grp),
-                    "best_simulated": names[int(np.argmin(sim))], "best_measured": names[int(np.argmin(meas))],
-                    "resolved_pairs": resolved, "resolved_agree": agree / resolved if resolved else math.nan})
-    return pd.DataFrame(out)
-
-
-def _with_ranks(table: pd.DataFrame, rank: pd.DataFrame) -> pd.DataFrame:
-    import pandas as pd
-
-    table = table.copy()
-    for col in VALIDATION_COLUMNS:
-        if col not in table:
-            table[col] = "" if col in ("note", "status") else math.nan
-    ok = table["status"] == "ok"
-    for src, dst in (("simulated_s", "simulated_rank"), ("measured_s", "measured_rank")):
-        table.loc[ok, dst] = table[ok].groupby("model")[src].rank(method="min")
-    base = table[ok & (table["scheduler"] == BASELINE)].set_index("model")
-    if len(base):
-        sim_ratio = table["simulated_s"] / table["model"].map(base["simulated_s"])
-        run_ratio = table["measured_s"] / table["model"].map(base["measured_s"])
-        table.loc[ok, "relative_error_pct"] = (100.0 * (sim_ratio - run_ratio) / run_ratio)[ok]
-    taus = rank.set_index("model") if len(rank) else pd.DataFrame(columns=["kendall_tau", "kendall_p"])
-    table["kendall_tau"] = table["model"].map(taus["kendall_tau"]) if len(rank) else math.nan
-    table["kendall_p"] = table["model"].map(taus["kendall_p"]) if len(rank) else math.nan
-    extra = [c for c in table.columns if c not in VALIDATION_COLUMNS]
-    return table[VALIDATION_COLUMNS + extra].reset_index(drop=True)
-
-
-def format_table(table: pd.DataFrame) -> str:
-    """The :func:`validate_all` table as aligned text (ms and %), then the ranking."""
-    lines = [f"{'model':<14}{'scheduler':<20}{'simulated ms':>13}{'measured ms':>13}{'p10-p90 ms':>17}"
-             f"{'error':>9}{'rel.err':>9}  ranks s/m"]
-    for r in table.itertuples(index=False):
-        if r.status != "ok":
-            lines.append(f"{r.model:<14}{r.scheduler:<20}({r.status}: {str(r.note)[:90]})")
-            continue
-        lines.append(
-            f"{r.model:<14}{r.scheduler:<20}{r.simulated_s * 1e3:>13.3f}{r.measured_s * 1e3:>13.3f}"
-            f"{f'{r.measured_p10_s * 1e3:.2f}-{r.measured_p90_s * 1e3:.2f}':>17}{r.error_pct:>+8.1f}%"
-            f"{_pct(r.relative_error_pct):>9}  {int(r.simulated_rank)}/{int(r.measured_rank)}"
-        )
-    rank = table.attrs.get("ranking")
-    if rank is not None and len(rank):
-        lines.append("")
-        for r in rank.itertuples(index=False):
-            res = (f", resolved pairs ordered alike {r.resolved_agree:.0%} of {r.resolved_pairs}"
-                   if r.resolved_pairs else "")
-            lines.append(f"{r.model}: Kendall tau {r.kendall_tau:+.3f} (p={r.kendall_p:.3g}, {r.n} schedulers); "
-                         f"best simulated {r.best_simulated}, best measured {r.best_measured}{res}")
-    ok = table[table["status"] == "ok"]
-    if len(ok):
-        err = ok["error_pct"].abs()
-        lines.append(f"|error|: mean {err.mean():.1f}%, max {err.max():.1f}% over {len(ok)} plans; "
-                     f"within 10%: {int((err <= 10).sum())}/{len(ok)}")
-        rel = ok["relative_error_pct"].dropna().abs()
-        if len(rel):
-            lines.append(f"|rel.err| (vs each model's {BASELINE} plan): mean {rel.mean():.1f}%, "
-                         f"max {rel.max():.1f}%; within 10%: {int((rel <= 10).sum())}/{len(rel)}")
-    return "\n".join(lines)
-
-
-def _pct(v: float) -> str:
-    return "-" if v != v else f"{v:+.1f}%"

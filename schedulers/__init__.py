@@ -22,9 +22,12 @@ from hetsim.schedulers.cpop import CPOP
 from hetsim.schedulers.donf import DONF
 from hetsim.schedulers.dynamic import Dynamic, EarliestFinishPolicy
 from hetsim.schedulers.heft import HEFT
+from hetsim.schedulers.llm_policies import NGL, ExpertOffload, WeightStreaming
+from hetsim.schedulers.llm_search import PlacementSearch
 from hetsim.schedulers.optimal import Optimal
 from hetsim.schedulers.peft import PEFT
 from hetsim.schedulers.random_placement import RandomPlacement
+from hetsim.schedulers.refine import Refine
 from hetsim.schedulers.round_robin import RoundRobin
 from hetsim.schedulers.run import RUN_COLUMNS, PlanRun, run_plan
 from hetsim.schedulers.single_device import SingleDevice
@@ -33,6 +36,7 @@ from hetsim.schedulers.timeslice import TimeslicePipeline
 from hetsim.sim.plan import Plan, PlanError
 
 __all__ = [
+    "LLM_REGISTRY",
     "REGISTRY",
     "RUN_COLUMNS",
     "EarliestFinishPolicy",
@@ -40,6 +44,7 @@ __all__ = [
     "Scheduler",
     "SchedulerError",
     "get",
+    "llm_names",
     "load_plan",
     "names",
     "register",
@@ -63,20 +68,37 @@ REGISTRY: dict[str, tuple[type[Scheduler], dict[str, Any]]] = {
     "timeslice-pipeline": (TimeslicePipeline, {}),
     "antichain-dp": (AntichainDP, {}),
     "tensor-split": (TensorSplit, {}),
+    "refine": (Refine, {}),
     "optimal": (Optimal, {}),
+}
+
+#: placement policies for LLMs larger than the GPU: they plan only LLM graphs
+#: (``hetsim.graphs.llm``), so :func:`names` (what a comparison runs by default) leaves
+#: them out; :func:`get` knows them and :func:`llm_names` lists them.
+LLM_REGISTRY: dict[str, tuple[type[Scheduler], dict[str, Any]]] = {
+    "ngl": (NGL, {}),
+    "expert-offload": (ExpertOffload, {}),
+    "weight-streaming": (WeightStreaming, {}),
+    "llm-search": (PlacementSearch, {}),
 }
 
 
 def names() -> list[str]:
-    """Registered scheduler names, in registry order (baselines first)."""
+    """Registered scheduler names for any graph, in registry order (baselines first)."""
     return list(REGISTRY)
 
 
-def register(name: str, cls: type[Scheduler], **defaults: Any) -> None:
-    """Add a scheduler class under ``name`` (``defaults``: fixed keyword arguments)."""
-    if name in REGISTRY:
+def llm_names() -> list[str]:
+    """Registered LLM placement policies (:data:`LLM_REGISTRY`)."""
+    return list(LLM_REGISTRY)
+
+
+def register(name: str, cls: type[Scheduler], *, llm: bool = False, **defaults: Any) -> None:
+    """Add a scheduler class under ``name`` (``defaults``: fixed keyword arguments;
+    ``llm``: an LLM placement policy, listed by :func:`llm_names`)."""
+    if name in REGISTRY or name in LLM_REGISTRY:
         raise SchedulerError(f"scheduler {name!r} is already registered")
-    REGISTRY[name] = (cls, dict(defaults))
+    (LLM_REGISTRY if llm else REGISTRY)[name] = (cls, dict(defaults))
 
 
 def get(name: str, **kw: Any) -> Scheduler:
@@ -89,9 +111,15 @@ def get(name: str, **kw: Any) -> Scheduler:
         (listing the accepted ones).
     """
     try:
-        cls, defaults = REGISTRY[name]
+        cls, defaults = REGISTRY[name] if name in REGISTRY else LLM_REGISTRY[name]
     except KeyError:
-        raise SchedulerError(f"unknown scheduler {name!r}; known: {', '.join(names())}") from None
+        import difflib
+
+        close = difflib.get_close_matches(str(name), [*names(), *llm_names()], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SchedulerError(
+            f"unknown scheduler {name!r}{hint}; known: {', '.join(names())}; for LLMs: {', '.join(llm_names())}"
+        ) from None
     fixed = set(defaults) & set(kw)
     if fixed:
         raise SchedulerError(f"scheduler {name!r}: parameter(s) {sorted(fixed)} are fixed by its name")

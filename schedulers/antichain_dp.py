@@ -22,14 +22,20 @@ DP costs O(S^2 x D) for S downsets.
 The number of downsets grows exponentially with the graph's width: up to
 ``max_states`` are enumerated (breadth first, as bitmasks); beyond that the graph
 is coarsened to one linear sequence of cut points, the prefixes of a
-topological order (every prefix is a downset), and the same DP runs on it in
-O(V^2 x D) (a contiguous split of a chain, as PipeDream does for linear models).
+topological order (every prefix is a downset), and the same DP runs on it
+(a contiguous split of a chain, as PipeDream does for linear models): its tables in
+O(V + E) (prefix sums), the split in O(V) cost evaluations on two devices, O(V^2 x
+D) on more (:func:`schedulers.timeslice.partition_chain`). Enumerating the downsets
+costs O(max_states x (V + E)) at most. Measured (``python
+benchmarks/scheduler_scaling.py``, layered DAGs on ``xeon-p2200``, CPU time):
+see the README's "Speed and scale".
 The plan carries the stages and ``microbatches``.
 """
 
 from __future__ import annotations
 
 import math
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from hetsim.schedulers.base import CostTable, Scheduler, SchedulerError, topo_priority
@@ -44,21 +50,32 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def downsets(preds: list[int], n: int, max_states: int) -> list[int] | None:
     """All downsets as bitmasks (``preds[i]``: bitmask of node i's predecessors),
-    sorted by size; None when there are more than ``max_states``."""
+    sorted by size; None when there are more than ``max_states``.
+
+    Breadth first from the empty set; each downset keeps the nodes that can join it
+    (not in it, every predecessor in it), so a step costs O(those + successors),
+    not O(n).
+    """
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for i, m in enumerate(preds):
+        while m:
+            low = m & -m
+            succs[low.bit_length() - 1].append(i)
+            m ^= low
     seen = {0}
-    frontier = [0]
+    frontier: list[tuple[int, list[int]]] = [(0, [i for i in range(n) if not preds[i]])]
     while frontier:
         nxt = []
-        for s in frontier:
-            for i in range(n):
-                bit = 1 << i
-                if not s & bit and preds[i] & s == preds[i]:
-                    t = s | bit
-                    if t not in seen:
-                        seen.add(t)
-                        if len(seen) > max_states:
-                            return None
-                        nxt.append(t)
+        for s, addable in frontier:
+            for i in addable:
+                t = s | 1 << i
+                if t in seen:
+                    continue
+                seen.add(t)
+                if len(seen) > max_states:
+                    return None
+                more = [j for j in succs[i] if preds[j] & t == preds[j]]
+                nxt.append((t, [j for j in addable if j != i] + more))
         frontier = nxt
     return sorted(seen, key=lambda s: (s.bit_count(), s))
 
@@ -93,14 +110,15 @@ class AntichainDP(Scheduler):
         work = {d: [table.w[x][d] + table.disp[x][d] for x in topo] for d in order}
         tensors = [(1 << idx[t.producer], sum(1 << idx[c] for c in t.consumers), t.nbytes)
                    for t in table.tensors.values() if t.producer is not None and t.consumers]
+        params = [graph.nx.nodes[x]["param_bytes"] for x in topo]
         if states is None:
             mode, states = "linear", [(1 << i) - 1 for i in range(n + 1)]
+            cost_of, cut, held = _prefix_tables(n, work, tensors, params)
         else:
             mode = "antichain"
-        cost_of = {d: [sum(w for i, w in enumerate(work[d]) if s >> i & 1) for s in states] for d in order}
-        cut = [sum(b for p, c, b in tensors if p & s and c & ~s) for s in states]
-        params = [graph.nx.nodes[x]["param_bytes"] for x in topo]
-        held = [sum(b for i, b in enumerate(params) if s >> i & 1) for s in states]
+            cost_of = {d: [sum(w for i, w in enumerate(work[d]) if s >> i & 1) for s in states] for d in order}
+            cut = [sum(b for p, c, b in tensors if p & s and c & ~s) for s in states]
+            held = [sum(b for i, b in enumerate(params) if s >> i & 1) for s in states]
         room = {d: platform.device(d).memory_bytes for d in order}
         if mode == "linear":
             def price(i: int, j: int, dev: str, k: int) -> float:
@@ -171,6 +189,22 @@ class AntichainDP(Scheduler):
             j = i
         masks.reverse()
         return best[m][full], masks, order[:m]
+
+
+def _prefix_tables(
+    n: int, work: dict[str, list[float]], tensors: list[tuple[int, int, int]], params: list[int]
+) -> tuple[dict[str, list[float]], list[int], list[int]]:
+    """Stage tables of the prefixes ``0..j-1`` of the topological order, j = 0..n, in
+    O(V + E): op + dispatch time per device (summed in index order, as ``sum`` over
+    the prefix does), bytes cut between prefix and rest, weights held."""
+    cost_of = {d: list(accumulate(w, initial=0)) for d, w in work.items()}
+    held = list(accumulate(params, initial=0))
+    delta = [0] * (n + 2)  # a tensor is cut by prefixes j with producer < j <= last consumer
+    for p, c, b in tensors:
+        delta[p.bit_length()] += b
+        delta[c.bit_length()] -= b
+    cut = list(accumulate(delta[: n + 1]))
+    return cost_of, cut, held
 
 
 def _no_split(graph: Graph, table: CostTable, stages: list[str], room: dict[str, int]) -> str:

@@ -26,6 +26,7 @@ Helpers
 
 from __future__ import annotations
 
+import copy
 import heapq
 import inspect
 import math
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from hetsim.costmodel.base import host_dispatch
 from hetsim.graphs.graph import check_io, tensor_bytes
 from hetsim.schedulers.run import PlanRun
+from hetsim.schedulers.timeline import Timeline
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -337,8 +339,9 @@ class EFTState:
 
     Notes
     -----
-    :meth:`eft` costs O(in-degree x hops + device timeline length) with insertion,
-    O(in-degree x hops) without.
+    :meth:`eft` costs O(in-degree x hops) plus, with insertion, a search of each
+    stream's :class:`~schedulers.timeline.Timeline` (O(log n) when the op goes
+    after the last interval, O(sqrt-ish n) at worst: see its docstring).
     """
 
     def __init__(self, table: CostTable, *, insertion: bool = True, contention: bool = False) -> None:
@@ -346,8 +349,8 @@ class EFTState:
         self.insertion = insertion
         self.contention = contention
         plat = table.platform
-        self.lanes: dict[str, list[list[tuple[float, float]]]] = {
-            d.name: [[] for _ in range(d.streams)] for d in plat.devices
+        self.lanes: dict[str, list[Timeline]] = {
+            d.name: [Timeline() for _ in range(d.streams)] for d in plat.devices
         }
         self.placement: dict[str, str] = {}
         self.start: dict[str, float] = {}
@@ -387,23 +390,13 @@ class EFTState:
         """When all of ``n``'s inputs can be on ``device``."""
         return max((self._arrive(k, device, commit) for k in self.table.reads[n]), default=0.0)
 
-    def _slot(self, device: str, ready: float, dur: float) -> tuple[float, int, int]:
-        best = (math.inf, 0, 0)
+    def _slot(self, device: str, ready: float, dur: float) -> tuple[float, int, tuple[int, int]]:
+        best: tuple[float, int, tuple[int, int]] = (math.inf, 0, (0, 0))
         for li, lane in enumerate(self.lanes[device]):
-            if not self.insertion or not lane:
-                s = max(ready, lane[-1][1] if lane else 0.0)
-                pos = len(lane)
+            if self.insertion:
+                s, pos = lane.earliest(ready, dur)
             else:
-                s, pos = ready, len(lane)
-                prev_end = 0.0
-                for i, (bs, be) in enumerate(lane):
-                    s = max(ready, prev_end)
-                    if s + dur <= bs:
-                        pos = i
-                        break
-                    prev_end = be
-                else:
-                    s = max(ready, prev_end)
+                s, pos = max(ready, lane.end), lane.tail()
             if s < best[0]:
                 best = (s, li, pos)
         return best
@@ -440,7 +433,7 @@ class EFTState:
                 ready = max(ready, self.host_free[lane])
             s, li, pos = self._slot(device, ready, disp + w)
             f = s + disp + w
-            self.lanes[device][li].insert(pos, (s, f))
+            self.lanes[device][li].insert(pos, s, f)
             if self.contention and disp > 0.0:
                 self.host_free[lane] = max(self.host_free[lane], s + disp)
         self.placement[n] = device
@@ -636,11 +629,29 @@ class Scheduler:
 
         platform = _Platform.load(platform)
         cost = as_cost_model(cost, platform=platform)
+        sched = self.for_requests(options.get("requests"), options.get("interval_s", 0.0))
         t0 = time.perf_counter()
-        g2 = self.transform(graph, platform, cost)
-        plan = self.schedule(g2, platform, cost)
+        g2 = sched.transform(graph, platform, cost)
+        plan = sched.schedule(g2, platform, cost)
         run = PlanRun(g2, platform, cost, plan, scheduling_time_s=time.perf_counter() - t0)
         return run.simulate(**options) if simulate else run
+
+    def for_requests(self, requests: int | None, interval_s: float = 0.0) -> Scheduler:
+        """This scheduler set up for the requests its plan will serve (:meth:`run` calls it).
+
+        A scheduler whose plan depends on them takes hyper-parameters ``requests``
+        (and ``interval_s``) whose default None means "those of the run": it gets a
+        copy with them set (``requests`` None: 1), so that ``plan.meta["params"]``
+        says what the plan was made for. Others are returned as they are.
+        """
+        params = self.get_params()
+        if params.get("requests", 0) is not None:
+            return self
+        out = copy.copy(self)
+        out.requests = int(requests or 1)
+        if "interval_s" in params and params["interval_s"] is None:
+            out.interval_s = float(interval_s or 0.0)
+        return out
 
     def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
         raise NotImplementedError

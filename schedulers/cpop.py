@@ -8,7 +8,8 @@ priority equals the entry's (|CP|) form the critical path; the device minimising
 the critical path's total op time is the critical-path processor. Ready nodes are
 taken in decreasing priority; critical-path nodes go to the critical-path
 processor, the others to their earliest-finish device (insertion-based).
-Complexity O(V^2 x D) (as HEFT) plus O(V log V) for the ready queue.
+Complexity as HEFT (:mod:`schedulers.heft`: the insertion search through a gap
+index per stream, near-linear) plus O(V log V) for the ready queue.
 """
 
 from __future__ import annotations

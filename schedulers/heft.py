@@ -7,8 +7,13 @@ Systems 13(3):260-274, 2002, section 4.1.
 Nodes are taken in decreasing upward rank (mean op time over devices, mean
 transfer time over device pairs); each goes to the device giving it the earliest
 finish time, possibly in an idle gap between two already scheduled ops
-(insertion-based policy). Complexity O(E x D) for the EFT evaluations plus the
-insertion search, O(V^2 x D) in the worst case.
+(insertion-based policy). Complexity O((V + E) x D) for the ranks and the EFT
+evaluations, plus the insertion search: each stream's busy intervals sit in a
+:class:`~schedulers.timeline.Timeline` (a gap index), O(BLOCK + log V) per search
+instead of a scan of every slot, O(V / BLOCK) on the one insertion in BLOCK that
+splits a block. Measured (``python benchmarks/scheduler_scaling.py``, layered
+DAGs on ``xeon-p2200``, CPU time): 0.34 s at 5 000 nodes, 1.7 s at 20 000
+(x5.0 for x4 nodes), about 10 s at 100 000.
 
 Differences from the paper, both neutral on its model: a tensor read by several
 nodes on one device is transferred there once (the simulator's semantics), and

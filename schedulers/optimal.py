@@ -51,6 +51,16 @@ phase 1 has O(V x D) op and O(T x D^2 x hops) transfer intervals (T tensors),
 phase 2 adds O(J^2) literals per resource for its J jobs, which is why graphs above
 ``max_nodes`` are refused. Each phase stops at its share of ``time_limit_s``;
 ``meta`` reports ``status`` (OPTIMAL/FEASIBLE), objective, bound and the gap.
+
+The objective is the makespan of the requests the plan will serve
+(``requests``, ``interval_s``; :meth:`Scheduler.run` passes its own), over plans of
+one placement and one priority order for the graph as given; ``meta["objective"]``
+says it in words, with the status (``hetsim compare`` prints it under the table).
+With several requests the one-request optimum need not be the best plan (pipelining
+may want another placement): :mod:`schedulers.optimal_requests` solves the
+requests' relaxation for a bound and returns the best plan it finds. Plans of other
+kinds can beat the yardstick: ``dynamic`` places each request at run time, the
+pipelines run stages, ``tensor-split`` rewrites the graph.
 """
 
 from __future__ import annotations
@@ -58,28 +68,18 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ortools.sat.python import cp_model
-
-from hetsim.schedulers.base import INPUT_PREFIX, CostTable, Scheduler, SchedulerError
+from hetsim.schedulers.base import CostTable, Scheduler, SchedulerError
 from hetsim.schedulers.heft import heft_state
+from hetsim.schedulers.optimal_model import build_model
+from hetsim.schedulers.optimal_requests import PLANS, optimise_requests, standing
 from hetsim.sim.plan import Plan
+
+__all__ = ["Optimal"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Platform
-
-
-#: largest value the model's keys may reach (2**62: headroom in int64 for the sums)
-_INT_LIMIT = 1 << 62
-
-
-class _TooLong(Exception):
-    """The horizon in time units overflows CP-SAT's integers by ``factor``."""
-
-    def __init__(self, factor: float) -> None:
-        super().__init__(factor)
-        self.factor = factor
 
 
 class Optimal(Scheduler):
@@ -88,7 +88,8 @@ class Optimal(Scheduler):
     Parameters
     ----------
     time_limit_s
-        Solver wall-clock limit for both phases together.
+        Solver wall-clock limit for both phases together (with ``requests`` > 1,
+        half for the one-request optimum and half for the requests' relaxation).
     max_nodes
         Larger graphs raise :class:`SchedulerError`.
     executable
@@ -100,6 +101,9 @@ class Optimal(Scheduler):
         Integer time unit of the model.
     workers
         CP-SAT search workers.
+    requests, interval_s
+        The workload whose makespan is minimised (None: that of
+        :meth:`Scheduler.run`; 1 request when scheduled alone).
     """
 
     name = "optimal"
@@ -113,6 +117,8 @@ class Optimal(Scheduler):
         model_dispatch: bool = True,
         time_unit_s: float = 1e-9,
         workers: int = 2,
+        requests: int | None = None,
+        interval_s: float | None = None,
     ) -> None:
         self.time_limit_s = time_limit_s
         self.max_nodes = max_nodes
@@ -120,6 +126,8 @@ class Optimal(Scheduler):
         self.model_dispatch = model_dispatch
         self.time_unit_s = time_unit_s
         self.workers = workers
+        self.requests = requests
+        self.interval_s = interval_s
 
     def why_not(self, graph: Graph, platform: Platform) -> str | None:
         if graph.number_of_nodes() > self.max_nodes:
@@ -130,21 +138,30 @@ class Optimal(Scheduler):
         return None
 
     def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
-        table = CostTable(graph, platform, cost)
         if not self.time_unit_s > 0:
             raise SchedulerError(f"optimal: time_unit_s must be > 0, got {self.time_unit_s!r}")
-        unit = float(self.time_unit_s)
-        while True:  # a graph whose times span more than int64 time units: coarser units
-            try:
-                mdl = _Model(table, unit, self.model_dispatch)
-                break
-            except _TooLong as e:
-                unit = float(f"{unit * 10.0 ** math.ceil(math.log10(e.factor) + 1e-9):.3g}")
+        requests, interval = int(self.requests or 1), float(self.interval_s or 0.0)
+        if requests < 1 or interval < 0:
+            raise SchedulerError(f"optimal: requests must be >= 1 and interval_s >= 0, got "
+                                 f"{self.requests!r} and {self.interval_s!r}")  # fmt: skip
+        budget = float(self.time_limit_s)
+        one = self._one_request(graph, platform, cost, budget if requests == 1 else budget / 2)
+        meta = one.meta
+        if requests == 1:
+            meta["objective"] = f"makespan of one request, over {PLANS}; {standing(meta)}"
+            return one
+        return optimise_requests(graph, platform, cost, one, requests=requests, interval_s=interval,
+                                 time_limit_s=budget / 2, model_dispatch=self.model_dispatch,
+                                 time_unit_s=float(self.time_unit_s), workers=self.workers)  # fmt: skip
+
+    def _one_request(self, graph: Graph, platform: Platform, cost: CostModel, budget: float) -> Plan:
+        """The exact optimum for one request (the two phases of the module docstring)."""
+        table = CostTable(graph, platform, cost)
+        mdl, unit = build_model(table, float(self.time_unit_s), self.model_dispatch)
         tol = (len(table.topo) + len(table.tensors)) * unit
         hint = heft_state(table, contention=True)
         for (n, d), lit in mdl.x.items():
             mdl.m.AddHint(lit, hint.placement[n] == d)
-        budget = float(self.time_limit_s)
         first = mdl.solve(budget * (0.5 if self.executable else 1.0), self.workers)
         if first is None:
             raise SchedulerError(
@@ -261,292 +278,3 @@ def _from_records(table: CostTable, plan: Plan, records: list[dict[str, Any]], u
         "end": {n: end.get(n, start.get(n, 0)) for n in table.topo},
         "transfers": transfers,
     }
-
-
-class _Model:
-    """The CP-SAT model: phase 1 on construction, phase 2 by :meth:`add_simulator_rules`."""
-
-    def __init__(self, table: CostTable, unit: float, model_dispatch: bool) -> None:
-        self.table = table
-        self.solve_times: list[float] = []  # wall time of every solve, found a solution or not
-        platform, cost = table.platform, table.cost
-        self.q = q = lambda t: int(round(t / unit))  # noqa: E731
-        devs, topo = table.devices, table.topo
-        self.m = m = cp_model.CpModel()
-        self.dur = dur = {
-            (n, d): q(table.w[n][d] + table.disp[n][d]) for n in topo for d in devs if math.isfinite(table.w[n][d])
-        }
-        host, nv = platform.host, len(topo)
-        chains = sum(
-            max((sum(q(cost.transfer_time(t.nbytes, lk)) for _, lk in table.hops(s, d)) for s in devs), default=0)
-            for t in table.tensors.values() for d in [*devs, host]
-        ) + len(table.tensors) * max((q(platform.device(d).handoff_s) for d in devs), default=0)
-        # (n, d) -> [(producer, extra time units)]: inputs n reads slower when their
-        # producer ran on another device of d's memory (Device.handoff_bandwidth_bytes_per_s)
-        self.reads: dict[tuple[str, str], list[tuple[str, int]]] = {}
-        for n, d in dur:
-            peer = next((s2 for s2 in devs if s2 != d and platform.shares_memory(s2, d)), None)
-            if peer is None or table.w[n][d] <= 0.0:
-                continue  # nobody shares d's memory, or a zero-time view (it reads nothing)
-            tensors = [table.tensors[k] for k in table.reads[n]]
-            terms = [(tk.producer, q(table.read_time(tk.nbytes, peer, d))) for tk in tensors if tk.producer]
-            if any(c > 0 for _, c in terms):
-                self.reads[n, d] = [(pr, c) for pr, c in terms if c > 0]
-        h_read = sum(max((sum(c for _, c in self.reads.get((n, d), ())) for d in devs), default=0) for n in topo)
-        self.h = h = sum(max(dur[n, d] for d in devs if (n, d) in dur) for n in topo) + chains + h_read + 1
-        self.key_scale = nv + 1
-        self.big = (h + 1) * (nv + 1) + nv
-        if 2 * self.big > _INT_LIMIT:  # CP-SAT's int64 arithmetic would overflow
-            raise _TooLong(2 * self.big / _INT_LIMIT)
-        self.x: dict[tuple[str, str], Any] = {}
-        self.start = {n: m.NewIntVar(0, h, f"S[{n}]") for n in topo}
-        self.end = {n: m.NewIntVar(0, h, f"E[{n}]") for n in topo}
-        self.makespan = m.NewIntVar(0, h, "makespan")
-        self.dev_jobs: dict[str, list[tuple]] = {d: [] for d in devs}
-        #: (n, d) -> n's time on d: a constant, or a variable when it reads inputs of
-        #: another device of d's memory (see ``reads``)
-        self.size: dict[tuple[str, str], Any] = {}
-        host_iv = []
-        for n in topo:
-            extra = []
-            for d in devs:
-                if (n, d) not in dur:
-                    continue
-                lit = self.x[n, d] = m.NewBoolVar(f"x[{n},{d}]")
-                size, s = dur[n, d], self.start[n]
-                terms = []
-                for pr, c in self.reads.get((n, d), ()):
-                    # z: n on d and its producer pr on another device sharing d's memory
-                    away = [self.x[pr, s2] for s2 in devs
-                            if s2 != d and (pr, s2) in self.x and platform.shares_memory(s2, d)]
-                    if not away:
-                        continue
-                    z = m.NewBoolVar(f"r[{pr},{n},{d}]")
-                    m.AddImplication(z, lit)
-                    m.Add(sum(away) >= 1).OnlyEnforceIf(z)
-                    m.Add(z >= lit + sum(away) - 1)
-                    terms.append((c, z))
-                if terms:
-                    var = m.NewIntVar(size, size + sum(c for c, _ in terms), f"L[{n},{d}]")
-                    m.Add(var == size + sum(c * z for c, z in terms))
-                    extra += terms
-                    size = var
-                self.size[n, d] = size
-                if terms:
-                    e = m.NewIntVar(0, h, f"e[{n},{d}]")
-                    m.Add(e == s + size)
-                    iv = m.NewOptionalIntervalVar(s, size, e, lit, f"I[{n},{d}]")
-                    self.dev_jobs[d].append((iv, lit, s, size, n))
-                elif size > 0:
-                    iv = m.NewOptionalIntervalVar(s, size, s + size, lit, f"I[{n},{d}]")
-                    self.dev_jobs[d].append((iv, lit, s, size, n))
-                dq = q(table.disp[n][d])
-                if model_dispatch and dq > 0:
-                    host_iv.append(m.NewOptionalIntervalVar(s, dq, s + dq, lit, f"D[{n},{d}]"))
-            m.AddExactlyOne([self.x[n, d] for d in devs if (n, d) in self.x])
-            m.Add(self.end[n] == self.start[n] + sum(dur[n, d] * self.x[n, d] for d in devs if (n, d) in self.x)
-                  + sum(c * z for c, z in extra))
-            m.Add(self.makespan >= self.end[n])
-        nodes = table.graph.nx.nodes
-        for d in devs:  # the weights placed on a device fit in its memory (Plan.validate)
-            held = [(nodes[n]["param_bytes"], self.x[n, d]) for n in topo if (n, d) in self.x
-                    and nodes[n]["param_bytes"] > 0]  # fmt: skip
-            if sum(b for b, _ in held) > platform.device(d).memory_bytes:
-                m.Add(sum(int(b) * lit for b, lit in held) <= int(platform.device(d).memory_bytes))
-        for d in devs:
-            ivs = [j[0] for j in self.dev_jobs[d]]
-            if platform.device(d).streams == 1:
-                m.AddNoOverlap(ivs)
-            else:
-                m.AddCumulative(ivs, [1] * len(ivs), platform.device(d).streams)
-        if host_iv:
-            m.AddCumulative(host_iv, [1] * len(host_iv), platform.dispatch_threads)
-        for u, v in table.graph.nx.edges:
-            m.Add(self.start[v] >= self.end[u])
-        self.arrive: dict[tuple[tuple[str, int], str], Any] = {}
-        self.link_jobs: dict[str, list[tuple]] = {}
-        self.hops_out: list[tuple] = []
-        for t in table.tensors.values():
-            self._tensor(t)
-        for jobs in self.link_jobs.values():
-            m.AddNoOverlap([j[0] for j in jobs if j[0] is not None])
-        m.Minimize(self.makespan)
-
-    def _prio(self, n: str) -> Any:
-        return self.start[n] * self.key_scale + self.table.index[n]
-
-    def _tensor(self, t: Any) -> None:
-        table, m, x, h = self.table, self.m, self.x, self.h
-        host = table.platform.host
-        sources = [host] if t.producer is None else table.devices
-        dests = list(table.devices) + ([host] if t.is_output and host not in table.devices else [])
-        for d in dests:
-            cons = [c for c in t.consumers if (c, d) in x]
-            to_host = t.is_output and d == host
-            if not cons and not to_host:
-                continue
-            any_cons = m.NewBoolVar("") if cons else None
-            if cons:
-                for c in cons:
-                    m.AddImplication(x[c, d], any_cons)
-                m.AddBoolOr([x[c, d] for c in cons]).OnlyEnforceIf(any_cons)
-            need = m.NewConstant(1) if to_host else any_cons
-            arr = self.arrive[t.key, d] = m.NewIntVar(0, h, f"A[{t.key},{d}]")
-            # queue key on links: the most urgent consumer there; else the producer
-            terms = [self._prio(c) + self.big * (1 - x[c, d]) for c in cons]
-            if t.producer is not None:
-                terms.append(self._prio(t.producer) + (self.big * any_cons if cons else 0))
-            key = m.NewIntVar(0, 2 * self.big, "")
-            m.AddMinEquality(key, terms or [0])
-            for s in sources:
-                if t.producer is None:
-                    src_lit, ready = m.NewConstant(1), 0
-                elif (t.producer, s) in x:
-                    src_lit, ready = x[t.producer, s], self.end[t.producer]
-                else:
-                    continue
-                hops = table.hops(s, d) if s != d else []
-                if not hops:
-                    # shared memory: another device's output reaches d after d's handoff
-                    wake = self.q(table.handoff(s, d)) if t.producer is not None and d in table.devices else 0
-                    m.Add(arr == ready + wake).OnlyEnforceIf(src_lit)
-                    continue
-                pres = m.NewBoolVar(f"y[{t.key},{s},{d}]")
-                m.AddBoolAnd([src_lit, need]).OnlyEnforceIf(pres)
-                m.AddBoolOr([src_lit.Not(), need.Not()]).OnlyEnforceIf(pres.Not())
-                prev: Any = ready
-                for i, (res, lk) in enumerate(hops):
-                    size = self.q(table.cost.transfer_time(t.nbytes, lk))
-                    ts = m.NewIntVar(0, h, f"T[{t.key},{s},{d},{i}]")
-                    m.Add(ts >= prev).OnlyEnforceIf(pres)
-                    iv = m.NewOptionalIntervalVar(ts, size, ts + size, pres, "") if size > 0 else None
-                    self.link_jobs.setdefault(res, []).append((iv, pres, ts, size, prev, key))
-                    self.hops_out.append((pres, t.key, s, d, res, ts, size, i))
-                    prev = ts + size
-                m.Add(arr == prev).OnlyEnforceIf(src_lit)
-                if to_host:
-                    m.Add(self.makespan >= prev).OnlyEnforceIf(pres)
-            for c in cons:
-                m.Add(self.start[c] >= arr).OnlyEnforceIf(x[c, d])
-
-    # ------------------------------------------------------------- phase 2
-    def add_simulator_rules(self) -> None:
-        """Non-delay devices and links, link order by key (see the module docstring)."""
-        table, m, h = self.table, self.m, self.h
-        for d in table.devices:
-            jobs = []
-            for n in table.topo:
-                if (n, d) not in self.x:
-                    continue
-                reads = [self.arrive[k, d] for k in table.reads[n]]
-                rel = m.NewIntVar(0, h, "")
-                m.AddMaxEquality(rel, reads or [0])
-                if self.dur[n, d] == 0:
-                    m.Add(self.start[n] == rel).OnlyEnforceIf(self.x[n, d])
-                else:
-                    jobs.append((self.x[n, d], self.start[n], self.size[n, d], rel, None))
-            if table.platform.device(d).streams == 1:
-                self._non_delay(jobs)
-        for jobs in self.link_jobs.values():
-            live = []
-            for _, pres, ts, size, rel, key in jobs:
-                if size == 0:
-                    m.Add(ts == rel).OnlyEnforceIf(pres)
-                else:
-                    live.append((pres, ts, size, rel, key))
-            self._non_delay(live)
-            self._queue_order(live)
-
-    def _non_delay(self, jobs: list[tuple]) -> None:
-        m, h = self.m, self.h
-        block = [m.NewIntVar(0, h, "") for _ in jobs]
-        for j, (pj, sj, _, rj, _) in enumerate(jobs):
-            adj = []
-            for i, (pi, si, di, _, _) in enumerate(jobs):
-                if i == j:
-                    continue
-                a = m.NewBoolVar("")
-                m.AddImplication(a, pi)
-                m.AddImplication(a, pj)
-                m.Add(si + di == sj).OnlyEnforceIf(a)
-                m.Add(block[j] == block[i]).OnlyEnforceIf(a)
-                adj.append(a)
-            first = m.NewBoolVar("")
-            m.Add(sum(adj) + first == 1)
-            m.Add(block[j] == sj).OnlyEnforceIf(first)
-            m.Add(rj >= block[j]).OnlyEnforceIf(pj)
-
-    def _queue_order(self, jobs: list[tuple]) -> None:
-        m = self.m
-
-        def wins(a: tuple, b: tuple) -> Any:
-            # a starts while b waits only if a's key is lower (ties: a released first)
-            lt, tie, late = m.NewBoolVar(""), m.NewBoolVar(""), m.NewBoolVar("")
-            m.Add(a[4] + 1 <= b[4]).OnlyEnforceIf(lt)
-            m.Add(a[4] == b[4]).OnlyEnforceIf(tie)
-            m.Add(a[3] <= b[3]).OnlyEnforceIf(tie)
-            m.Add(b[3] >= a[1] + 1).OnlyEnforceIf(late)
-            return [lt, tie, late]
-
-        for i, a in enumerate(jobs):
-            for b in jobs[i + 1 :]:
-                both = [a[0], b[0]]
-                first = m.NewBoolVar("")  # a before b
-                m.Add(a[1] + a[2] <= b[1]).OnlyEnforceIf([first, *both])
-                m.Add(b[1] + b[2] <= a[1]).OnlyEnforceIf([first.Not(), *both])
-                m.AddBoolOr([first.Not(), a[0].Not(), b[0].Not(), *wins(a, b)])
-                m.AddBoolOr([first, a[0].Not(), b[0].Not(), *wins(b, a)])
-
-    def hint_from_records(self, placement: dict[str, str], records: list[dict[str, Any]]) -> None:
-        """Hint a complete schedule: the simulator's run of a plan (a feasible
-        solution of phase 2, up to rounding)."""
-        m, q = self.m, self.q
-        m.ClearHints()
-        for (n, d), lit in self.x.items():
-            m.AddHint(lit, placement[n] == d)
-        starts: dict[str, float] = {}
-        hops: dict[tuple[str, int, str, int], float] = {}
-        for r in records:
-            if r["kind"] == "dispatch" or (r["kind"] == "op" and r["node"] not in starts):
-                starts[r["node"]] = r["start"]
-            elif r["kind"] == "transfer":
-                hops[(r["node"], r["output"], r["dst"], r["hop"])] = r["start"]
-        for n, var in self.start.items():
-            if n in starts:
-                m.AddHint(var, q(starts[n]))
-        for pres, key, s, d, _, ts, _, i in self.hops_out:
-            producer = key[0]
-            if producer not in self.start:  # a graph input: records name it without the prefix
-                producer = producer.removeprefix(INPUT_PREFIX)
-            elif placement[producer] != s:
-                m.AddHint(pres, False)
-                continue
-            hit = hops.get((producer, key[1], d, i))
-            m.AddHint(pres, hit is not None)
-            if hit is not None:
-                m.AddHint(ts, q(hit))
-
-    # ------------------------------------------------------------- solving
-    def solve(self, seconds: float, workers: int) -> dict[str, Any] | None:
-        solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = float(seconds)
-        solver.parameters.num_search_workers = int(workers)
-        status = solver.Solve(self.m)
-        self.solve_times.append(solver.WallTime())
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return None
-        topo, devs = self.table.topo, self.table.devices
-        return {
-            "status": "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE",
-            "objective": solver.ObjectiveValue(),
-            "bound": solver.BestObjectiveBound(),
-            "time": solver.WallTime(),
-            "placement": {n: next(d for d in devs if (n, d) in self.x and solver.Value(self.x[n, d])) for n in topo},
-            "start": {n: solver.Value(self.start[n]) for n in topo},
-            "end": {n: solver.Value(self.end[n]) for n in topo},
-            "transfers": [
-                [k[0], k[1], s, d, res, solver.Value(ts), solver.Value(ts) + size]
-                for pres, k, s, d, res, ts, size, _ in self.hops_out
-                if solver.Value(pres)
-            ],
-        }

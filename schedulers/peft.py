@@ -9,8 +9,8 @@ its best device, transfers priced at their mean (zero on the same device):
 ``OCT(n, p) = max_s min_q [OCT(s, q) + w(s, q) + (cbar(n, s) if q != p else 0)]``.
 Nodes are ranked by the mean of their OCT row; the ready node of highest rank goes
 to the device minimising ``EFT(n, p) + OCT(n, p)`` (insertion-based EFT).
-Complexity O(V^2 x D) for the table (O(E x D^2) on sparse graphs) plus the EFT
-evaluations, as HEFT.
+Complexity O(E x D^2) for the table plus the EFT evaluations, as HEFT (the
+insertion search through a gap index per stream, near-linear).
 """
 
 from __future__ import annotations

@@ -9,20 +9,30 @@ device's predicted speed on the whole operator, so that both parts finish at abo
 the same time; a concat joins them. The rest of the graph is then scheduled with
 HEFT, the parts pinned to their devices.
 
+A split also costs: the input crosses to the other device, the parts are joined,
+and two small kernels pay two launches. So each of the ``top_k`` candidates is kept
+only if it shortens the simulated makespan of the HEFT plan (with the
+``requests`` the plan will serve), starting from plain HEFT on the graph as given:
+tensor-split never returns a plan slower than HEFT's, and on a graph where no
+split pays it returns HEFT's plan for the graph unchanged.
+
 Because the plan is for a rewritten graph, the split happens in :meth:`transform`
-(``graphs.split_op``); :meth:`schedule` expects that graph (its
-``meta["tensor_split"]`` records the splits) and raises otherwise. Use
-:meth:`Scheduler.run` to do both. Complexity: O(V log V) to pick the operators,
-O(k x (V + E)) for the splits, then HEFT's O(V^2 x D).
+(``graphs.split_op``; the graph it returns records the splits in
+``meta["tensor_split"]``, the graph itself when no split pays); :meth:`schedule`
+plans the graph it is given with HEFT, pinning the parts of the splits recorded
+there. Use :meth:`Scheduler.run` to do both. Complexity: O(V log V) to pick the
+operators, then for each of the ``top_k`` candidates a split (O(V + E)), HEFT
+(near-linear: :mod:`schedulers.heft`) and a simulation.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
 from hetsim.graphs.graph import GraphError
 from hetsim.graphs.transforms import split_op
-from hetsim.schedulers.base import CostTable, Scheduler, SchedulerError
+from hetsim.schedulers.base import CostTable, Scheduler
 from hetsim.schedulers.heft import heft_state
 from hetsim.sim.plan import Plan
 
@@ -50,22 +60,40 @@ def split_kind(data: dict) -> str | None:
 
 
 class TensorSplit(Scheduler):
-    """Split the ``top_k`` heaviest conv/matmul ops across two devices, then HEFT.
+    """Split up to ``top_k`` heavy conv/matmul ops across two devices where it pays, then HEFT.
 
     Parameters
     ----------
     top_k
-        Operators to split (the most expensive by mean op time).
+        Operators tried (the most expensive by mean op time); each is kept only if
+        it shortens the simulated makespan.
     min_fraction
         Skip an operator whose smaller part would get less than this share.
+    only_if_faster
+        Keep a split only if it shortens the simulated makespan (default); False
+        keeps every split tried, e.g. to study what splitting costs.
+    requests, interval_s
+        The workload the split is judged on (None: that of :meth:`Scheduler.run`,
+        1 request when scheduled alone).
     """
 
     name = "tensor-split"
     min_devices = 2
 
-    def __init__(self, *, top_k: int = 3, min_fraction: float = 0.05) -> None:
+    def __init__(
+        self,
+        *,
+        top_k: int = 3,
+        min_fraction: float = 0.05,
+        only_if_faster: bool = True,
+        requests: int | None = None,
+        interval_s: float | None = None,
+    ) -> None:
         self.top_k = top_k
         self.min_fraction = min_fraction
+        self.only_if_faster = only_if_faster
+        self.requests = requests
+        self.interval_s = interval_s
 
     @staticmethod
     def pair(platform: Platform) -> list[str]:
@@ -77,7 +105,10 @@ class TensorSplit(Scheduler):
         return platform.device_names[:2]
 
     def transform(self, graph: Graph, platform: Platform, cost: CostModel) -> Graph:
-        """A new graph with the chosen operators split (``meta["tensor_split"]``)."""
+        """A new graph with the splits that shorten the makespan (``meta["tensor_split"]``;
+        ``meta["tensor_split_trials"]``: the simulated makespan of plain HEFT, and of
+        the plan with each split tried added to those kept before it), or ``graph``
+        itself when none does."""
         if graph.number_of_nodes() == 0 or len(platform.devices) < 2:
             return graph
         table = CostTable(graph, platform, cost)
@@ -85,10 +116,11 @@ class TensorSplit(Scheduler):
         nodes = graph.nx.nodes
         cands = [n for n in table.topo if split_kind(nodes[n]) and len(nodes[n]["outputs"]) == 1]
         cands.sort(key=lambda n: (-table.wbar(n), table.index[n]))
-        out = graph.copy()
-        done: dict[str, dict] = {}
+        heft = best = self._makespan(graph, platform, cost, heft_state(table).to_plan())
+        trials: dict[str, float] = {}
+        out, done = graph, {}
         for n in cands:
-            if len(done) >= self.top_k:
+            if len(trials) >= self.top_k:
                 break
             times = [table.w[n][d] for d in devs]
             if any(t == float("inf") or t <= 0 for t in times):
@@ -99,25 +131,46 @@ class TensorSplit(Scheduler):
                 continue
             axis = 1 if split_kind(nodes[n]) == "conv" else -1
             try:
-                out = split_op(out, n, fracs, axis=axis)
+                trial = split_op(out, n, fracs, axis=axis)
             except GraphError:
                 continue  # axis too small to split, or not splittable: leave it whole
-            done[n] = {"devices": devs, "fractions": fracs, "axis": axis}
-        out.meta["tensor_split"] = done
+            splits = {**done, n: {"devices": devs, "fractions": fracs, "axis": axis}}
+            trial.meta["tensor_split"] = splits
+            span = self._makespan(trial, platform, cost, self._heft(trial, platform, cost, splits))
+            trials[n] = span
+            if span < best or not self.only_if_faster:
+                out, done, best = trial, splits, min(span, best)
+        if not done:
+            return graph
+        out.meta["tensor_split_trials"] = {"heft": heft, "splits": trials}
         return out
 
-    def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
-        splits = graph.meta.get("tensor_split")
-        if splits is None:
-            raise SchedulerError(
-                "tensor-split schedules the graph returned by its transform(): call "
-                "transform(graph, platform, cost) first, or run(graph, platform, cost)"
-            )
+    def _heft(self, graph: Graph, platform: Platform, cost: CostModel, splits: dict[str, Any]) -> Plan:
+        """HEFT on ``graph`` with the parts of ``splits`` pinned to their devices."""
         pinned = {}
         for node, info in splits.items():
             for i, dev in enumerate(info["devices"]):
                 part = f"{node}/part{i}"
                 if part in graph.nx and dev in platform:
                     pinned[part] = dev
-        state = heft_state(CostTable(graph, platform, cost), pinned=pinned)
-        return state.to_plan(split_nodes=sorted(splits))
+        return heft_state(CostTable(graph, platform, cost), pinned=pinned).to_plan(split_nodes=sorted(splits))
+
+    def _makespan(self, graph: Graph, platform: Platform, cost: CostModel, plan: Plan) -> float:
+        """Simulated makespan of ``plan`` for the requests it is judged on (inf when it
+        does not fit the devices' memory)."""
+        from hetsim.sim.engine import SimulationError, simulate
+        from hetsim.sim.plan import PlanError
+
+        try:
+            return simulate(graph, platform, plan, cost, requests=int(self.requests or 1),
+                            interval_s=float(self.interval_s or 0.0)).makespan  # fmt: skip
+        except (PlanError, SimulationError):
+            return math.inf
+
+    def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
+        splits = graph.meta.get("tensor_split") or {}
+        plan = self._heft(graph, platform, cost, splits)
+        trials = graph.meta.get("tensor_split_trials")
+        if trials:
+            plan.meta["heft_makespan_s"] = trials["heft"]
+        return plan

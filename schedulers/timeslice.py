@@ -45,7 +45,9 @@ def partition_chain(
 
     ``cost(i, j, device, k)`` prices items ``i..j-1`` as segment ``k`` on
     ``device``. Every device gets a non-empty segment when ``items >= len(devices)``;
-    else the first ``items`` devices get one item each. O(items^2 x devices) calls.
+    else the first ``items`` devices get one item each. O(items^2 x devices) calls at
+    worst; splits of a prefix that do not fit (infinite) are never extended, and the
+    last segment only ends at the last item: O(items) calls on two devices.
 
     Returns
     -------
@@ -60,14 +62,23 @@ def partition_chain(
     best[0][0] = 0.0
     for k in range(1, m + 1):
         dev = devices[k - 1]
-        for j in range(k, items - (m - k) + 1):
-            for i in range(k - 1, j):
-                prev = best[k - 1][i]
-                if prev >= best[k][j]:
+        before, here, back = best[k - 1], best[k], cut[k]
+        # splits of a prefix into k - 1 segments that fit (an infinite one never wins)
+        live = [i for i in range(k - 1, items) if before[i] < inf]
+        # the last segment must end at the last item: no other end is read back
+        ends = range(items, items + 1) if k == m else range(k, items - (m - k) + 1)
+        for j in ends:
+            bj = here[j]
+            for i in live:
+                if i >= j:
+                    break
+                prev = before[i]
+                if prev >= bj:
                     continue
                 c = max(prev, cost(i, j, dev, k - 1))
-                if c < best[k][j]:
-                    best[k][j], cut[k][j] = c, i
+                if c < bj:
+                    bj, back[j] = c, i
+            here[j] = bj
     segs: list[tuple[int, int, str]] = []
     j = items
     for k in range(m, 0, -1):

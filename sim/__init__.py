@@ -1,5 +1,6 @@
 """Simulation layer: platforms (devices, links), plans, the SimPy engine and its results."""
 
+from hetsim.sim.contention import MemoryDomain
 from hetsim.sim.engine import SimulationError, simulate
 from hetsim.sim.plan import DynamicPolicy, Plan, PlanError, SystemView
 from hetsim.sim.platform import Device, Link, Platform, PlatformError
@@ -10,6 +11,7 @@ __all__ = [
     "Device",
     "DynamicPolicy",
     "Link",
+    "MemoryDomain",
     "Plan",
     "PlanError",
     "Platform",

@@ -2,13 +2,15 @@
 
 Model
 -----
-* Every device stream and every link direction is a server: one SimPy process per
-  server pulls work from its own ready queue (a heap keyed by ``(request,
-  priority)``, lower first; the default priority is the topological index). A
-  half-duplex link is one server for both directions. SimPy owns the clock; the
-  processes only ``yield env.timeout(...)`` and wait on SimPy events. (One process
-  per server rather than one per op: ``simpy.Resource`` request/release costs
-  ~11 us per op, one process per op more, and the engine must run 50 000 ops/s.)
+* Every device stream and every link direction is a server that pulls work from
+  its own ready queue (a heap keyed by ``(request, priority)``, lower first; the
+  default priority is the topological index). A half-duplex link is one server
+  for both directions. SimPy owns the clock: a server holds it with a
+  ``Timeout`` per kernel, dispatch and hop, and waits on SimPy events
+  (:mod:`sim.engine_servers`). (One server per resource rather than a
+  ``simpy.Resource`` request per op, and callbacks rather than processes: a
+  request/release pair costs ~11 us per op, a generator resume ~0.3 us per event,
+  and the engine runs 200 000 ops/s.)
 * An op is ready when every input tensor is on its device. A tensor crossing memory
   domains is a transfer over the links of ``platform.route(src, dst)``, hop by hop
   (store and forward); a tensor ``(producer, output)`` moves once per destination
@@ -36,6 +38,10 @@ Model
   is ready on its device ``platform.decision_s`` later (the runtime's time to run
   the policy), plus the device's ``handoff_s`` when an input comes from another
   device of its memory domain.
+* Memory contention (only for platforms with ``memory_domains``): while the
+  devices and link directions drawing on one memory demand more than its
+  bandwidth, their ops and transfers progress proportionally slower
+  (:mod:`sim.contention`); records and busy times are the stretched durations.
 """
 
 from __future__ import annotations
@@ -49,8 +55,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from hetsim.costmodel.base import host_dispatch
-from hetsim.sim import engine_servers as _servers
+from hetsim.sim.contention import Contention
+from hetsim.sim.engine_ops import bind_op_handlers
 from hetsim.sim.engine_prep import (
     Fanout,
     Prepared,
@@ -59,11 +65,12 @@ from hetsim.sim.engine_prep import (
     check_time,
     prepare,
     route,
+    static_fanouts,
 )
+from hetsim.sim.engine_pricing import Prices
+from hetsim.sim.engine_servers import start_servers, wake
 from hetsim.sim.engine_state import (
     DONE,
-    QUEUED,
-    RUNNING,
     STATE_NAMES,
     PolicyView,
     Request,
@@ -173,9 +180,9 @@ def _bytes(n: int) -> str:
 class EngineRun:
     """One simulation: integer tables, mutable state and the handlers of its events.
 
-    The SimPy processes (:mod:`sim.engine_servers`) call ``_start``/``_finish``
-    for ops and ``_xfer_start``/``_xfer_done`` for transfers; these update memory,
-    wake successors and queue transfers.
+    The servers (:mod:`sim.engine_servers`) call ``_start``/``_finish`` for ops
+    and ``_xfer_start``/``_xfer_done`` for transfers; these update memory, wake
+    successors and queue transfers.
     """
 
     def __init__(
@@ -192,6 +199,9 @@ class EngineRun:
         self.graph, self.platform, self.plan, self.cost = graph, platform, plan, cost
         self.prep, self.n_req, self.interval = prep, n_req, interval
         self.env = simpy.Environment()
+        # memory-bandwidth contention (sim.contention): None unless the platform declares it
+        self.contention = (Contention(self.env, platform, prep.dev_names, prep.res_names)
+                           if platform.memory_domains else None)
         n_dev = len(prep.dev_names)
         self.n_dev = n_dev
         self.dev_index = {d: i for i, d in enumerate(prep.dev_names)}
@@ -199,30 +209,27 @@ class EngineRun:
         self.decision = float(getattr(platform, "decision_s", 0.0))
         self.dynamic = plan.policy is not None
         self.policy = plan.policy
-        self._prices: dict[tuple[int, int], tuple[float, float]] = {}
-        self._fanouts: list[list[Fanout | None]] = [
-            [None] * len(prep.names) for _ in prep.dev_names
-        ]
+        self.prices = Prices(graph, platform, cost, prep)
+        self._price = self.prices.get
+        self.sfo = static_fanouts(prep, platform, cost.transfer_time)
+        self._dfo: dict[tuple[int, int], Fanout] = {}
         self._dyn_groups: dict[tuple[int, int, int, int], tuple] = {}
         n = prep.n_ops
-        self.static = [d >= 0 for d in prep.loc0[:n]]
-        self.top = [0.0] * n
-        self.tdsp = [0.0] * n
-        for u in range(n):
-            d = prep.loc0[u]
-            if d >= 0:
-                self.top[u], self.tdsp[u] = self._price(u, d, cache=False)
+        loc0 = prep.loc0
+        self.static = [d >= 0 for d in loc0[:n]]
+        self.top, self.tdsp = self.prices.op, self.prices.dispatch
         # reading inputs that another device of the same memory produced: priced into a
         # static op's time here when every producer is static, else when it is ready
         self.spb = [1.0 / d.handoff_bandwidth_bytes_per_s if d.handoff_bandwidth_bytes_per_s else 0.0
                     for d in platform.devices]
         self.baked = [True] * n
         if any(self.spb):
+            top = self.top
             for u in range(n):
-                d = prep.loc0[u]
-                if d >= 0 and all(prep.loc0[p] >= 0 for p, _ in prep.preds[u] if p < n):
-                    if self.top[u] > 0.0:
-                        self.top[u] += self._xread(u, d, prep.loc0)
+                d = loc0[u]
+                if d >= 0 and all(loc0[p] >= 0 for p, _ in prep.preds[u] if p < n):
+                    if top[u] > 0.0:
+                        top[u] += self._xread(u, d, loc0)
                 else:
                     self.baked[u] = False
         self.npred = [len(p) for p in prep.preds] + [0] * (len(prep.names) - n)
@@ -231,15 +238,16 @@ class EngineRun:
         self.dyn_readers: dict[tuple[int, int], int] = {}
         if self.dynamic:
             for v in range(n):
-                if prep.loc0[v] < 0:
+                if loc0[v] < 0:
                     for key in prep.preds[v]:
                         self.dyn_readers[key] = self.dyn_readers.get(key, 0) + 1
         self.roots = [u for u in range(n) if not prep.preds[u]]
         # memory
         self.mem = [0] * n_dev
+        params = prep.params
         for u in range(n):
-            if prep.loc0[u] >= 0:
-                self.mem[prep.loc0[u]] += prep.params[u]
+            if loc0[u] >= 0 and params[u]:
+                self.mem[loc0[u]] += params[u]
         self.peak = list(self.mem)
         self.weights = list(self.mem)
         self.placed: set[tuple[int, int]] = set()
@@ -266,6 +274,7 @@ class EngineRun:
         self.completions = [math.nan] * n_req
         self.done = 0
         self.configure()
+        bind_op_handlers(self)
 
     def configure(
         self,
@@ -279,28 +288,11 @@ class EngineRun:
         self.seed, self.check_memory = seed, check_memory
         self.sigma = math.sqrt(math.log1p(noise * noise)) if noise > 0 else 0.0
         self.records: list[tuple] | None = [] if record else None
+        self.node_bytes: list[int] = []
         if record:
-            graph, n = self.graph, self.prep.n_ops
-            self.node_bytes = [int(graph.nx.nodes[u]["bytes"]) for u in self.prep.names[:n]]
+            self.node_bytes = [int(d["bytes"]) for d in self.prep.node_data]
         self.view = PolicyView(self)
         self.seeds = np.random.SeedSequence(seed).spawn(self.n_req) if self.sigma > 0 else None
-
-    # ------------------------------------------------------------------ pricing
-    def _price(self, u: int, d: int, cache: bool = True) -> tuple[float, float]:
-        hit = self._prices.get((u, d)) if cache else None
-        if hit is None:
-            name = self.prep.names[u]
-            dev = self.platform.devices[d]
-            t = self.cost.op_time(self.graph, name, dev)
-            if not (type(t) is float and 0.0 <= t < math.inf):
-                t = check_time(t, f"op {name!r} on {dev.name!r}")
-            ds = host_dispatch(self.cost, self.graph, name, dev)
-            if not 0.0 <= ds < math.inf:
-                ds = check_time(ds, f"dispatching {name!r} to {dev.name!r}")
-            hit = (t, ds)
-            if cache:
-                self._prices[(u, d)] = hit
-        return hit
 
     def _xread(self, v: int, dv: int, loc: list[int]) -> float:
         """Time op ``v`` on device ``dv`` spends reading inputs produced on other devices
@@ -313,12 +305,11 @@ class EngineRun:
         return spb * sum(size[p][k] for p, k in prep.preds[v] if p < n and loc[p] != dv and same[loc[p]])
 
     def _fanout(self, u: int, du: int) -> Fanout:
-        fo = self._fanouts[du][u]
+        """The fan-out of a node placed at run time (:func:`sim.engine_prep.build_fanout`)."""
+        fo = self._dfo.get((u, du))
         if fo is None:
-            fo = build_fanout(
-                self.prep, self.platform, self.cost.transfer_time, u, du, self.prep.loc0
-            )
-            self._fanouts[du][u] = fo
+            fo = build_fanout(self.prep, self.platform, self.cost.transfer_time, u, du, self.prep.loc0)
+            self._dfo[(u, du)] = fo
         return fo
 
     # ----------------------------------------------------------------- memory
@@ -349,81 +340,18 @@ class EngineRun:
         self._overflowed.add(di)
         self.failures.append(msg)
 
-    def _decref(self, req: Request, key: tuple[int, int, int]) -> None:
+    def _decref(self, req: Request, key: int) -> None:
         refs = req.refs
         c = refs[key] - 1
         if c:
             refs[key] = c
         else:
             del refs[key]
-            self.mem[key[2]] -= self.prep.out_size[key[0]][key[1]]
+            p, k, d = self.prep.unbuffer(key)
+            self.mem[d] -= self.prep.out_size[p][k]
 
     # --------------------------------------------------------------- op events
-    def _start(self, req: Request, u: int, di: int) -> None:
-        fo = self._fanouts[di][u] or self._fanout(u, di)
-        refs = req.refs
-        req.state[u] = RUNNING
-        for k, _, nref in fo.alloc:
-            refs[(u, k, di)] = nref
-        if fo.total:
-            self._alloc(di, fo.total, req, "op", u)
-        for k in fo.held:
-            req.held.append((u, k, di))
-
-    def _finish(self, req: Request, u: int, di: int) -> None:
-        same = self.prep.domain_same[di]
-        loc, refs, mem, out_size = req.loc, req.refs, self.mem, self.prep.out_size
-        for p, k in self.prep.preds[u]:  # release the inputs (inlined _decref)
-            dp = loc[p]
-            key = (p, k, dp if same[dp] else di)
-            c = refs[key] - 1
-            if c:
-                refs[key] = c
-            else:
-                del refs[key]
-                mem[key[2]] -= out_size[p][k]
-        self._fan(req, u, di)
-        req.remaining -= 1
-        if req.remaining == 0:
-            self._complete(req)
-
-    def _fan(self, req: Request, u: int, di: int) -> None:
-        fo = self._fanouts[di][u] or self._fanout(u, di)
-        req.state[u] = DONE
-        self.mem[di] -= fo.dead_total
-        pend = req.pending
-        for v in fo.local:
-            c = pend[v] - 1
-            pend[v] = c
-            if c == 0:
-                self._ready(req, v)
-        for v, h in fo.handoff:
-            self.env.timeout(h).callbacks.append(lambda _e, req=req, v=v: self._handed(req, v))
-        for g in fo.groups:
-            x = Transfer(
-                req,
-                u,
-                g.k,
-                di,
-                g.dst,
-                g.hops,
-                g.times,
-                g.nbytes,
-                list(g.consumers),
-                g.is_output,
-                g.rank,
-            )
-            if g.is_output:
-                req.remaining += 1
-            if self.dynamic:
-                req.xfers[(u, g.k, g.dst)] = x
-            self._queue_hop(x)
-        for v in fo.dyn:
-            c = pend[v] - 1
-            pend[v] = c
-            if c == 0:
-                self._place(req, v)
-
+    # _start, _fan, _finish, _ready, _drain: sim.engine_ops.bind_op_handlers
     def _handed(self, req: Request, v: int) -> None:
         """An input from another device of ``v``'s memory domain, after the handoff."""
         c = req.pending[v] - 1
@@ -431,39 +359,6 @@ class EngineRun:
         if c == 0:
             self._ready(req, v)
             self._drain()
-
-    def _ready(self, req: Request, v: int) -> None:
-        di = req.loc[v]
-        if self.static[v]:
-            t, ds = self.top[v], self.tdsp[v]
-        else:
-            t, ds = self._price(v, di)
-        if not self.baked[v] and t > 0.0:
-            x = self._xread(v, di, req.loc)
-            if x > 0.0:
-                req.extra[v] = x
-                t += x
-        if t == 0.0 and ds == 0.0:
-            self.zero.append((req, v, di))
-            return
-        req.state[v] = QUEUED
-        heappush(self.heaps[di], req.base + self.prep.rank[v])
-        self.queued[di] += t + ds
-        idle = self.idle[di]
-        if idle:
-            idle.popleft().succeed()
-
-    def _drain(self) -> None:
-        """Complete the zero-cost ops made ready by the last event."""
-        zero = self.zero
-        while zero:
-            req, v, di = zero.popleft()
-            self._start(req, v, di)
-            if self.records is not None:
-                now, name = self.env.now, self.prep.names[v]
-                rec = ("op", name, name, req.r, self.prep.dev_names[di], -1, now, now)
-                _servers.record(self, *rec, self.node_bytes[v])
-            self._finish(req, v, di)
 
     def _place(self, req: Request, v: int) -> None:
         prep = self.prep
@@ -482,26 +377,26 @@ class EngineRun:
             self.weights[di] += prep.params[v]
             self._alloc(di, prep.params[v], req, "weights", v)
         same = prep.domain_same[di]
-        refs, count = req.refs, 0
+        refs, count, buffer = req.refs, 0, prep.buffer
         for p, k in prep.preds[v]:
             dp = req.loc[p]
             if same[dp]:
                 continue
-            key = (p, k, di)
-            x = req.xfers.get(key)
+            key = buffer(p, k, di)
+            x = req.xfers.get((p, k, di))
             if x is not None:  # on its way: ride along
                 x.consumers.append(v)
                 count += 1
                 if x.started:
                     refs[key] += 1
-                self._decref(req, (p, k, dp))
+                self._decref(req, buffer(p, k, dp))
             elif key in refs:  # already there
                 refs[key] += 1
-                self._decref(req, (p, k, dp))
+                self._decref(req, buffer(p, k, dp))
             else:  # the new transfer inherits v's reference to the source copy
                 hops, times, nbytes = self._dyn_route(p, k, dp, di)
                 x = Transfer(req, p, k, dp, di, hops, times, nbytes, [v], False, prep.rank[v])
-                req.xfers[key] = x
+                req.xfers[(p, k, di)] = x
                 count += 1
                 self._queue_hop(x)
         unplaced = req.unplaced
@@ -510,7 +405,7 @@ class EngineRun:
             unplaced[key] = c
             if c == 0:
                 for d in req.pinned.pop(key, ()):
-                    self._decref(req, (*key, d))
+                    self._decref(req, buffer(*key, d))
         # the decision itself (platform.decision_s), then waking a worker on another core
         h = self.handoff[di]
         delay = self.decision + (h if h > 0.0 and any(
@@ -542,7 +437,7 @@ class EngineRun:
         heappush(self.lheaps[ri], (x.req.base + x.rank, self.seq, x))
         idle = self.lidle[ri]
         if idle:
-            idle.popleft().succeed()
+            wake(self, idle.popleft())
 
     def _xfer_start(self, x: Transfer) -> None:
         x.started = True
@@ -550,14 +445,14 @@ class EngineRun:
         pin = self.dynamic and req.unplaced.get((x.p, x.k), 0) > 0
         if pin:  # readers of this tensor still to be placed may need this copy
             req.pinned.setdefault((x.p, x.k), []).append(x.dst)
-        req.refs[(x.p, x.k, x.dst)] = len(x.consumers) + x.is_output + pin
+        req.refs[self.prep.buffer(x.p, x.k, x.dst)] = len(x.consumers) + x.is_output + pin
         self._alloc(x.dst, x.nbytes, req, "transfer", x)
 
     def _xfer_done(self, x: Transfer) -> None:
         req = x.req
         if self.dynamic:
             req.xfers.pop((x.p, x.k, x.dst), None)
-        self._decref(req, (x.p, x.k, x.src))
+        self._decref(req, self.prep.buffer(x.p, x.k, x.src))
         pend = req.pending
         for v in x.consumers:
             c = pend[v] - 1
@@ -565,7 +460,7 @@ class EngineRun:
             if c == 0:
                 self._ready(req, v)
         if x.is_output:
-            req.held.append((x.p, x.k, x.dst))
+            req.held.append(self.prep.buffer(x.p, x.k, x.dst))
             req.remaining -= 1
             if req.remaining == 0:
                 self._complete(req)
@@ -591,8 +486,9 @@ class EngineRun:
         for p in range(prep.n_ops, len(prep.names)):
             self._start(req, p, prep.host)
             self._fan(req, p, prep.host)
+        static = self.static
         for u in self.roots:
-            if self.static[u]:
+            if static[u]:
                 self._ready(req, u)
             else:
                 self._place(req, u)
@@ -604,9 +500,9 @@ class EngineRun:
             self._decref(req, key)
         req.held = []
         if req.refs:  # pragma: no cover - an engine bug, never a user error
-            leaked = [
-                (self.prep.names[p], k, self.prep.dev_names[d]) for p, k, d in sorted(req.refs)
-            ]
+            prep = self.prep
+            leaked = sorted(prep.unbuffer(key) for key in req.refs)
+            leaked = [(prep.names[p], k, prep.dev_names[d]) for p, k, d in leaked]
             raise SimulationError(f"internal error: request {req.r} leaked buffers {leaked[:5]}")
         self.completions[req.r] = self.env.now
         self.reqs[req.r] = None
@@ -614,14 +510,8 @@ class EngineRun:
 
     # ---------------------------------------------------------------------- run
     def execute(self) -> SimResult:
-        env, prep = self.env, self.prep
-        for di, streams in enumerate(prep.streams):
-            for s in range(streams):
-                env.process(_servers.stream(self, di, s))
-        for ri in range(len(prep.res_names)):
-            env.process(_servers.link(self, ri))
-        env.process(_servers.arrivals(self))
-        env.run()
+        start_servers(self)
+        self.env.run()
         if self.done < self.n_req:
             self._deadlock()
         if self.mem != self.weights:  # pragma: no cover - an engine bug
@@ -629,7 +519,6 @@ class EngineRun:
                 f"internal error: memory {self.mem} != weights {self.weights} at the end"
             )
         return SimResult.from_run(self)
-
     def _deadlock(self) -> None:
         prep = self.prep
         r = next(i for i, req in enumerate(self.reqs) if req is not None)

@@ -2,22 +2,30 @@
 
 The hot loop of the engine touches no networkx and no string-keyed dicts: every
 node, device and link direction is an int, and everything that does not depend on
-time (successor lists, tensor sizes, routes, static op times, fan-out of a tensor
-to devices) is computed here, once per :func:`sim.engine.simulate` call.
+time (successor lists, tensor sizes, routes, static op times, the fan-out of a
+tensor to devices, the buffers each op reads) is computed here, once per
+:func:`sim.engine.simulate` call, in one pass over the nodes and one over the
+edges (O(V + E); no sort when the graph's insertion order is already
+topological, as importers and builders write it).
 
 Node numbering: ops ``0..n_ops-1`` in the graph's deterministic topological order,
 then one pseudo-node per graph input (``n_ops..``), placed on the platform host and
 "finished" when a request arrives.
+
+Buffers: a copy of output ``k`` of node ``p`` on device ``d`` is the int
+``(p * n_out + k) * n_dev + d`` (:meth:`Prepared.buffer`), the key of the
+per-request reference counts.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
-from hetsim.graphs.graph import check_io, tensor_bytes
+from hetsim.graphs.graph import DTYPE_BYTES, check_io, tensor_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -25,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.platform import Link, Platform
 
 __all__ = [
+    "EMPTY",
     "Fanout",
     "Group",
     "PrepError",
@@ -36,6 +45,8 @@ __all__ = [
 ]
 
 _NO_RANK = 1 << 62
+#: the shared empty fan-out list (most ops have no transfers, handoffs or held outputs)
+EMPTY: tuple = ()
 
 
 class PrepError(ValueError):
@@ -58,17 +69,21 @@ class Group:
 
 @dataclass(slots=True)
 class Fanout:
-    """What happens around producer ``u`` placed on device ``du``."""
+    """What happens around producer ``u`` placed on device ``du``.
 
-    alloc: list[tuple[int, int, int]]  # (k, size, refs) of buffers allocated on du at start
-    dead: list[tuple[int, int]]  # (k, size) of outputs nobody reads: freed at finish
-    held: list[int]  # outputs kept on du (host domain) until the request ends
-    local: list[int]  # static successors in du's memory domain (one entry per edge)
-    handoff: list[tuple[int, float]]  # (successor, delay): on another device of du's domain
-    dyn: list[int]  # dynamically placed successors
-    groups: list[Group]  # cross-domain transfers, one per (output, destination device)
-    total: int = 0  # bytes allocated on du when u starts (alloc and dead)
-    dead_total: int = 0  # bytes freed when u finishes
+    ``alloc`` holds ``(buffer, size, refs)`` of the outputs allocated on ``du``
+    when ``u`` starts that someone reads (``refs`` readers: local consumer edges,
+    transfers, the host keeping a graph output).
+    """
+
+    alloc: list[tuple[int, int, int]]
+    held: list[int]  # buffers kept on du (host domain) until the request ends
+    local: list[int] | tuple  # static successors in du's memory domain (one entry per edge)
+    handoff: list[tuple[int, float]] | tuple  # (successor, delay): another device of du's domain
+    dyn: list[int] | tuple  # dynamically placed successors
+    groups: list[Group] | tuple  # cross-domain transfers, one per (output, destination device)
+    total: int = 0  # bytes allocated on du when u starts (read and unread outputs)
+    dead_total: int = 0  # bytes of the unread outputs, freed when u finishes
 
 
 @dataclass
@@ -81,11 +96,12 @@ class Prepared:
     preds: list[list[tuple[int, int]]]  # op -> [(producer, output)], pseudo inputs included
     succs: list[list[tuple[int, int]]]  # producer -> [(consumer, output)]
     out_size: list[dict[int, int]]  # producer -> output index -> bytes
-    graph_outputs: list[list[int]]  # producer -> output indices that are graph outputs
+    graph_outputs: dict[int, list[int]]  # producer -> output indices that are graph outputs
     rank: list[int]  # op -> position in the plan's (priority, topo index) order
     order: list[int]  # rank -> op
     loc0: list[int]  # static device per node (-1: chosen by the policy)
     params: list[int]
+    node_data: list[dict[str, Any]]  # op -> its networkx attribute dict
     dev_names: list[str]
     streams: list[int]
     capacity: list[int]
@@ -93,10 +109,61 @@ class Prepared:
     host: int
     res_names: list[str]  # link-direction resources
     res_links: list[Link]
+    n_out: int = 1  # outputs per node in buffer numbering (largest output index + 1)
     routes: dict[tuple[int, int], tuple[tuple[int, ...], tuple[Link, ...]]] = field(
         default_factory=dict
     )
     res_index: dict[str, int] | None = None  # resource name -> index, built on first route
+
+    def buffer(self, p: int, k: int, d: int) -> int:
+        """The key of the copy of output ``k`` of node ``p`` on device ``d``."""
+        return (p * self.n_out + k) * len(self.dev_names) + d
+
+    def unbuffer(self, key: int) -> tuple[int, int, int]:
+        """``(p, k, d)`` of a buffer key."""
+        rest, d = divmod(key, len(self.dev_names))
+        p, k = divmod(rest, self.n_out)
+        return p, k, d
+
+
+def _order(n: int, adj: list[list[tuple[int, int, int]]], graph: Graph) -> list[int] | None:
+    """Kahn's algorithm, smallest insertion index first: the deterministic order of
+    Graph.topological_order(), on ints. None: the insertion order itself."""
+    if all(v > u for u, lst in enumerate(adj) for v, _, _ in lst):
+        return None  # every edge goes forward: the smallest ready index is always next
+    indeg = [0] * n
+    for lst in adj:
+        for v, _, _ in lst:
+            indeg[v] += 1
+    heap = [i for i in range(n) if indeg[i] == 0]
+    topo: list[int] = []
+    while heap:
+        i = heappop(heap)
+        topo.append(i)
+        for v, _, _ in adj[i]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heappush(heap, v)
+    if len(topo) < n:
+        graph.topological_order()  # raises GraphError naming the cycle
+    return topo
+
+
+def _sizes(data: list[dict[str, Any]]) -> list[dict[int, int]]:
+    """Output index -> bytes of each node's declared outputs (:func:`tensor_bytes`)."""
+    width, prod = DTYPE_BYTES, math.prod
+    out: list[dict[int, int]] = []
+    append = out.append
+    for d in data:
+        outs = d["outputs"]
+        if len(outs) == 1:
+            spec = outs[0]
+            w = width.get(spec["dtype"])
+            if w is not None:  # shapes are lists of ints (graphs.validate)
+                append({0: w * prod(spec["shape"])})
+                continue
+        append({k: tensor_bytes(spec["shape"], spec["dtype"]) for k, spec in enumerate(outs)})
+    return out
 
 
 def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
@@ -109,54 +176,47 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     nxg = graph.nx
     ins_names = list(nxg)  # insertion order
     n = len(ins_names)
-    ins_index = {name: i for i, name in enumerate(ins_names)}
-    ins_data = [d for _, d in nxg.nodes(data=True)]
+    ins_index = dict(zip(ins_names, range(n)))
     adj = [
         [(ins_index[v], int(d.get("output", 0)), int(d["bytes"])) for v, d in nbrs.items()]
         for _, nbrs in nxg.adjacency()
     ]
-    # Kahn's algorithm, smallest insertion index first: the same deterministic
-    # order as Graph.topological_order(), on ints.
-    indeg = [0] * n
-    for lst in adj:
-        for v, _, _ in lst:
-            indeg[v] += 1
-    heap = [i for i in range(n) if indeg[i] == 0]
-    topo_ins: list[int] = []
-    while heap:
-        i = heappop(heap)
-        topo_ins.append(i)
-        for v, _, _ in adj[i]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heappush(heap, v)
-    if len(topo_ins) < n:
-        graph.topological_order()  # raises GraphError naming the cycle
-    pos = [0] * n
-    for t, i in enumerate(topo_ins):
-        pos[i] = t
-    topo = [ins_names[i] for i in topo_ins]
-    data = [ins_data[i] for i in topo_ins]
-    index = {name: t for t, name in enumerate(topo)}
+    ins_data = [d for _, d in nxg.nodes(data=True)]
+    topo_ins = _order(n, adj, graph)
+    if topo_ins is None:  # already topological
+        topo, data, index = ins_names, ins_data, ins_index
+    else:
+        pos = [0] * n
+        for t, i in enumerate(topo_ins):
+            pos[i] = t
+        adj = [[(pos[v], k, b) for v, k, b in adj[i]] for i in topo_ins]
+        topo = [ins_names[i] for i in topo_ins]
+        data = [ins_data[i] for i in topo_ins]
+        index = dict(zip(topo, range(n)))
     preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    out_size: list[dict[int, int]] = []
-    for d in data:
-        out_size.append(
-            {k: tensor_bytes(spec["shape"], spec["dtype"]) for k, spec in enumerate(d["outputs"])}
-        )
     succs: list[list[tuple[int, int]]] = []
-    for t, i in enumerate(topo_ins):
-        out: list[tuple[int, int]] = []
-        edge_sizes: dict[int, int] = {}
-        for v, k, b in adj[i]:
-            pv = pos[v]
-            preds[pv].append((t, k))  # in increasing producer index: sorted
-            out.append((pv, k))
-            if b > edge_sizes.get(k, -1):
-                edge_sizes[k] = b
-        if edge_sizes:  # the edges' size of a tensor wins over its shape
-            out_size[t].update(edge_sizes)
+    out_size = _sizes(data)
+    n_out = 1
+    for t, lst in enumerate(adj):
+        if not lst:
+            succs.append([])
+            continue
+        out = [(v, k) for v, k, _ in lst]
+        for v, k in out:
+            preds[v].append((t, k))  # in increasing producer index: sorted
+        sizes = out_size[t]
+        if len(lst) == 1:  # the edges' size of a tensor wins over its shape
+            sizes[lst[0][1]] = lst[0][2]
+        else:
+            edge_sizes: dict[int, int] = {}
+            for _, k, b in lst:
+                if b > edge_sizes.get(k, -1):
+                    edge_sizes[k] = b
+            sizes.update(edge_sizes)
         succs.append(out)
+    for sizes in out_size:
+        if len(sizes) > 1 or (sizes and 0 not in sizes):
+            n_out = max(n_out, max(sizes) + 1)
 
     names = list(topo)
     inputs = graph.meta.get("inputs") or []
@@ -175,36 +235,44 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
                 succs[p].append((ci, 0))
     n_all = len(names)
 
-    graph_outputs: list[list[int]] = [[] for _ in range(n_all)]
+    graph_outputs: dict[int, list[int]] = {}
     for spec in graph.meta.get("outputs") or []:
         node = spec.get("node")
         i, k = index[node], int(spec.get("output", 0))
-        if k not in graph_outputs[i]:
-            graph_outputs[i].append(k)
-            graph_outputs[i].sort()
+        ks = graph_outputs.setdefault(i, [])
+        if k not in ks:
+            ks.append(k)
+            ks.sort()
         if k not in out_size[i]:
             out_size[i][k] = int(spec.get("bytes", 0))
+            n_out = max(n_out, k + 1)
 
     prio = plan.priority
     if prio:
         keyed = sorted(range(n), key=lambda i: (float(prio.get(topo[i], i)), i))
+        rank = [0] * n
+        for r, i in enumerate(keyed):
+            rank[i] = r
     else:
         keyed = list(range(n))
-    rank = [0] * n
-    for r, i in enumerate(keyed):
-        rank[i] = r
+        rank = keyed
 
     dev_names = platform.device_names
     dev_index = {d: i for i, d in enumerate(dev_names)}
     host = dev_index[platform.host]
-    loc0 = [dev_index[plan.placement[u]] if u in plan.placement else -1 for u in topo]
+    placement = plan.placement
+    if len(placement) == n and plan.policy is None:  # validated: every node placed
+        loc0 = [dev_index[placement[u]] for u in topo]
+    else:
+        loc0 = [dev_index[placement[u]] if u in placement else -1 for u in topo]
     loc0 += [host] * (n_all - n)
-    params = [int(d["param_bytes"]) for d in data] + [0] * (n_all - n)
+    params = [d["param_bytes"] for d in data]
+    if not all(type(b) is int for b in params):
+        params = [int(b) for b in params]
+    params += [0] * (n_all - n)
     domain_same = [[platform.shares_memory(a, b) for b in dev_names] for a in dev_names]
 
     resources = platform.link_resources()
-    res_names = [name for name, _ in resources]
-    res_links = [link for _, link in resources]
     devs = platform.devices
     return Prepared(
         names=names,
@@ -218,13 +286,15 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
         order=keyed,
         loc0=loc0,
         params=params,
+        node_data=data,
         dev_names=dev_names,
         streams=[d.streams for d in devs],
         capacity=[d.memory_bytes for d in devs],
         domain_same=domain_same,
         host=host,
-        res_names=res_names,
-        res_links=res_links,
+        res_names=[name for name, _ in resources],
+        res_links=[link for _, link in resources],
+        n_out=n_out,
     )
 
 
@@ -243,6 +313,56 @@ def route(
     hops = platform.link_directions(names[src], names[dst])
     out = (tuple(prep.res_index[res] for res, _ in hops), tuple(link for _, link in hops))
     prep.routes[key] = out
+    return out
+
+
+def static_fanouts(
+    prep: Prepared,
+    platform: Platform,
+    transfer_time: Callable[[int, Any], float],
+) -> list[Fanout | None]:
+    """:func:`build_fanout` of every node the plan places (None for the others).
+
+    The common case (every reader static on the producer's own device, not a graph
+    output) is built inline; the rest by :func:`build_fanout`.
+    """
+    loc, succs, out_size, n_ops = prep.loc0, prep.succs, prep.out_size, prep.n_ops
+    graph_outputs, n_dev, n_out = prep.graph_outputs, len(prep.dev_names), prep.n_out
+    out: list[Fanout | None] = []
+    append = out.append
+    for u, lst in enumerate(succs):
+        du = loc[u]
+        if du < 0:
+            append(None)
+            continue
+        if u < n_ops and u not in graph_outputs:
+            local = [v for v, _ in lst]
+            for v in local:
+                if loc[v] != du:
+                    break
+            else:  # every reader on u's own device: no transfer, no handoff
+                sizes = out_size[u]
+                base = u * n_out * n_dev + du  # + k * n_dev: the buffer of output k
+                if not local:
+                    total = sum(sizes.values())
+                    append(Fanout(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, total, total))
+                elif len(sizes) == 1:
+                    for k, size in sizes.items():
+                        alloc = [(base + k * n_dev, size, len(local))]
+                        append(Fanout(alloc, EMPTY, local, EMPTY, EMPTY, EMPTY, size, 0))
+                else:
+                    refs: dict[int, int] = {}
+                    for _, k in lst:
+                        refs[k] = refs.get(k, 0) + 1
+                    alloc, dead = [], 0
+                    for k in sorted(sizes):
+                        if k in refs:
+                            alloc.append((base + k * n_dev, sizes[k], refs[k]))
+                        else:
+                            dead += sizes[k]
+                    append(Fanout(alloc, EMPTY, local, EMPTY, EMPTY, EMPTY, sum(sizes.values()), dead))
+                continue
+        append(build_fanout(prep, platform, transfer_time, u, du, loc))
     return out
 
 
@@ -289,9 +409,9 @@ def build_fanout(
         else:
             local.append(v)
     held: list[int] = []
-    for k in prep.graph_outputs[u]:
+    for k in prep.graph_outputs.get(u, EMPTY):
         if same[prep.host]:
-            held.append(k)
+            held.append(prep.buffer(u, k, du))
             refs[k] = refs.get(k, 0) + 1
             continue
         g = groups.get((k, prep.host))
@@ -300,20 +420,20 @@ def build_fanout(
             refs[k] = refs.get(k, 0) + 1
         g.is_output = True
     alloc: list[tuple[int, int, int]] = []
-    dead: list[tuple[int, int]] = []
+    dead_total = total = 0
     sizes = prep.out_size[u]
     for k in sorted(sizes) if len(sizes) > 1 else sizes:
+        total += sizes[k]
         if k in refs:
-            alloc.append((k, sizes[k], refs[k]))
+            alloc.append((prep.buffer(u, k, du), sizes[k], refs[k]))
         else:
-            dead.append((k, sizes[k]))
-    ordered = [groups[key] for key in sorted(groups)] if groups else []
+            dead_total += sizes[k]
+    ordered = [groups[key] for key in sorted(groups)] if groups else EMPTY
     for g in ordered:  # an output-only transfer queues with its producer's priority
         if g.rank == _NO_RANK:
             g.rank = rank[u] if u < prep.n_ops else 0
-    dead_total = sum(size for _, size in dead)
-    total = dead_total + sum(size for _, size, _ in alloc)
-    return Fanout(alloc, dead, held, local, handoff, dyn, ordered, total, dead_total)
+    return Fanout(alloc or EMPTY, held or EMPTY, local, handoff or EMPTY, dyn or EMPTY, ordered,
+                  total, dead_total)
 
 
 def _group(

@@ -1,43 +1,65 @@
-"""The SimPy processes of :mod:`sim.engine`: one per device stream and link direction.
+"""The servers of :mod:`sim.engine`: device streams, link directions, arrivals.
 
-Each server loops forever: take the most urgent item from its ready heap (or
-wait on an event until one is pushed), hold the SimPy clock for its duration,
-then hand the result back to the run (``_finish``, ``_xfer_done``). The host
+Each server is a small state machine driven by SimPy events: take the most
+urgent item from its ready heap (or wait, idle, until one is pushed), hold the
+SimPy clock for its duration with a :class:`simpy.events.Timeout`, then hand the
+result back to the run (``_finish``, ``_xfer_done``) and take the next. On a
+platform with memory domains (:mod:`sim.contention`) the duration is held by the
+contention model's event instead, which stretches it while the memory is
+oversubscribed; records and busy times are then the stretched durations. The host
 dispatcher is a pool of ``platform.dispatch_threads`` slots that a stream takes
 before each kernel launch (FIFO among waiting streams).
+
+The machines are plain callbacks on SimPy events rather than SimPy processes:
+the same events, scheduled in the same order at the same times (so the same
+records), without a generator to resume per event. An idle server is woken, and
+a freed dispatch slot handed to a waiting stream, through an event at the
+current time, as a process waiting on an event would be: whatever else is due
+at that time and was scheduled first still runs first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable
 from heapq import heappop
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    import simpy
+from simpy.events import Timeout
 
+if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.engine import EngineRun
 
-__all__ = ["arrivals", "link", "record", "stream"]
+__all__ = ["start_servers", "wake"]
 
 
-def record(run: EngineRun, *fields: Any) -> None:
-    """Keep one record (see :mod:`sim.result`); transfers add dst, output, hop."""
-    run.records.append(fields if len(fields) == 12 else fields + (None, None, None))
+def wake(run: EngineRun, resume: Callable[[Any], None], value: Any = None) -> None:
+    """Resume a waiting server at the current time, after what is already due then."""
+    Timeout(run.env, 0, value).callbacks.append(resume)
 
 
-def arrivals(run: EngineRun) -> Generator[simpy.Event, Any, None]:
-    """Start request ``r`` at ``r * interval_s``."""
+def start_servers(run: EngineRun) -> None:
+    """Idle every stream and link direction, then start the first request(s)."""
+    for di, streams in enumerate(run.prep.streams):
+        for s in range(streams):
+            _stream(run, di, s)
+    for ri in range(len(run.prep.res_names)):
+        _link(run, ri)
+    _arrivals(run, 0)
+
+
+def _arrivals(run: EngineRun, first: int) -> None:
+    """Start requests ``first, first + 1, ...`` at ``r * interval_s`` each."""
     env = run.env
-    for r in range(run.n_req):
+    for r in range(first, run.n_req):
         target = r * run.interval
         if target > env.now:
-            yield env.timeout(target - env.now)
+            Timeout(env, target - env.now).callbacks.append(lambda _e, r=r: _arrivals(run, r))
+            return
         run._arrive(r)
         run._drain()
 
 
-def stream(run: EngineRun, di: int, s: int) -> Generator[simpy.Event, Any, None]:
+def _stream(run: EngineRun, di: int, s: int) -> None:
     """Stream ``s`` of device ``di``: run the highest-priority ready op, forever."""
     env, prep = run.env, run.prep
     heap, idle, ends = run.heaps[di], run.idle[di], run.stream_end[di]
@@ -45,99 +67,137 @@ def stream(run: EngineRun, di: int, s: int) -> Generator[simpy.Event, Any, None]
     order, reqs, n = prep.order, run.reqs, max(prep.n_ops, 1)
     free, waiters = run.free_slots, run.slot_waiters
     records, dev_name, names = run.records, prep.dev_names[di], prep.names
-    timeout, event = env.timeout, env.event
-    start, finish, zero, drain = run._start, run._finish, run.zero, run._drain
-    while True:
+    node_bytes = run.node_bytes
+    start, finish, zero, drain, price = run._start, run._finish, run.zero, run._drain, run._price
+    dynamic = run.dynamic
+    draws = run.contention.device[di] if run.contention is not None else None
+    node_data = prep.node_data
+    req: Any = None
+    u = slot = 0
+    t = ds = t0 = 0.0
+
+    def pull(_ev: Any = None) -> None:
+        nonlocal req, u, t, ds
         if not heap:
-            ev = event()
-            idle.append(ev)
-            yield ev
-            continue
+            idle.append(pull)
+            return
         r, rk = divmod(heappop(heap), n)
         u = order[rk]
         req = reqs[r]
         if static[u]:
             t, ds = top[u], tdsp[u]
         else:
-            t, ds = run._price(u, di)
+            t, ds = price(u, di)
         if req.extra:
             t += req.extra.get(u, 0.0)
-        queued[di] -= t + ds
+        if dynamic:
+            queued[di] -= t + ds
         start(req, u, di)
         if ds > 0.0:
             if free:
-                slot = free.pop()
+                dispatch(free.pop())
             else:
-                ev = event()
-                waiters.append(ev)
-                slot = yield ev
-            t0 = env.now
+                waiters.append(on_slot)
+        else:
+            launch()
+
+    def on_slot(ev: Any) -> None:
+        dispatch(ev.value)
+
+    def dispatch(taken: int) -> None:
+        nonlocal slot, t0
+        slot, t0 = taken, env.now
+        if dynamic:
             ends[s] = t0 + ds + t
-            yield timeout(ds)
-            if waiters:
-                waiters.popleft().succeed(slot)
-            else:
-                free.append(slot)
-            run.disp_busy += ds
-            if records is not None:
-                record(run, "dispatch", names[u], names[u], r, "dispatch", slot, t0, t0 + ds, 0)
+        Timeout(env, ds).callbacks.append(dispatched)
+
+    def dispatched(_ev: Any) -> None:
+        if waiters:
+            wake(run, waiters.popleft(), slot)
+        else:
+            free.append(slot)
+        run.disp_busy += ds
+        if records is not None:
+            name = names[u]
+            records.append(("dispatch", name, name, req.r, "dispatch", slot, t0, t0 + ds, 0,
+                            None, None, None))
+        launch()
+
+    def launch() -> None:
+        nonlocal t, t0
         if req.factors is not None:
             t *= req.factors[u]
         t0 = env.now
-        ends[s] = t0 + t
-        yield timeout(t)
+        if dynamic:
+            ends[s] = t0 + t
+        if draws is None:
+            Timeout(env, t).callbacks.append(ran)
+        else:  # memory contention: slower while the memory is oversubscribed
+            run.contention.run(draws, t, node_data[u].get("bytes", 0)).callbacks.append(ran)
+
+    def ran(_ev: Any) -> None:
+        nonlocal t
+        if draws is not None:
+            t = env.now - t0
         busy[di] += t
         if records is not None:
-            record(run, "op", names[u], names[u], r, dev_name, s, t0, env.now, run.node_bytes[u])
+            name = names[u]
+            records.append(("op", name, name, req.r, dev_name, s, t0, env.now, node_bytes[u],
+                            None, None, None))
         finish(req, u, di)
         if zero:
             drain()
+        pull()
+
+    idle.append(pull)
 
 
-def link(run: EngineRun, ri: int) -> Generator[simpy.Event, Any, None]:
+def _link(run: EngineRun, ri: int) -> None:
     """Link direction ``ri``: move the most urgent queued tensor one hop, forever."""
     env, heap, idle = run.env, run.lheaps[ri], run.lidle[ri]
     records, res_name, names = run.records, run.prep.res_names[ri], run.prep.names
-    dev_names = run.prep.dev_names
-    while True:
+    dev_names, lbusy, lbytes = run.prep.dev_names, run.lbusy, run.lbytes
+    mu, sigma = -(run.sigma**2) / 2, run.sigma
+    draws = run.contention.link[ri] if run.contention is not None else None
+    x: Any = None
+    h = 0
+    t = t0 = 0.0
+
+    def pull(_ev: Any = None) -> None:
+        nonlocal x, h, t, t0
         if not heap:
-            ev = env.event()
-            idle.append(ev)
-            yield ev
-            continue
+            idle.append(pull)
+            return
         x = heappop(heap)[2]
         h = x.hop
         t = x.times[h]
         rng = x.req.rng
         if rng is not None:
-            t *= float(rng.lognormal(-(run.sigma**2) / 2, run.sigma))
+            t *= float(rng.lognormal(mu, sigma))
         if h == 0:
             run._xfer_start(x)
         t0 = env.now
-        yield env.timeout(t)
-        run.lbusy[ri] += t
-        run.lbytes[ri] += x.nbytes
+        if draws is None:
+            Timeout(env, t).callbacks.append(moved)
+        else:  # memory contention: slower while the memory is oversubscribed
+            run.contention.run(draws, t, x.nbytes).callbacks.append(moved)
+
+    def moved(_ev: Any) -> None:
+        nonlocal t
+        if draws is not None:
+            t = env.now - t0
+        lbusy[ri] += t
+        lbytes[ri] += x.nbytes
         if records is not None:
             dst = dev_names[x.dst]
-            name = f"{names[x.p]}[{x.k}]->{dst}"
-            record(
-                run,
-                "transfer",
-                name,
-                names[x.p],
-                x.req.r,
-                res_name,
-                0,
-                t0,
-                env.now,
-                x.nbytes,
-                dst,
-                x.k,
-                h,
-            )
+            records.append(("transfer", f"{names[x.p]}[{x.k}]->{dst}", names[x.p], x.req.r, res_name,
+                            0, t0, env.now, x.nbytes, dst, x.k, h))
         x.hop = h + 1
         if x.hop < len(x.hops):
             run._queue_hop(x)
         else:
             run._xfer_done(x)
             run._drain()
+        pull()
+
+    idle.append(pull)

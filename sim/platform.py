@@ -28,6 +28,11 @@ free and need no link; an op waiting for another such device's output starts
 ``handoff_s`` (of the consumer's device) after it is ready, the time to wake a
 worker on another core, and takes ``bytes / handoff_bandwidth_bytes_per_s`` longer
 to read that output from the other core's caches.
+
+Optional ``[[memory_domains]]`` tables declare memories whose bandwidth devices and
+link directions share, and what each draws on it; the simulator then slows work
+while a memory is oversubscribed (:mod:`sim.contention`). A platform without them
+models no contention.
 """
 
 from __future__ import annotations
@@ -43,7 +48,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["Device", "Link", "Platform", "PlatformError", "read_toml"]
+from hetsim.sim.contention import (
+    MemoryDomain,
+    MemoryDomainError,
+    domains_from_dicts,
+    member_resources,
+)
+
+__all__ = ["Device", "Link", "MemoryDomain", "Platform", "PlatformError", "read_toml"]
 
 
 class PlatformError(ValueError):
@@ -174,6 +186,9 @@ class Platform:
     #: dynamic plan, run in the runtime's interpreter): the node becomes ready for
     #: its device this long after the policy is asked.
     decision_s: float = 0.0
+    #: memories whose bandwidth several devices or link directions share
+    #: (:mod:`sim.contention`); empty: no contention is modelled.
+    memory_domains: tuple[MemoryDomain, ...] = ()
     _by_name: dict[str, Device] = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
     _routes: dict[tuple[str, str], tuple[Link, ...]] = field(
         default=None, init=False, repr=False, compare=False
@@ -218,6 +233,15 @@ class Platform:
                                 f"got {self.decision_s!r}")
         object.__setattr__(self, "decision_s", float(self.decision_s))
         object.__setattr__(self, "_routes", {})
+        object.__setattr__(self, "memory_domains", tuple(self.memory_domains))
+        for dom in self.memory_domains:
+            if not isinstance(dom, MemoryDomain):
+                raise PlatformError(f"platform {self.name!r}: memory_domains holds {dom!r:.60}, not a MemoryDomain")
+            for member in dom.demand:
+                try:
+                    member_resources(self, member)
+                except MemoryDomainError as e:
+                    raise PlatformError(f"platform {self.name!r}: memory domain {dom.name!r} {e}") from None
 
     # ------------------------------------------------------------------ queries
     @property
@@ -367,7 +391,8 @@ class Platform:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<dict>") -> Platform:
         """Build from the TOML structure; unknown keys raise :class:`PlatformError`."""
-        top = {"name", "host", "dispatch_threads", "decision_s", "description", "devices", "links"}
+        top = {"name", "host", "dispatch_threads", "decision_s", "description", "devices", "links",
+               "memory_domains"}
         _no_unknown(source, "platform", data, top)
         devs = data.get("devices")
         if not isinstance(devs, list) or not devs:
@@ -398,6 +423,10 @@ class Platform:
             except PlatformError as e:
                 raise PlatformError(f"{source}: {e}") from None
         try:
+            domains = domains_from_dicts(data.get("memory_domains", []), source)
+        except MemoryDomainError as e:
+            raise PlatformError(str(e)) from None
+        try:
             return cls(
                 name=str(data.get("name", Path(source).stem)),
                 devices=tuple(devices),
@@ -406,6 +435,7 @@ class Platform:
                 dispatch_threads=data.get("dispatch_threads", 1),
                 description=data.get("description", ""),
                 decision_s=data.get("decision_s", 0.0),
+                memory_domains=domains,
             )
         except PlatformError as e:
             raise PlatformError(f"{source}: {e}") from None
@@ -425,7 +455,7 @@ class Platform:
                 if v is not None and v != "" and not k.startswith("_")
             }
 
-        return {
+        out = {
             "name": self.name,
             "host": self.host,
             "dispatch_threads": self.dispatch_threads,
@@ -434,6 +464,9 @@ class Platform:
             "devices": [clean(d) for d in self.devices],
             "links": [clean(lk) for lk in self.links],
         }
+        if self.memory_domains:
+            out["memory_domains"] = [dom.to_dict() for dom in self.memory_domains]
+        return out
 
     @staticmethod
     def presets() -> list[str]:

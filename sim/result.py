@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["METRIC_COLUMNS", "RECORD_COLUMNS", "SimResult"]
+__all__ = ["METRIC_COLUMNS", "METRIC_DEFINITIONS", "RECORD_COLUMNS", "SimResult", "describe_metrics"]
 
 RECORD_COLUMNS = (
     "kind",
@@ -52,6 +53,7 @@ METRIC_COLUMNS = (
     "latency_mean_s",
     "latency_p50_s",
     "latency_p99_s",
+    "requests_per_s",
     "throughput_per_s",
     "cpu_util",
     "gpu_util",
@@ -61,6 +63,46 @@ METRIC_COLUMNS = (
     "peak_memory_cpu_bytes",
     "peak_memory_gpu_bytes",
 )
+#: what each of :data:`METRIC_COLUMNS` is (``hetsim compare --help``, the README)
+METRIC_DEFINITIONS: dict[str, str] = {
+    "makespan_s": "from the first request's arrival to the last request's completion (its "
+    "outputs back on the host), seconds",
+    "latency_mean_s": "mean over requests of completion - arrival, seconds",
+    "latency_p50_s": "median request latency (nearest rank: a latency that happened), seconds",
+    "latency_p99_s": "99th-percentile request latency (nearest rank), seconds",
+    "requests_per_s": "requests / makespan",
+    "throughput_per_s": "steady-state rate: (requests - 1) / (last completion - first "
+    "completion); 1 / makespan for one request",
+    "cpu_util": "mean over the CPU devices of busy / (makespan x streams); busy is the kernel "
+    "time summed over a device's streams",
+    "gpu_util": "the same over the GPU devices (a GPU with 4 streams is 100 % busy only when "
+    "all 4 run kernels for the whole makespan)",
+    "link_util": "mean over the link directions of transfer time / makespan",
+    "dispatch_util": "host time spent dispatching kernels / makespan",
+    "bytes_moved": "bytes over every link direction (a tensor crossing two hops counts twice)",
+    "peak_memory_cpu_bytes": "largest peak memory (weights included) over the CPU devices",
+    "peak_memory_gpu_bytes": "largest peak memory (weights included) over the GPU devices",
+}
+
+
+def describe_metrics(
+    columns: Sequence[str] = METRIC_COLUMNS,
+    more: Mapping[str, str] | None = None,
+    *,
+    width: int = 24,
+    line: int = 88,
+) -> str:
+    """``column  definition`` lines (wrapped at ``line`` characters) for ``columns`` and
+    the extra definitions ``more``: the text of ``--help`` epilogues."""
+    import textwrap
+
+    items = [(c, METRIC_DEFINITIONS[c]) for c in columns if c in METRIC_DEFINITIONS]
+    items += list((more or {}).items())
+    out = []
+    for c, text in items:
+        out.append(textwrap.fill(text, line, initial_indent=f"  {c:<{width}}",
+                                 subsequent_indent=" " * (width + 2)))  # fmt: skip
+    return "\n".join(out)
 
 
 @dataclass
@@ -76,9 +118,11 @@ class SimResult:
         Per request: completion minus arrival.
     throughput
         Steady-state requests per second: ``(n - 1) / (last - first completion)``
-        for ``n >= 2`` requests, else ``1 / makespan``.
+        for ``n >= 2`` requests, else ``1 / makespan`` (:attr:`requests_per_s` is
+        ``n / makespan``).
     device_busy, device_utilisation
-        Kernel time per device, and that over ``makespan * streams``.
+        Kernel time per device, summed over its streams, and that over
+        ``makespan * streams``.
     link_busy, link_utilisation, bytes_moved
         Per link direction (``"cpu->gpu"``; ``"a--b"`` for a half-duplex link).
     dispatch_busy
@@ -181,6 +225,11 @@ class SimResult:
         return statistics.fmean(self.latencies) if self.latencies else 0.0
 
     @property
+    def requests_per_s(self) -> float:
+        """``requests / makespan`` (:attr:`throughput` is the steady-state rate)."""
+        return len(self.completions) / self.makespan if self.makespan > 0 else math.nan
+
+    @property
     def total_bytes_moved(self) -> int:
         return sum(self.bytes_moved.values())
 
@@ -217,6 +266,7 @@ class SimResult:
             "interval_s": self.interval_s,
             "ops": self.ops,
             "makespan_s": self.makespan,
+            "requests_per_s": self.requests_per_s,
             "throughput_per_s": self.throughput,
             "latency_mean_s": self.latency,
             "latency_p50_s": _quantile(lat, 0.5),
@@ -237,12 +287,9 @@ class SimResult:
     def metrics(self) -> dict[str, float]:
         """The metric columns of a results row (:data:`METRIC_COLUMNS`).
 
-        ``latency_p50_s``/``latency_p99_s`` are nearest-rank quantiles (a latency
-        that happened); ``cpu_util``/``gpu_util`` the mean utilisation over the
-        devices of that kind and ``link_util`` over the link directions, NaN where
-        there are none; ``dispatch_util`` the host dispatcher's busy time over the
-        makespan; ``peak_memory_*_bytes`` the largest peak over the devices of that
-        kind (NaN where there are none).
+        :data:`METRIC_DEFINITIONS` says what each is; ``cpu_util``, ``gpu_util``,
+        ``link_util`` and ``peak_memory_*_bytes`` are NaN where the platform has no
+        device (link) of that kind.
 
         Examples
         --------
@@ -266,6 +313,7 @@ class SimResult:
             "latency_mean_s": statistics.fmean(lat) if lat else math.nan,
             "latency_p50_s": _quantile(lat, 0.5) if lat else math.nan,
             "latency_p99_s": _quantile(lat, 0.99) if lat else math.nan,
+            "requests_per_s": self.requests_per_s,
             "throughput_per_s": self.throughput,
             "cpu_util": statistics.fmean(util["cpu"]) if util["cpu"] else math.nan,
             "gpu_util": statistics.fmean(util["gpu"]) if util["gpu"] else math.nan,
@@ -296,25 +344,33 @@ class SimResult:
     def __str__(self) -> str:
         ms = 1e3
         lat = sorted(self.latencies)
+        n = len(self.completions)
+        rates = f"{self.requests_per_s:.2f} requests/s (requests / makespan)"
+        if n > 1:
+            rates += f", steady state {self.throughput:.2f}/s"
         lines = [
             f"{self.graph} on {self.platform}: {self.requests} request(s), {self.ops} ops, "
-            f"makespan {self.makespan * ms:.4f} ms, throughput {self.throughput:.2f}/s",
+            f"makespan {self.makespan * ms:.4f} ms, {rates}",
             f"latency (ms): mean {self.latency * ms:.4f}  p50 {_quantile(lat, 0.5) * ms:.4f}  "
             f"max {(lat[-1] if lat else 0.0) * ms:.4f}",
-            f"{'resource':<24}{'busy ms':>12}{'util':>8}{'peak MiB':>12}{'cap MiB':>12}{'moved MiB':>12}",
+            f"{'resource':<24}{'streams':>8}{'busy ms':>12}{'util':>8}{'peak MiB':>12}{'cap MiB':>12}"
+            f"{'moved MiB':>12}",
         ]
         for d in self.device_busy:
             lines.append(
-                f"{d:<24}{self.device_busy[d] * ms:>12.4f}{self.device_utilisation[d]:>8.1%}"
-                f"{self.peak_memory[d] / 2**20:>12.2f}{self.memory_capacity[d] / 2**20:>12.0f}{'':>12}"
+                f"{d:<24}{self.streams.get(d, 1):>8}{self.device_busy[d] * ms:>12.4f}"
+                f"{self.device_utilisation[d]:>8.1%}{self.peak_memory[d] / 2**20:>12.2f}"
+                f"{self.memory_capacity[d] / 2**20:>12.0f}{'':>12}"
             )
         for r in self.link_busy:
             lines.append(
-                f"{r:<24}{self.link_busy[r] * ms:>12.4f}{self.link_utilisation[r]:>8.1%}"
+                f"{r:<24}{'':>8}{self.link_busy[r] * ms:>12.4f}{self.link_utilisation[r]:>8.1%}"
                 f"{'':>12}{'':>12}{self.bytes_moved[r] / 2**20:>12.2f}"
             )
         util = self.dispatch_busy / self.makespan if self.makespan > 0 else 0.0
-        lines.append(f"{'dispatch (host)':<24}{self.dispatch_busy * ms:>12.4f}{util:>8.1%}")
+        lines.append(f"{'dispatch (host)':<24}{'':>8}{self.dispatch_busy * ms:>12.4f}{util:>8.1%}")
+        if any(k > 1 for k in self.streams.values()):
+            lines.append("busy: kernel time summed over a device's streams; util: busy / (makespan x streams)")
         for f in self.failures:
             lines.append(f"FAILED: {f}")
         return "\n".join(lines)

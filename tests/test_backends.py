@@ -283,3 +283,14 @@ def test_fused_graph_has_the_kernels_of_its_exactly_folded_module(seq, full_kern
     assert len(softmax) == 1 and ("full_like" in g.nodes[softmax[0]]["ops"]) == full_kernel
     model = relax_model(g.program, granularity="fused", exact=True)  # raised on a mismatch
     assert list(model.graph) == list(g)
+
+
+def test_importing_a_module_prints_no_torch_future_warning():
+    """``hetsim validate`` rebuilt its model through ``import_module``, and every run
+    printed torch 2.13's ``LeafSpec`` FutureWarning (its own pytree code trips it)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import_module(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()), (torch.rand(1, 3, 8, 8),))
+    assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []

@@ -45,7 +45,7 @@ def _plan(name: str, graph: Graph, platform: Platform = CPU2) -> tuple[Graph, Pl
     if name == "alternate":  # every other op on the other worker: a handoff per edge
         topo = graph.topological_order()
         return graph, Plan({n: f"cpu{i % 2}" for i, n in enumerate(topo)})
-    s = schedulers.get(name)
+    s = schedulers.get(name, **({"only_if_faster": False} if name == "tensor-split" else {}))
     g = s.transform(graph, platform, cost)
     return g, s.schedule(g, platform, cost)
 

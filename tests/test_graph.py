@@ -82,6 +82,11 @@ def test_truncated_and_foreign_files(tmp_path, diamond: Graph) -> None:
     (tmp_path / "trunc.json").write_text(text[: len(text) // 2])
     with pytest.raises(GraphError, match="trunc.json: malformed or truncated JSON"):
         graphs.load(tmp_path / "trunc.json")
+    (tmp_path / "cut.json").write_text('{"name": "x", "nodes": [{"id": "a')
+    with pytest.raises(GraphError) as e:  # where it stops, without a doubled "at"
+        graphs.load(tmp_path / "cut.json")
+    assert str(e.value).endswith("cut.json: malformed or truncated JSON (Unterminated string starting at: "
+                                 "line 1 column 32)")
     (tmp_path / "other.json").write_text(json.dumps({"hello": 1}))
     with pytest.raises(GraphError, match="other.json: not a hetsim graph file"):
         graphs.load(tmp_path / "other.json")

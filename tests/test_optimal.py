@@ -185,8 +185,9 @@ def test_times_beyond_int64_nanoseconds_solve_in_a_coarser_unit() -> None:
 
 def test_solve_time_counts_a_phase_that_found_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     from hetsim.schedulers import optimal as opt_mod
+    from hetsim.schedulers.optimal_model import CPSATModel
 
-    real_simulated, real_solve = opt_mod._simulated, opt_mod._Model.solve
+    real_simulated, real_solve = opt_mod._simulated, CPSATModel.solve
     calls: list[float] = []
 
     def unreproduced(graph, platform, plan, cost):  # noqa: ANN001, ANN202 - phase 1 not reproduced: phase 2 runs
@@ -200,9 +201,74 @@ def test_solve_time_counts_a_phase_that_found_nothing(monkeypatch: pytest.Monkey
         return out if len(calls) == 1 else None
 
     monkeypatch.setattr(opt_mod, "_simulated", unreproduced)
-    monkeypatch.setattr(opt_mod._Model, "solve", solve)
+    monkeypatch.setattr(CPSATModel, "solve", solve)
     g = GRAPHS["diamond"]()
     meta = schedulers.get("optimal", time_limit_s=2.0).schedule(g, Platform.preset("xeon-p2200"), Roofline()).meta
     assert len(calls) == 2
     assert meta["phase_solve_times_s"] == calls
     assert meta["solve_time_s"] == pytest.approx(sum(calls))
+
+
+# --------------------------------------------------------- objective and several requests
+def two_matmuls() -> tuple[Graph, Platform]:
+    """a -> b, each 1.25 ms on the CPU and 1 ms on the GPU, a 10 us copy: one request
+    is fastest on one device, four are fastest pipelined across both."""
+    g = Graph(name="two")
+    g.add_op("a", "matmul", flops=2e9, bytes=1_000_000)
+    g.add_op("b", "matmul", flops=2e9, bytes=1_000_000)
+    g.add_edge("a", "b", bytes=100_000)
+    cpu = Device("cpu", "cpu", peak_flops=1.6e12, mem_bandwidth_bytes_per_s=1e11, memory_bytes=10**10)
+    gpu = Device("gpu", "gpu", peak_flops=2e12, mem_bandwidth_bytes_per_s=1e11, memory_bytes=10**10)
+    return g, Platform("two-devices", (cpu, gpu), (Link("cpu", "gpu", bandwidth_bytes_per_s=1e10),), host="cpu")
+
+
+def test_optimal_states_its_objective() -> None:
+    g, platform = two_matmuls()
+    run = schedulers.get("optimal", time_limit_s=2.0).run(g, platform, ZeroDispatch())
+    meta = run.plan.meta
+    assert meta["status"] == "OPTIMAL" and meta["params"]["requests"] == 1
+    assert meta["objective"] == ("makespan of one request, over plans of one placement and one priority "
+                                 "order for the graph as given; proven optimal")
+
+
+def test_optimal_optimises_the_makespan_of_the_requests_it_serves() -> None:
+    """With 4 requests the one-request optimum (both matmuls on one device) is not the
+    best plan: pipelining them across both devices is, and optimal finds it."""
+    g, platform = two_matmuls()
+    cost = ZeroDispatch()
+    one = schedulers.get("optimal", time_limit_s=2.0).schedule(g, platform, cost)
+    assert len(set(one.placement.values())) == 1
+    run = schedulers.get("optimal", time_limit_s=4.0).run(g, platform, cost, requests=4)
+    meta = run.plan.meta
+    assert meta["params"]["requests"] == 4 and meta["requests"] == 4
+    one_at_4 = simulate(g, platform, one, cost, requests=4).makespan
+    assert run.result.makespan < 0.7 * one_at_4
+    assert run.plan.placement == {"a": "gpu", "b": "cpu"}
+    assert run.result.makespan == pytest.approx(meta["objective_s"])
+    assert meta["candidates_s"]["one-request optimum"] == pytest.approx(one_at_4)
+    assert meta["status"] == "OPTIMAL" and meta["lower_bound_s"] <= meta["objective_s"] + tolerance(g, run.plan)
+    assert meta["objective"].startswith("makespan of 4 requests, over plans of one placement and one "
+                                        "priority order for the graph as given; proven optimal")
+
+
+@pytest.mark.parametrize("graph_name", ["chain", "diamond", "fork-join", "inception"])
+def test_no_static_heuristic_beats_optimal_with_several_requests(graph_name: str) -> None:
+    """3 requests on xeon-p2200: every heuristic with one placement for all requests is
+    at least the bound (and the objective when proven); dynamic (run-time placement)
+    and tensor-split (another graph) are other kinds of plans."""
+    g, platform, cost = GRAPHS[graph_name](), Platform.preset("xeon-p2200"), ZeroDispatch()
+    run = schedulers.get("optimal", time_limit_s=4.0).run(g, platform, cost, requests=3)
+    meta = run.plan.meta
+    tol = tolerance(g, run.plan) * 3
+    assert meta["lower_bound_s"] <= run.result.makespan + tol
+    assert run.result.makespan == pytest.approx(meta["objective_s"])
+    for name in HEURISTICS:
+        s = schedulers.get(name)
+        if name in ("dynamic", "tensor-split") or not s.applies_to(g, platform):
+            continue
+        ms = s.run(g, platform, cost, requests=3).result.makespan
+        assert ms >= meta["lower_bound_s"] - tol, (name, ms, meta)
+        if name == "heft":
+            assert run.result.makespan <= ms + tol  # HEFT is one of its candidates
+        if meta["status"] == "OPTIMAL":
+            assert ms >= meta["objective_s"] - tol, (name, ms, meta)

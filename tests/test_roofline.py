@@ -212,3 +212,26 @@ def test_prices_every_preset():
         for d in Platform.preset(name).devices:
             t = Roofline().op_time(g, "n", d)
             assert d.launch_overhead_s < t < 1.0
+
+
+def test_a_subclass_overriding_one_node_pricing_is_priced_by_it() -> None:
+    """price_nodes uses Roofline's batch methods only where a subclass has not
+    overridden the one-node method they stand for (the engine priced a subclass's
+    dispatch with Roofline's batch method, ignoring the override)."""
+    from hetsim.costmodel.base import price_nodes
+
+    class NoDispatch(Roofline):
+        def dispatch_time(self, graph, node, device):
+            return 0.0
+
+    class Slow(Roofline):
+        def op_time(self, graph, node, device):
+            return 2 * super().op_time(graph, node, device)
+
+    g = Graph()
+    g.add_op("mm", "matmul", flops=2e9, bytes=12_000_000)
+    gpu = Platform.preset("xeon-p2200").device("gpu")
+    ops, disp = price_nodes(Roofline(), g, ["mm"], gpu)
+    assert disp == [gpu.dispatch_s] and disp[0] > 0
+    assert price_nodes(NoDispatch(), g, ["mm"], gpu) == (ops, [0.0])
+    assert price_nodes(Slow(), g, ["mm"], gpu)[0] == [2 * ops[0]]

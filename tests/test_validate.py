@@ -1,13 +1,13 @@
 """Validation (runtime.validate, ``hetsim validate``): simulate, execute on cpu2, compare.
 
 The googlenet/resnet18 validation measures the op times and the host costs in its
-own interleaved rounds on the machine that runs the tests (``in_context=``,
-``calibrate=``), as a user validates, and simulates every plan with them. Its error
-bound only catches gross modelling errors (a dispatch counted twice, a lost
-handoff): a shared CI machine's speed drifts by 10-40 %. The figure to compare with
-the 10 % target is measured on a quiet machine by ``python benchmarks/validate_cpu2.py``. ``profiles/cpu2-torch`` (isolated op
-times) serves the tests that need a profile but no timing.
-"""
+own interleaved rounds on the machine that runs the tests (no cost model given), as
+a user validates, and simulates every plan with them. Its error bound is the noise
+measured in the same run (each plan's p10-p90 spread) plus a margin that only
+catches gross modelling errors (a dispatch counted twice, a lost handoff): a shared
+CI machine's speed drifts by 10-40 %. The figure to compare with the targets is
+measured by ``python benchmarks/validate_cpu2.py``. ``profiles/cpu2-torch``
+(isolated op times) serves the tests that need a profile but no timing."""
 
 from __future__ import annotations
 
@@ -102,16 +102,18 @@ def test_profile_in_context_with_the_graphs_tensor_split_makes(squeeze, tmp_path
 
 
 def test_validate_all_googlenet_resnet18_measured_here(tmp_path):
-    """Planned with the committed profile; op times and host costs measured in the
-    validation's own rounds, as benchmarks/validate_cpu2.py does."""
+    """No cost model given: the op times (planned with a short in-context profile
+    first) and the host costs are measured in the validation's own rounds."""
     schedulers = ["all-cpu", "heft", "round-robin", "dynamic", "all-gpu"]
-    plan_cost = Path(__file__).resolve().parents[1] / "profiles" / "cpu2-torch-ctx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = validate_all(["googlenet", "resnet18"], "cpu2", schedulers, str(plan_cost),
-                             warmup=2, repeats=6, out=tmp_path, in_context=tmp_path / "ctx",
-                             calibrate="squeezenet1_1")
+        table = validate_all(["googlenet", "resnet18"], "cpu2", schedulers, warmup=2, repeats=6, out=tmp_path)
     assert list(table.columns[: len(VALIDATION_COLUMNS)]) == VALIDATION_COLUMNS
+    inputs = table.attrs["inputs"]
+    assert inputs["op times"].startswith("measured in this run") and inputs["plan"].startswith("made with op times")
+    assert inputs["host costs"].startswith("measured in this run") and "cpu2" in inputs["decision"]
+    assert (tmp_path / "profile" / "ops.csv").is_file() and (tmp_path / "plan-profile" / "ops.csv").is_file()
+    assert (tmp_path / "calibration.csv").is_file()
     assert len(table) == 10
     skipped = table[table["scheduler"] == "all-gpu"]
     assert set(skipped["status"]) == {"skipped"} and skipped["note"].str.contains("no GPU").all()
@@ -119,11 +121,14 @@ def test_validate_all_googlenet_resnet18_measured_here(tmp_path):
     assert len(ok) == 8 and set(ok["model"]) == {"googlenet", "resnet18"}
     assert (ok["simulated_s"] > 0).all() and (ok["measured_s"] > 0).all()
     assert ok["error_pct"].map(math.isfinite).all()
-    # gross errors only (see the module docstring): a unit slip or a lost component
-    # puts the simulation off by a factor; a loaded host's drift (up to -36 % seen in CI,
-    # -64 % for one plan under a busy core) does not reach a factor of two
-    ratio = ok["simulated_s"] / ok["measured_s"]
-    assert ratio.between(0.5, 2.0).all(), ok[["model", "scheduler", "error_pct"]]
+    # the error is bounded by the noise measured in this run: the target (benchmarks/
+    # validate_cpu2.py) is a few percent on a quiet host; here each plan may miss by 20 %
+    # plus three times its own p10-p90 spread, which a busy host widens
+    bound = 20.0 + 3.0 * ok["spread_pct"]
+    assert (ok["error_pct"].abs() <= bound).all(), ok[["model", "scheduler", "error_pct", "spread_pct"]]
+    assert set(ok["in_band"]) <= {True, False}
+    assert all(b == (lo <= s <= hi) for b, s, lo, hi in
+               zip(ok["in_band"], ok["simulated_s"], ok["measured_p10_s"], ok["measured_p90_s"]))
     assert ok["kendall_tau"].map(lambda t: -1.0 <= t <= 1.0).all()
     for col in ("simulated_rank", "measured_rank"):
         assert set(ok[col]) <= {1.0, 2.0, 3.0, 4.0} and (ok.groupby("model")[col].min() == 1).all()
@@ -131,7 +136,7 @@ def test_validate_all_googlenet_resnet18_measured_here(tmp_path):
     assert (tmp_path / "googlenet" / "heft" / "run_trace.json").is_file()
     assert len(pd.read_csv(tmp_path / "ranking.csv")) == 2
     text = format_table(table)
-    assert "Kendall tau" in text and "googlenet" in text
+    assert "Kendall tau" in text and "googlenet" in text and "inside the measured p10-p90 band" in text
 
 
 def test_context_profiler_writes_op_times_and_overhead_of_its_runs(squeeze, tmp_path):
@@ -168,6 +173,7 @@ def test_validate_all_in_context_and_calibrated(squeeze, tmp_path):
     plans simulated with them."""
     from hetsim.costmodel import from_spec
     from hetsim.graphs.features import features
+    from hetsim.sim.contention import MemoryDomain
     from hetsim.sim.engine import simulate
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
@@ -194,10 +200,13 @@ def test_validate_all_in_context_and_calibrated(squeeze, tmp_path):
     # the plans were simulated on cpu2 with the measured handoff and read rate, priced by the profile
     base = Platform.load("cpu2")
     bw = float(cal["handoff_bandwidth_bytes_per_s"].iloc[0])
+    slowdown = float(cal["slowdown"].iloc[0])
+    assert slowdown > 0
+    domains = (MemoryDomain("host", 1.5e10, {"cpu0": slowdown * 1.5e10 / 2, "cpu1": slowdown * 1.5e10 / 2}),)
     plat = base.replace(devices=tuple(
         dataclasses.replace(d, handoff_s=float(cal["handoff_s"].iloc[0]),
                             handoff_bandwidth_bytes_per_s=None if math.isinf(bw) else bw)
-        for d in base.devices))
+        for d in base.devices), memory_domains=domains if slowdown > 1 else ())
     cost = from_spec(str(ctx), platform=plat)
     for name in ("all-cpu", "round-robin"):
         plan = Plan.from_json(tmp_path / "v" / squeeze.graph.name / name / "plan.json")
@@ -206,19 +215,33 @@ def test_validate_all_in_context_and_calibrated(squeeze, tmp_path):
 
 
 def test_cli_validate_one(tmp_path, capsys):
+    """No --cost: the op times and host costs are measured in the run, and the output
+    says so (and whether the simulation is inside the measured band)."""
     rc = main(["validate", "squeezenet1_1", "--arg", "image_size=64", "--platform", "cpu2",
-               "--scheduler", "round-robin", "--warmup", "1", "--repeats", "2", "--out", str(tmp_path)])
+               "--scheduler", "round-robin", "--warmup", "1", "--repeats", "3", "--out", str(tmp_path),
+               "--host-calibration", "squeezenet1_1"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "error" in out and "cpu1" in out
+    assert "error" in out and "cpu1" in out and "the measured p10-p90 band" in out
+    assert "op times:   measured in this run" in out and "host costs: measured in this run on squeezenet1_1" in out
+    assert "decision:   from the platform 'cpu2'" in out
     assert (tmp_path / "sim_trace.json").is_file() and (tmp_path / "run_trace.json").is_file()
+    assert (tmp_path / "profile" / "ops.csv").is_file()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["inputs"]["op times"].startswith("measured in this run")
+    assert isinstance(summary["row"]["in_band"], bool)
+    # --cost: everything from a file, and the output says that too
+    rc = main(["validate", "squeezenet1_1", "--arg", "image_size=64", "--platform", "cpu2",
+               "--scheduler", "round-robin", "--warmup", "1", "--repeats", "2", "--cost", "roofline"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "op times:   roofline (analytic" in out and "host costs: from the platform 'cpu2'" in out
 
 
 def test_cli_validate_all_and_errors(tmp_path, capsys):
-    rc = main(["validate", "--all", "--models", "squeezenet1_1", "--arg", "image_size=64",
+    rc = main(["validate", "--all", "--models", "squeezenet1_1", "--arg", "image_size=64", "--cost", "roofline",
                "--schedulers", "all-cpu,round-robin", "--warmup", "0", "--repeats", "2", "--out", str(tmp_path)])
     out = capsys.readouterr().out
-    assert rc == 0 and "Kendall tau" in out
+    assert rc == 0 and "Kendall tau" in out and "op times:   roofline" in out
     table = pd.read_csv(tmp_path / "validation.csv")
     assert list(table["scheduler"]) == ["all-cpu", "round-robin"]
     assert main(["validate", "--platform", "cpu2"]) == 2

@@ -77,7 +77,7 @@ def figure(df: pd.DataFrame) -> Figure:
     gain = single_device_gain(df).sort_values(["batch", "model"])
     gain["batch size"] = "batch " + gain["batch"].astype(str)
     makespan_bars(gain, metric="gain_pct", group="model", hue="batch size", scale=1.0,
-                  ylabel="gain (%)", ax=ax_b)  # fmt: skip
+                  ylabel="gain (%)", labels="legend", values=False, ax=ax_b)  # fmt: skip
     ax_b.get_legend().remove()
     ax_b.legend(loc="upper right", ncols=2, fontsize=6)
     ax_b.set_title("(b) cp-greedy vs best single device", loc="left")

@@ -77,7 +77,7 @@ def figure(df: pd.DataFrame) -> Figure:
         makespan_bars(part, metric="speedup", group="model", hue="plan kind", scale=1.0,
                       order=[m for m in models if m in set(part["model"])],
                       hue_order=[v for v in LABELS.values() if v in set(part["plan kind"])],
-                      ylabel="speedup over 1 GPU", ax=ax)  # fmt: skip
+                      ylabel="speedup over 1 GPU", labels="legend", values=False, ax=ax)  # fmt: skip
         handles, _ = ax.get_legend_handles_labels()
         for legend in [ax.get_legend(), *fig.legends]:
             if legend is not None:

@@ -62,7 +62,7 @@ def figure(df: pd.DataFrame, granularity: str = "fused") -> Figure:
         part = s[s["platform"] == p]
         makespan_bars(part, metric="speedup", group="batch size", hue="scheduler", scale=1.0,
                       hue_order=[h for h in SHOWN if h in set(part["scheduler"])],
-                      ylabel="vs all-gpu", ax=ax)  # fmt: skip
+                      ylabel="vs all-gpu", labels="legend", values=False, ax=ax)  # fmt: skip
         handles = ax.get_legend_handles_labels()[0] or handles
         for legend in [ax.get_legend(), *fig.legends]:
             if legend is not None:

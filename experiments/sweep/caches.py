@@ -65,6 +65,10 @@ def _graph(model: str, batch: int, granularity: str, args_json: str, cache_dir: 
         from hetsim.graphs.graph import load
 
         return load(model)
+    if model.startswith("llm:"):  # an LLM workload, built in well under a second
+        from hetsim.graphs.llm import llm_graph_from_spec
+
+        return llm_graph_from_spec(model, batch=batch, **json.loads(args_json))
     from hetsim.graphs import zoo
 
     kwargs = json.loads(args_json)

@@ -118,11 +118,36 @@ class ResultsFile:
         if keep:
             header = data[: data.find(b"\n")].decode("utf-8", "replace").strip()
             if header != ",".join(self.columns):
-                raise SweepError(
-                    f"{self.path}: written with other columns (another hetsim version, or another "
-                    "kind of run?); use another output folder"
-                )
+                old = next(csv.reader([header]), [])
+                if not set(old) < set(self.columns):
+                    raise SweepError(
+                        f"{self.path}: written with other columns (another hetsim version, or another "
+                        "kind of run?); use another output folder"
+                    )
+                self._add_columns(old)
         return len(data) - keep
+
+    def _add_columns(self, old: list[str]) -> None:
+        """Rewrite a file written by an earlier version, whose columns are a subset of
+        :attr:`columns`, with every column (the new ones empty in its rows), atomically."""
+        tmp = self.path.with_suffix(".csv.tmp")
+        with open(self.path, newline="", encoding="utf-8") as src, \
+                open(tmp, "w", newline="", encoding="utf-8") as dst:  # fmt: skip
+            reader = csv.reader(src)
+            next(reader)
+            writer = csv.writer(dst, lineterminator="\n")
+            writer.writerow(self.columns)
+            rows = 0
+            for rec in reader:
+                cells = dict(zip(old, rec))
+                writer.writerow([cells.get(c, "") for c in self.columns])
+                rows += 1
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, self.path)
+        added = [c for c in self.columns if c not in old]
+        print(f"{self.path}: added the column(s) {', '.join(added)} of this hetsim version "
+              f"(empty in the {rows} row(s) written before)", file=sys.stderr)
 
     def append(self, row: Mapping[str, Any]) -> None:
         """Write one row (its missing columns empty; extra keys ignored) and flush it."""

@@ -7,7 +7,8 @@ A sweep file names lists of values; their cross product is run, one
     description = "How much does PCIe bandwidth matter?"   # optional
 
     [grid]                       # model, platform, scheduler are required
-    model = ["googlenet", "resnet18"]
+    model = ["googlenet", "resnet18"]   # zoo names, graph JSON paths, or LLM workloads
+                                        # "llm:NAME[,context=N,weights=q4,phase=...]"
     batch = [1, 8]               # default [1]
     granularity = ["op"]         # "op" | "fused"; default ["op"]
     platform = ["xeon-p2200"]    # preset names or platform TOML paths
@@ -215,6 +216,13 @@ class Sweep:
             if m.endswith(".json"):
                 if not Path(m).is_file():
                     problems.append(f"model {m!r}: no such graph file")
+            elif m.startswith("llm:"):
+                from hetsim.graphs.llm import llm_graph_from_spec
+
+                try:
+                    llm_graph_from_spec(m, **self.model_args.get(m, {}))
+                except (GraphError, TypeError) as e:
+                    problems.append(f"model {m!r}: {e}")
             elif m not in known_models:
                 problems.append(f"unknown model {m!r}{_suggest(m, known_models)}; known: {known_models}")
             elif self.model_args.get(m):
@@ -228,8 +236,8 @@ class Sweep:
             except (PlatformError, OSError) as e:
                 problems.append(f"platform {p!r}: {e}")
         for s in self.grid["scheduler"]:
-            if s not in schedulers.names():
-                known = schedulers.names()
+            if s not in schedulers.names() and s not in schedulers.llm_names():
+                known = schedulers.names() + schedulers.llm_names()
                 problems.append(f"unknown scheduler {s!r}{_suggest(s, known)}; known: {known}")
                 continue
             try:

@@ -1,0 +1,246 @@
+"""The dataflow graph of one forward pass of a decoder-only LLM, built directly.
+
+Every operator carries its exact FLOPs and bytes (closed forms below), so that a
+70B-parameter model builds in well under a second without materialising a weight:
+the graph of one phase is
+
+* ``prefill``: ``tokens`` prompt tokens of each of ``batch`` sequences, causal
+  attention over the prompt, logits of the last token;
+* ``decode``: one new token per sequence attending to ``kv_length`` cached tokens.
+
+Node ids follow llama.cpp's GGUF tensor names, so that a placement reads as its
+``-ot`` rules: ``token_embd``, ``blk.{i}.attn_norm``, ``blk.{i}.attn_q`` / ``_k`` /
+``_v``, ``blk.{i}.rope``, ``blk.{i}.attn`` (scores, softmax and values over the KV
+cache), ``blk.{i}.attn_output``, ``blk.{i}.attn_residual``, ``blk.{i}.ffn_norm``,
+``blk.{i}.ffn_gate`` / ``_up``, ``blk.{i}.ffn_act`` (SiLU(gate) * up),
+``blk.{i}.ffn_down``, ``blk.{i}.ffn_residual``; for a mixture of experts
+``blk.{i}.ffn_gate_inp`` (router), ``blk.{i}.ffn_topk``, per expert ``e``
+``blk.{i}.ffn_gate_exps.{e}``, ``..._up_exps.{e}``, ``..._act_exps.{e}``,
+``..._down_exps.{e}``, and ``blk.{i}.ffn_moe_sum``; then ``output_norm`` and
+``output``.
+
+Conventions (as llama.cpp computes): activations in float32; a matrix weight is read
+once per op at its storage width (:data:`~graphs.llm.config.WEIGHT_FORMATS`), norm
+weights are float32; the KV cache of a layer is resident with its ``attn`` node
+(``param_bytes``: capacity for ``context`` tokens of every sequence) and the node reads
+the cached keys and values it attends to and writes the new ones. A mixture of
+experts is priced at its expectation under uniform routing: expert ``e`` gets
+``rows * top_k / experts`` rows and its weights are read when it gets at least one
+token, with probability ``1 - (1 - top_k / experts) ** rows``.
+
+A ``matmul`` node's ``attrs`` hold its weight's ``k`` (input) and ``n`` (output)
+sizes. Node attributes: ``layer`` (the decoder layer index) on every node of a layer,
+``moe_block`` and ``expert`` on expert nodes, ``top_k`` on the router's ``topk`` node.
+``meta["llm"]`` holds the configuration, the phase and its sizes, and ``units``: the
+groups of nodes a placement moves together (``token_embd``, ``blk.{i}.attn``,
+``blk.{i}.ffn``, ``blk.{i}.ffn_exps``, ``output``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hetsim.graphs.graph import Graph, GraphError
+from hetsim.graphs.llm.config import LLMConfig, kv_dtype_bytes, weight_format
+
+__all__ = ["ACT_BYTES", "PHASES", "llm_graph"]
+
+#: bytes of one activation element (llama.cpp computes in float32)
+ACT_BYTES = 4
+#: bytes of one norm-weight element (float32 in GGUF files)
+NORM_BYTES = 4
+PHASES = ("prefill", "decode")
+
+
+class _Builder:
+    """Adds nodes with explicit FLOPs/bytes and records each node's unit."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.g = graph
+        self.units: dict[str, list[str]] = {}
+
+    def op(self, unit: str, node: str, op: str, *, rows: float, width: int, flops: float, nbytes: float,
+           param_bytes: float = 0, inputs: list[tuple[str, float]] = (), op_attrs: dict | None = None,
+           **attrs: Any) -> str:
+        out_rows = max(1, math.ceil(rows))
+        self.g.add_op(
+            node, op,
+            outputs=[([out_rows, width], "float32")],
+            attrs=op_attrs,
+            flops=float(flops),
+            bytes=int(round(nbytes)),
+            param_bytes=int(round(param_bytes)),
+            **attrs,
+        )
+        for src, b in inputs:
+            self.g.add_edge(src, node, bytes=int(round(b)))
+        self.units.setdefault(unit, []).append(node)
+        return node
+
+
+def llm_graph(
+    config: LLMConfig | str,
+    *,
+    phase: str = "decode",
+    batch: int = 1,
+    tokens: int | None = None,
+    kv_length: int | None = None,
+    context: int | None = None,
+    weights: str = "f16",
+    kv_dtype: str = "f16",
+) -> Graph:
+    """The graph of one prefill or one decode step of ``config``.
+
+    Parameters
+    ----------
+    config
+        An :class:`LLMConfig` or a preset name.
+    phase
+        ``"prefill"`` (``tokens`` prompt tokens per sequence) or ``"decode"`` (one
+        token per sequence attending to ``kv_length`` cached tokens, itself included).
+    batch
+        Sequences processed together.
+    tokens
+        Prompt length of a prefill (default 512); ignored by decode.
+    kv_length
+        Tokens in the KV cache a decode step attends to (default: ``context``).
+    context
+        KV-cache capacity per sequence, which sizes its memory (default: the prompt
+        for a prefill, ``kv_length`` or the model's ``max_context`` for a decode).
+    weights
+        Weight storage format (:func:`~graphs.llm.config.weight_format`).
+    kv_dtype
+        KV-cache element type (:data:`~graphs.llm.config.KV_DTYPES`).
+
+    Returns
+    -------
+    Graph
+        Validated; ``meta["llm"]`` describes it.
+
+    Raises
+    ------
+    GraphError
+        unknown preset, format or dtype; a context longer than the model allows;
+        a non-positive size.
+
+    Examples
+    --------
+    >>> g = llm_graph("tiny", phase="decode", kv_length=16)
+    >>> g.nodes["blk.0.attn_q"]["flops"] == 2 * 64 * 64
+    True
+    """
+    cfg = LLMConfig.preset(config) if isinstance(config, str) else config
+    if phase not in PHASES:
+        raise GraphError(f"unknown phase {phase!r}; phases: {', '.join(PHASES)}")
+    fmt = weight_format(weights)
+    kvb = kv_dtype_bytes(kv_dtype)
+    if phase == "prefill":
+        tokens = 512 if tokens is None else tokens
+        kv_length = tokens
+        context = tokens if context is None else context
+    else:
+        if kv_length is None:
+            kv_length = context if context is not None else cfg.max_context
+        context = kv_length if context is None else context
+        tokens = 1
+    for key, v in (("batch", batch), ("tokens", tokens), ("kv_length", kv_length), ("context", context)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise GraphError(f"{key} must be an int >= 1, got {v!r}")
+    if context > cfg.max_context:
+        raise GraphError(f"context {context} is longer than {cfg.name!r} allows ({cfg.max_context} tokens)")
+    if kv_length > context:
+        raise GraphError(f"{phase}: {kv_length} tokens do not fit a context of {context}")
+
+    B, T, h, kvd = batch, tokens, cfg.hidden, cfg.kv_dim
+    N = B * T  # rows of every per-token op
+    a, wb = ACT_BYTES, fmt.bytes_per_weight
+    # attention: (query, key) pairs per sequence and head; keys and values read per sequence
+    pairs = T * (T + 1) / 2 if phase == "prefill" else kv_length
+    kv_read = kv_length
+    g = Graph(name=f"{cfg.name}-{phase}", meta={
+        "source": "hetsim.graphs.llm", "batch": B, "dtype": "float32", "granularity": "op",
+        "model": cfg.name,
+    })
+    b = _Builder(g)
+
+    def matmul(unit: str, node: str, src: str, rows: float, k: int, n: int, *, read_p: float = 1.0,
+               in_bytes: float | None = None, **attrs: Any) -> str:
+        w = k * n * wb
+        act_in = rows * k * a if in_bytes is None else in_bytes
+        return b.op(unit, node, "matmul", rows=rows, width=n, flops=2 * rows * k * n,
+                    nbytes=act_in + rows * n * a + w * read_p, param_bytes=w, inputs=[(src, act_in)],
+                    op_attrs={"k": k, "n": n}, **attrs)
+
+    def norm(unit: str, node: str, src: str, rows: float, **attrs: Any) -> str:
+        return b.op(unit, node, "rms_norm", rows=rows, width=h, flops=4 * rows * h,
+                    nbytes=2 * rows * h * a + h * NORM_BYTES, param_bytes=h * NORM_BYTES,
+                    inputs=[(src, rows * h * a)], **attrs)
+
+    def add(unit: str, node: str, x: str, y: str, rows: float, **attrs: Any) -> str:
+        return b.op(unit, node, "add", rows=rows, width=h, flops=rows * h, nbytes=3 * rows * h * a,
+                    inputs=[(x, rows * h * a), (y, rows * h * a)], **attrs)
+
+    x = b.op("token_embd", "token_embd", "take", rows=N, width=h, flops=0,
+             nbytes=N * 4 + N * h * wb + N * h * a, param_bytes=cfg.vocab * h * wb)
+    for i in range(cfg.layers):
+        p, L = f"blk.{i}", {"layer": i}
+        u = f"{p}.attn"
+        xn = norm(u, f"{p}.attn_norm", x, N, **L)
+        q = matmul(u, f"{p}.attn_q", xn, N, h, h, **L)
+        k = matmul(u, f"{p}.attn_k", xn, N, h, kvd, **L)
+        v = matmul(u, f"{p}.attn_v", xn, N, h, kvd, **L)
+        r = b.op(u, f"{p}.rope", "rope", rows=N, width=h + kvd, flops=3 * N * (h + kvd),
+                 nbytes=2 * N * (h + kvd) * a, inputs=[(q, N * h * a), (k, N * kvd * a)], **L)
+        att = b.op(
+            u, f"{p}.attn", "attention", rows=N, width=h,
+            flops=4 * B * cfg.heads * cfg.head_dim * pairs + 5 * B * cfg.heads * pairs,
+            nbytes=2 * N * h * a + B * kv_read * 2 * kvd * kvb + N * 2 * kvd * kvb + N * kvd * a,
+            param_bytes=B * context * 2 * kvd * kvb,
+            inputs=[(r, N * (h + kvd) * a), (v, N * kvd * a)], **L,
+        )
+        o = matmul(u, f"{p}.attn_output", att, N, h, h, **L)
+        x = add(u, f"{p}.attn_residual", o, x, N, **L)
+        u = f"{p}.ffn"
+        xn = norm(u, f"{p}.ffn_norm", x, N, **L)
+        if not cfg.is_moe:
+            gt = matmul(u, f"{p}.ffn_gate", xn, N, h, cfg.ffn, **L)
+            up = matmul(u, f"{p}.ffn_up", xn, N, h, cfg.ffn, **L)
+            act = b.op(u, f"{p}.ffn_act", "silu_mul", rows=N, width=cfg.ffn, flops=5 * N * cfg.ffn,
+                       nbytes=3 * N * cfg.ffn * a, inputs=[(gt, N * cfg.ffn * a), (up, N * cfg.ffn * a)], **L)
+            dn = matmul(u, f"{p}.ffn_down", act, N, cfg.ffn, h, **L)
+        else:
+            E, K = cfg.experts, cfg.top_k
+            rt = matmul(u, f"{p}.ffn_gate_inp", xn, N, h, E, **L)
+            tk = b.op(u, f"{p}.ffn_topk", "topk", rows=N, width=2 * K, flops=N * E,
+                      nbytes=N * E * a + N * 2 * K * a, inputs=[(rt, N * E * a)], top_k=K, **L)
+            rows_e = N * K / E  # expected rows per expert
+            p_used = 1.0 - (1.0 - K / E) ** N  # chance an expert gets a token: its weights are read
+            ue, outs = f"{p}.ffn_exps", []
+            for e in range(E):
+                X = {"layer": i, "moe_block": i, "expert": e}
+                ge = matmul(ue, f"{p}.ffn_gate_exps.{e}", xn, rows_e, h, cfg.ffn, read_p=p_used, **X)
+                g.add_edge(tk, ge, bytes=int(round(rows_e * 2 * a)))
+                ue_ = matmul(ue, f"{p}.ffn_up_exps.{e}", xn, rows_e, h, cfg.ffn, read_p=p_used, **X)
+                ae = b.op(ue, f"{p}.ffn_act_exps.{e}", "silu_mul", rows=rows_e, width=cfg.ffn,
+                          flops=5 * rows_e * cfg.ffn, nbytes=3 * rows_e * cfg.ffn * a,
+                          inputs=[(ge, rows_e * cfg.ffn * a), (ue_, rows_e * cfg.ffn * a)], **X)
+                outs.append(matmul(ue, f"{p}.ffn_down_exps.{e}", ae, rows_e, cfg.ffn, h, read_p=p_used, **X))
+            dn = b.op(u, f"{p}.ffn_moe_sum", "moe_sum", rows=N, width=h, flops=2 * N * K * h,
+                      nbytes=(K + 1) * N * h * a + N * K * a,
+                      inputs=[(tk, N * 2 * K * a)] + [(o_, rows_e * h * a) for o_ in outs], **L)
+        x = add(u, f"{p}.ffn_residual", dn, x, N, **L)
+    # logits of the last token of each sequence only (llama.cpp's inp_out_ids)
+    xn = b.op("output", "output_norm", "rms_norm", rows=B, width=h, flops=4 * B * h,
+              nbytes=2 * B * h * a + h * NORM_BYTES, param_bytes=h * NORM_BYTES, inputs=[(x, B * h * a)])
+    out = matmul("output", "output", xn, B, h, cfg.vocab)
+    g.meta["inputs"] = [{"name": "tokens", "shape": [B, T], "dtype": "int32", "bytes": N * 4,
+                         "consumers": ["token_embd"]}]
+    g.meta["outputs"] = [{"node": out, "output": 0, "shape": [B, cfg.vocab], "dtype": "float32",
+                          "bytes": B * cfg.vocab * a}]
+    g.meta["llm"] = {
+        "config": cfg.to_dict(), "phase": phase, "batch": B, "tokens": T, "kv_length": kv_length,
+        "context": context, "weights": fmt.name, "kv_dtype": kv_dtype, "units": b.units,
+        "expert_read_fraction": (1.0 - (1.0 - cfg.top_k / cfg.experts) ** N) if cfg.is_moe else 1.0,
+    }
+    return g

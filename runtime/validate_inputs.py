@@ -1,0 +1,159 @@
+"""The simulator's inputs measured in a validation's own rounds (the default).
+
+Validating the simulator needs the op times and the host costs of the machine *as
+it is during the validation*: a shared VM's speed drifts by +-10 % over minutes and
+its host costs 2-3x with the other tenants' load, so a profile taken earlier makes
+every plan look mispredicted. :class:`InRunInputs` sets up what
+:func:`runtime.validate.validate` and :func:`~runtime.validate.validate_all` measure
+when no cost model is given:
+
+* a short in-context profile of the graphs first (``plan-profile/``), which the
+  schedulers plan with;
+* a :class:`~runtime.context_profile.ContextProfiler` (``profile/``): every graph
+  run node by node on one worker in each round, its op times the profile the plans
+  are simulated with;
+* a :class:`~runtime.handoff.HostCalibration` on :data:`CALIBRATION_MODEL`: the
+  handoff, read rate and two-worker slowdown (memory contention) of the same
+  minutes.
+
+:meth:`InRunInputs.describe` says, for the output, which inputs were measured in
+the run and which came from a file.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.graphs.graph import Graph
+    from hetsim.runtime.backends.tvm_backend import RelaxModel
+    from hetsim.runtime.context_profile import ContextProfiler
+    from hetsim.runtime.handoff import HostCalibration
+    from hetsim.sim.platform import Platform
+
+__all__ = ["CALIBRATION_MODEL", "InRunInputs", "file_inputs", "why_not_measured"]
+
+#: the zoo model whose runs measure the host costs (one that is rarely validated)
+CALIBRATION_MODEL = "squeezenet1_1"
+#: the calibration model when the validated model is :data:`CALIBRATION_MODEL`
+CALIBRATION_FALLBACK = "mobilenet_v2"
+
+
+def why_not_measured(platform: Platform) -> str | None:
+    """Why the op times cannot be measured in the run on ``platform`` (None: they can:
+    every device is a CPU worker of this machine)."""
+    gpus = [d.name for d in platform.devices if d.kind != "cpu"]
+    if gpus:
+        return f"platform {platform.name!r} has GPU devices {gpus}: op times are measured on one CPU worker only"
+    return None
+
+
+def file_inputs(platform: Platform, cost_name: str) -> dict[str, str]:
+    """The provenance lines of a validation that measured nothing in its run."""
+    ops = ("roofline (analytic, from the platform's device specs)" if cost_name == "roofline"
+           else f"from {cost_name} (a file, measured earlier)")
+    return {"op times": ops,
+            "host costs": f"from the platform {platform.name!r} (dispatch, handoff, read rate, decision: "
+                          f"preset or file values)"}
+
+
+def _fresh(folder: Path) -> Path:
+    """``folder`` emptied of a profile an earlier run left (a folder with a
+    ``manifest.json``); anything else there is refused rather than deleted."""
+    if folder.exists():
+        if not (folder / "manifest.json").is_file():
+            raise ValueError(f"{folder}: exists and is not a profile folder; give another --out")
+        shutil.rmtree(folder)
+    return folder
+
+
+class InRunInputs:
+    """Op times and host costs measured in a validation's own rounds.
+
+    Parameters
+    ----------
+    graphs
+        ``(graph, relax model)`` of each model validated.
+    platform
+        The platform (CPU workers of this machine).
+    folder
+        Where ``plan-profile/`` and ``profile/`` go (None: a temporary folder,
+        removed by :meth:`close`).
+    backend, warmup
+        As :func:`runtime.execute`.
+    calibrate
+        Zoo model of the host calibration (default :data:`CALIBRATION_MODEL`, or
+        :data:`CALIBRATION_FALLBACK` when that one is validated); ``"none"``: keep
+        the platform's host costs.
+    plan_runs
+        Timed runs of each graph in the short profile the schedulers plan with.
+    batch
+        Batch of the calibration model.
+    profile
+        Folder of the in-run profile (default ``folder/profile``).
+    """
+
+    def __init__(self, graphs: Sequence[tuple[Graph, RelaxModel]], platform: Platform,
+                 folder: str | Path | None = None, *, backend: str = "torch", warmup: int = 3,
+                 calibrate: str | None = None, plan_runs: int = 5, batch: int = 1,
+                 profile: str | Path | None = None) -> None:
+        from hetsim import costmodel
+        from hetsim.runtime.backends.tvm_backend import import_model
+        from hetsim.runtime.context_profile import ContextProfiler, profile_in_context
+        from hetsim.runtime.handoff import HostCalibration
+
+        self._temp = folder is None
+        self.folder = Path(tempfile.mkdtemp(prefix="hetsim-validate-")) if folder is None else Path(folder)
+        self.platform = platform
+        self.profiler_path = Path(profile) if profile is not None else self.folder / "profile"
+        self.profiler: ContextProfiler | None = None
+        self.calibration: HostCalibration | None = None
+        try:
+            models = {g.name: m for g, m in graphs}
+            self.plan_profile = profile_in_context(
+                [g for g, _ in graphs], _fresh(self.folder / "plan-profile"), warmup=2, runs=plan_runs,
+                models=models, backend=backend)  # graphs a scheduler rewrites: priced by the fallback
+            self.plan_cost = costmodel.from_spec(str(self.plan_profile), platform=platform)
+            self.profiler = ContextProfiler(_fresh(self.profiler_path), backend=backend)
+            validated = {str(g.meta.get("model") or g.name) for g, _ in graphs}
+            name = calibrate or (CALIBRATION_FALLBACK if CALIBRATION_MODEL in validated else CALIBRATION_MODEL)
+            shared = [d.name for d in platform.devices if platform.shares_memory(platform.devices[0].name, d.name)]
+            if name != "none" and len(shared) >= 2:
+                cal = import_model(name, batch=batch)
+                self.calibration = HostCalibration(cal.graph, cal, platform, devices=(shared[0], shared[1]),
+                                                   backend=backend, warmup=warmup)
+        except BaseException:
+            self.close()
+            raise
+
+    def describe(self, platform: Platform, calibrated: dict[str, Any] | None, *, rounds: int,
+                 dispatch_s: float | None = None) -> dict[str, str]:
+        """Provenance lines: which inputs were measured in this run, which came from a file."""
+        out = {"plan": f"made with op times measured in context just before the rounds ({self.plan_profile})",
+               "op times": f"measured in this run: each graph node by node on one worker, once per round, "
+                           f"{rounds} rounds interleaved with the plans' runs ({self.profiler_path})"}
+        if dispatch_s is not None:
+            out["dispatch"] = f"measured in this run: {dispatch_s * 1e6:.1f} us per op (the executor's work around a call)"
+        if calibrated is not None and self.calibration is not None:
+            bw = calibrated["handoff_bandwidth_bytes_per_s"]
+            out["host costs"] = (
+                f"measured in this run on {self.calibration.graph.name}: handoff {calibrated['handoff_s'] * 1e6:.1f} us, "
+                f"read rate {'-' if bw == float('inf') else f'{bw / 1e9:.2f} GB/s'}, two workers busy "
+                f"{calibrated['slowdown']:.3f}x slower (memory contention)")
+        else:
+            out["host costs"] = f"from the platform {platform.name!r} (preset or file values)"
+        out["decision"] = f"from the platform {platform.name!r}: {platform.decision_s * 1e6:.1f} us per dynamic placement"
+        return out
+
+    def close(self) -> None:
+        """Stop the calibration's and the profiler's executions; remove a temporary folder."""
+        if self.calibration is not None:
+            self.calibration.close()
+        if self.profiler is not None:
+            self.profiler.close()
+        if self._temp:
+            shutil.rmtree(self.folder, ignore_errors=True)

@@ -1,0 +1,140 @@
+"""The op handlers of :mod:`sim.engine`: start, finish, fan-out and readiness.
+
+Every op passes through these once per request, so they are closures over the
+run's tables (no attribute lookups in the loop) and take the common case first:
+a statically placed op whose readers sit on its own device. Buffers are the
+per-request reference counts of :class:`~sim.engine_state.Request` (``refs``,
+keyed by :meth:`~sim.engine_prep.Prepared.buffer`): an op's outputs are
+allocated on its device when it starts (``Fanout.alloc``: one reference per
+local reader edge, per transfer and per kept graph output), each reader releases
+its input when it finishes, and a buffer's bytes leave the device when its last
+reference goes.
+"""
+
+from __future__ import annotations
+
+from heapq import heappush
+from typing import TYPE_CHECKING
+
+from hetsim.sim.engine_servers import wake
+from hetsim.sim.engine_state import DONE, QUEUED, RUNNING, Transfer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.sim.engine import EngineRun
+    from hetsim.sim.engine_state import Request
+
+__all__ = ["bind_op_handlers"]
+
+
+def bind_op_handlers(run: EngineRun) -> None:
+    """Set ``run._start``, ``run._fan``, ``run._finish``, ``run._ready`` and
+    ``run._drain``: the handlers the servers call."""
+    prep = run.prep
+    preds, out_size, rank, names = prep.preds, prep.out_size, prep.rank, prep.names
+    domain_same, capacity, dev_names = prep.domain_same, prep.capacity, prep.dev_names
+    n_dev, n_out = run.n_dev, prep.n_out
+    sfo, fanout, mem, peak, overflowed = run.sfo, run._fanout, run.mem, run.peak, run._overflowed
+    static, top, tdsp, baked = run.static, run.top, run.tdsp, run.baked
+    heaps, idle, queued, zero = run.heaps, run.idle, run.queued, run.zero
+    dynamic, price, xread, env = run.dynamic, run._price, run._xread, run.env
+
+    def start(req: Request, u: int, di: int) -> None:
+        fo = sfo[u] or fanout(u, di)
+        req.state[u] = RUNNING
+        if fo.alloc:
+            refs = req.refs
+            for b, _, nref in fo.alloc:
+                refs[b] = nref
+        total = fo.total
+        if total:
+            m = mem[di] + total
+            mem[di] = m
+            if m > peak[di]:
+                peak[di] = m
+                if m > capacity[di] and di not in overflowed:
+                    run._overflow(di, m, req, "op", u)
+        if fo.held:
+            req.held.extend(fo.held)
+
+    def ready(req: Request, v: int) -> None:
+        di = req.loc[v]
+        if static[v]:
+            t, ds = top[v], tdsp[v]
+        else:
+            t, ds = price(v, di)
+        if not baked[v] and t > 0.0:
+            x = xread(v, di, req.loc)
+            if x > 0.0:
+                req.extra[v] = x
+                t += x
+        if t == 0.0 and ds == 0.0:
+            zero.append((req, v, di))
+            return
+        req.state[v] = QUEUED
+        heappush(heaps[di], req.base + rank[v])
+        if dynamic:
+            queued[di] += t + ds
+        waiting = idle[di]
+        if waiting:
+            wake(run, waiting.popleft())
+
+    def fan(req: Request, u: int, di: int) -> None:
+        fo = sfo[u] or fanout(u, di)
+        req.state[u] = DONE
+        if fo.dead_total:
+            mem[di] -= fo.dead_total
+        pend = req.pending
+        for v in fo.local:
+            c = pend[v] - 1
+            pend[v] = c
+            if c == 0:
+                ready(req, v)
+        if fo.handoff:
+            for v, h in fo.handoff:
+                env.timeout(h).callbacks.append(lambda _e, req=req, v=v: run._handed(req, v))
+        if fo.groups:
+            for g in fo.groups:
+                x = Transfer(req, u, g.k, di, g.dst, g.hops, g.times, g.nbytes,
+                             list(g.consumers) if dynamic else g.consumers, g.is_output, g.rank)
+                if g.is_output:
+                    req.remaining += 1
+                if dynamic:
+                    req.xfers[(u, g.k, g.dst)] = x
+                run._queue_hop(x)
+        if fo.dyn:
+            for v in fo.dyn:
+                c = pend[v] - 1
+                pend[v] = c
+                if c == 0:
+                    run._place(req, v)
+
+    def finish(req: Request, u: int, di: int) -> None:
+        refs, loc, same = req.refs, req.loc, domain_same[di]
+        for p, k in preds[u]:  # release the inputs: the copies in di's memory domain
+            dp = loc[p]
+            d = dp if same[dp] else di
+            key = (p * n_out + k) * n_dev + d
+            c = refs[key] - 1
+            if c:
+                refs[key] = c
+            else:
+                del refs[key]
+                mem[d] -= out_size[p][k]
+        fan(req, u, di)
+        req.remaining -= 1
+        if req.remaining == 0:
+            run._complete(req)
+
+    def drain() -> None:
+        """Complete the zero-cost ops made ready by the last event."""
+        records, node_bytes = run.records, run.node_bytes
+        while zero:
+            req, v, di = zero.popleft()
+            start(req, v, di)
+            if records is not None:
+                now, name = env.now, names[v]
+                records.append(("op", name, name, req.r, dev_names[di], -1, now, now,
+                                node_bytes[v], None, None, None))
+            finish(req, v, di)
+
+    run._start, run._fan, run._finish, run._ready, run._drain = start, fan, finish, ready, drain

@@ -1,0 +1,87 @@
+"""Op and dispatch times for :mod:`sim.engine`, asked of the cost model once per
+(node, device).
+
+The ops a plan places are priced before the run, all the ops of one device in one
+call when the cost model prices many at once (:func:`costmodel.price_nodes`:
+``op_times``/``dispatch_times``, as :class:`~costmodel.roofline.Roofline` does);
+the ops a dynamic policy places are priced on first use and kept per
+(node, device). Every answer is checked: a finite number of seconds >= 0, else a
+:class:`~sim.engine_prep.PrepError` naming the op and the device.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from hetsim.costmodel.base import host_dispatch, price_nodes
+from hetsim.sim.engine_prep import PrepError, check_time
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.engine_prep import Prepared
+    from hetsim.sim.platform import Platform
+
+__all__ = ["Prices"]
+
+_INF = math.inf
+
+
+class Prices:
+    """Op time and host dispatch time per (node, device) of one simulation.
+
+    ``op[u]``, ``dispatch[u]``: the times of every statically placed op on its
+    device (0 for the others); :meth:`get` the times of any op on any device.
+    """
+
+    def __init__(self, graph: Graph, platform: Platform, cost: Any, prep: Prepared) -> None:
+        self.graph, self.platform, self.cost, self.prep = graph, platform, cost, prep
+        n = prep.n_ops
+        loc, names = prep.loc0, prep.names
+        self.op = [0.0] * n
+        self.dispatch = [0.0] * n
+        self._cache: dict[tuple[int, int], tuple[float, float]] = {}
+        by_dev: list[list[int]] = [[] for _ in prep.dev_names]
+        for u in range(n):
+            d = loc[u]
+            if d >= 0:
+                by_dev[d].append(u)
+        op, dispatch = self.op, self.dispatch
+        errors: list[tuple[int, PrepError]] = []
+        for d, nodes in enumerate(by_dev):
+            if not nodes:
+                continue
+            ops, disp = price_nodes(cost, graph, [names[u] for u in nodes], platform.devices[d])
+            try:
+                for u, t, ds in zip(nodes, ops, disp):
+                    if not (type(t) is float and 0.0 <= t < _INF):
+                        t = self._check(t, u, d, "op")
+                    if not (type(ds) is float and 0.0 <= ds < _INF):
+                        ds = self._check(ds, u, d, "dispatch")
+                    op[u] = t
+                    dispatch[u] = ds
+            except PrepError as e:  # report the first bad answer in topological order
+                errors.append((u, e))
+        if errors:
+            raise min(errors, key=lambda ue: ue[0])[1]
+
+    def _check(self, t: Any, u: int, d: int, what: str) -> float:
+        name, dev = self.prep.names[u], self.prep.dev_names[d]
+        if what == "op":
+            return check_time(t, f"op {name!r} on {dev!r}")
+        return check_time(t, f"dispatching {name!r} to {dev!r}")
+
+    def get(self, u: int, d: int) -> tuple[float, float]:
+        """(op time, dispatch time) of op ``u`` on device ``d``, priced on first use."""
+        hit = self._cache.get((u, d))
+        if hit is None:
+            name = self.prep.names[u]
+            dev = self.platform.devices[d]
+            t = self.cost.op_time(self.graph, name, dev)
+            if not (type(t) is float and 0.0 <= t < _INF):
+                t = self._check(t, u, d, "op")
+            ds = host_dispatch(self.cost, self.graph, name, dev)
+            if not 0.0 <= ds < _INF:
+                ds = self._check(ds, u, d, "dispatch")
+            hit = self._cache[(u, d)] = (t, ds)
+        return hit
