@@ -36,6 +36,7 @@ __all__ = [
     "Ref",
     "RelaxWalker",
     "attrs_to_dict",
+    "MAX_FOLDED_CREATION",
     "formula_flops",
     "kernel_ops_from_name",
     "legalized_flops",
@@ -249,6 +250,11 @@ def module_weight_bytes(mod: tvm.IRModule) -> int:
     return int(sum(seen.values()))
 
 
+#: TVM 0.27's FoldConstant folds a kernel without arguments (a tensor creation) only up
+#: to this many elements (measured: 1024 folds, 1025 stays); larger ones stay kernels
+MAX_FOLDED_CREATION = 1024
+
+
 @relax.expr_functor.mutator
 class _ShapeFolder(relax.PyExprMutator):
     """Fold ``call_tir`` kernels whose arguments are all constants into zero constants."""
@@ -280,6 +286,8 @@ class _ShapeFolder(relax.PyExprMutator):
         shape = [getattr(d, "value", None) for d in ty.shape.values]
         if not all(isinstance(d, int) for d in shape):
             return call
+        if not args.fields and math.prod(shape) > MAX_FOLDED_CREATION:
+            return call  # TVM's pass leaves a large argument-less kernel (a creation)
         return relax.const(np.zeros(shape, dtype=str(ty.dtype)))
 
 
@@ -287,9 +295,10 @@ def shape_fold(mod: tvm.IRModule) -> tvm.IRModule:
     """Structure-only stand-in for ``relax.transform.FoldConstant`` on legalized modules.
 
     Folds exactly what TVM's pass folds in a legalized ``main`` (a ``call_tir`` with
-    only constant arguments and one static tensor result), but into zero-filled
-    constants instead of compiling and running each kernel with LLVM (about 5 s on
-    ResNet-18, against ~20 ms). The fused kernels and grouping that follow are
+    only constant arguments and one static tensor result; without arguments, e.g. the
+    ``full`` of legalized attention, only up to :data:`MAX_FOLDED_CREATION` elements),
+    but into zero-filled constants instead of compiling and running each kernel with
+    LLVM (about 5 s on ResNet-18, against ~20 ms). The fused kernels and grouping that follow are
     identical; only constant values differ, and graphs never store them.
     """
     main = relax.analysis.remove_all_unused(_ShapeFolder().visit_expr(mod["main"]))

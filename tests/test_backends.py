@@ -256,6 +256,35 @@ def test_import_runtime_is_light():
     assert out.stdout.split() == ["False", "False"]
 
 
+class _SelfAttention(torch.nn.Module):
+    """One head pair of attention: legalized, its safe softmax creates a tensor of
+    ``seq * seq * heads`` elements with a kernel that takes no argument (``full_like``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.proj(x).view(1, x.shape[1], 3, 2, 4).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize(("seq", "full_kernel"), [(4, False), (24, True)])
+def test_fused_graph_has_the_kernels_of_its_exactly_folded_module(seq, full_kernel):
+    """TVM's FoldConstant folds an argument-less kernel of up to 1024 elements only (here
+    2 x 4 x 4 = 32 folds, 2 x 24 x 24 = 1152 stays); the import's structure-only fold folded
+    both, so that DeiT, CLIP, Swin and SegFormer at fused granularity could not rebuild
+    their model to execute ("node ... does not match the module's binding")."""
+    import hetsim
+    from hetsim.runtime.backends.relax_model import relax_model
+
+    g = hetsim.from_torch(_SelfAttention(), (torch.rand(1, seq, 8),), granularity="fused")
+    softmax = [n for n, d in g.nodes(data=True) if "softmax" in d["ops"]]
+    assert len(softmax) == 1 and ("full_like" in g.nodes[softmax[0]]["ops"]) == full_kernel
+    model = relax_model(g.program, granularity="fused", exact=True)  # raised on a mismatch
+    assert list(model.graph) == list(g)
+
+
 def test_importing_a_module_prints_no_torch_future_warning():
     """``hetsim validate`` rebuilt its model through ``import_module``, and every run
     printed torch 2.13's ``LeafSpec`` FutureWarning (its own pytree code trips it)."""
