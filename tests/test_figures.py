@@ -141,6 +141,14 @@ def test_fig6_reuses_a_validation_csv(tmp_path: Path) -> None:
     assert list(table["scheduler"]) == ["heft", "all-cpu"] and source.endswith("validation.csv")
     assert run.reusable_rows(cfg, "googlenet", "roofline", [path]) is None
     assert run.reusable_rows(cfg, "resnet18", "profiles/cpu2-torch-ctx", [path]) is None
+    # a validation that measured its inputs in its rounds (no --cost) is the cost "measured"
+    assert cfg.costs == ["measured", "roofline"] and cfg.model_args == {"bert_base": {"seq_len": 32}}
+    measured = [{**r, "cost": "in-context out/v/profile (planned with in-context, measured in this run)"}
+                for r in rows[:2]]
+    pd.DataFrame(measured).to_csv(path, index=False)
+    table, _ = run.reusable_rows(cfg, "googlenet", "measured", [path])
+    assert list(table["scheduler"]) == ["heft", "all-cpu"]
+    assert run.reusable_rows(cfg, "googlenet", "roofline", [path]) is None
 
 
 def test_fig6_quick_run(tmp_path: Path) -> None:

@@ -78,6 +78,10 @@ class RelaxModel:
         ``("const", tvm constant)``.
     example_inputs
         Graph input name -> the example value the model was imported with.
+    const_arrays
+        ``id(constant)`` -> ``(constant, array)``: each constant converted once and
+        shared by every wiring of the model (:func:`runtime.executor_setup.wire`),
+        so that the executions of one model's plans hold its weights once.
     """
 
     graph: Graph
@@ -85,6 +89,7 @@ class RelaxModel:
     calls: dict[str, Any]
     sources: dict[str, list[tuple[str, Any]]]
     example_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    const_arrays: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     def constants(self, node: str) -> dict[int, np.ndarray]:
         """Input index -> value of the node's constant inputs (weights, literals)."""
