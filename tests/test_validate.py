@@ -162,7 +162,7 @@ def test_context_profiler_writes_op_times_and_overhead_of_its_runs(squeeze, tmp_
     ops = pd.read_csv(tmp_path / "ctx" / "ops.csv").set_index("signature")
     assert set(ops.index) == set(want)
     for sig, ts in want.items():
-        assert ops.at[sig, "time_s"] == pytest.approx(float(np.median(ts)))
+        assert ops.at[sig, "time_s"] == pytest.approx(float(np.mean(ts)))  # adds up to the runs' kernel time
         assert ops.at[sig, "repeats"] == len(ts)
     disp = json.loads((tmp_path / "ctx" / "dispatch.json").read_text())["cpu@1"]
     assert disp == pytest.approx(float(np.median(over))) and disp > 0
