@@ -32,9 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "validate",
         help="execute a plan on this machine's devices and compare with the simulation",
-        description="Plan MODEL with a scheduler, simulate the plan with the scheduler's cost model, "
-        "execute it on the real devices the platform maps to (cpu -> cpu@threads, gpu -> cuda:K), "
-        "and print simulated vs measured makespan, the error and per-device busy time; --out writes "
+        description="Plan MODEL with a scheduler, simulate the plan, execute it on the real devices the "
+        "platform maps to (cpu -> cpu@threads, gpu -> cuda:K), and print simulated vs measured makespan, "
+        "the measured p10-p90 band, the error and per-device busy time. Without --cost the op times and "
+        "host costs are measured in the run's own rounds (the output says which inputs were measured and "
+        "which came from a file). --out writes "
         "sim_trace.json and run_trace.json (open them side by side in Perfetto). With --all: every "
         "applicable scheduler on several models, a validation.csv table and the Kendall tau between "
         "the simulated and measured rankings per model.",

@@ -8,7 +8,9 @@
 * :func:`profile_in_context` -- a profile whose op times are measured *inside* the
   model: each graph run node by node by the executor on one worker, the kernel-call
   time of every node recorded over many runs, and each operator signature given
-  the median over its nodes and runs. Operators timed alone in a loop
+  the mean over its nodes and runs (the mean, not the median: on a busy host a
+  few calls are preempted, and the runs' makespans include those calls, which the
+  median of each op leaves out). Operators timed alone in a loop
   (:mod:`runtime.profile`) find their inputs, weights and output buffer hot in
   the caches; in the model they do not, and on the 2-core development machine
   convolutions take 1.2-1.5x and small memory-bound ops (batch norm, relu, concat)
@@ -181,7 +183,7 @@ class ContextProfiler:
         self._one, self._dmap = _one_device(device)
         manifest = build_manifest(name or self.path.name, backend, [self.spec], granularity=granularity,
                                   settings=MeasureSettings())
-        manifest["timing"] = ("in-context: median kernel-call time of each signature's nodes over runs of the "
+        manifest["timing"] = ("in-context: mean kernel-call time of each signature's nodes over runs of the "
                               "whole graph by the executor on one worker; dispatch.json: the executor's work "
                               "around each call")
         self.writer = ProfileWriter(self.path, manifest, backend=backend).open()
@@ -210,7 +212,7 @@ class ContextProfiler:
 
     def write(self) -> Path:
         """Append every signature the added executions ran and the folder lacks (the
-        median, p10 and p90 of its nodes' kernel-call times over all timed runs of all
+        mean, p10 and p90 of its nodes' kernel-call times over all timed runs of all
         added graphs), record which model uses which, write ``dispatch.json`` (the
         median over all timed runs so far of the run's time outside the kernel
         calls, per op: the executor's work around each call in context), then close
@@ -242,13 +244,13 @@ class ContextProfiler:
                 continue
             graph, feats, n = first[sig]
             model = str(graph.meta.get("model") or graph.name)
-            med = float(np.median(ts))
+            mean = float(np.mean(ts))  # what adds up to the runs' kernel time, preempted calls included
             rows.append({
                 "signature": sig, "device": spec.name, "device_kind": spec.kind, "backend": self.backend,
                 "model": model, "node": n, "batch": int(graph.meta.get("batch") or 1), "models": model,
-                "time_s": med, "p10_s": float(np.percentile(ts, 10)), "p90_s": float(np.percentile(ts, 90)),
+                "time_s": mean, "p10_s": float(np.percentile(ts, 10)), "p90_s": float(np.percentile(ts, 90)),
                 "repeats": len(ts), **{c: feats.at[n, c] for c in ("op", *FEATURE_COLUMNS)},
-                "wall_s": med, "dispatch_s": 0.0, "timer": "in-context",
+                "wall_s": mean, "dispatch_s": 0.0, "timer": "in-context",
                 "threads": spec.cpu_threads() if spec.kind == "cpu" else 0,
                 "granularity": str(graph.meta.get("granularity", "op")),
             })
@@ -294,7 +296,7 @@ def profile_in_context(
 
     Each graph runs ``warmup`` + ``runs`` times, every node in plan order on one
     worker of ``device`` (:func:`runtime.execute`); an operator signature gets the
-    median, p10 and p90 of its nodes' kernel-call times over the timed runs. The
+    mean, p10 and p90 of its nodes' kernel-call times over the timed runs. The
     folder follows ``costmodel/PROFILE_FORMAT.md`` (``manifest["timing"]`` starts
     with ``in-context``) and its ``dispatch.json`` holds the executor's per-op
     work around the calls in those runs (their makespan less their kernel-call

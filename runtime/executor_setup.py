@@ -186,6 +186,7 @@ def wire(graph: Graph, model: RelaxModel) -> Wiring:
     mgraph = model.graph
     consts: dict[int, np.ndarray] = {}
     const_ids: dict[int, int] = {}
+    shared = model.const_arrays  # one array per constant for all wirings of the model
 
     held: list[Any] = []  # keeps every keyed object alive: an id is unique only while it lives
 
@@ -193,8 +194,14 @@ def wire(graph: Graph, model: RelaxModel) -> Wiring:
         key = const_ids.get(id(c))
         if key is None:
             key = const_ids[id(c)] = len(consts)
-            consts[key] = _const_array(c)
             held.append(c)
+            if isinstance(c, np.ndarray):  # a slice made for this wiring (split parts)
+                consts[key] = _const_array(c)
+                return key
+            hit = shared.get(id(c))
+            if hit is None:  # keep the model's constant with its array: its id stays its own
+                hit = shared[id(c)] = (c, _const_array(c))
+            consts[key] = hit[1]
         return key
 
     def redirect(src: tuple[str, Any]) -> tuple[str, Any]:

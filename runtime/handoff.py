@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
-__all__ = ["HANDOFF_COLUMNS", "HostCalibration", "handoff_gaps", "measure_handoff", "measure_read_bandwidth"]
+__all__ = ["HANDOFF_COLUMNS", "HostCalibration", "calibrated_platform", "handoff_gaps", "measure_handoff", "measure_read_bandwidth"]
 
 #: columns of :func:`handoff_gaps`
 HANDOFF_COLUMNS = ["node", "request", "device", "source", "cross", "gap_s"]
@@ -371,29 +371,39 @@ class HostCalibration:
         above 1, a memory domain of those devices that reproduces it
         (:meth:`sim.contention.MemoryDomain.from_slowdown`, the workers' bandwidth;
         replacing a domain of the same name)."""
-        from dataclasses import replace
-
-        from hetsim.sim.contention import MemoryDomain
-
         res = result if result is not None else self.result()
-        bw = res["handoff_bandwidth_bytes_per_s"]
-        devices = tuple(
-            replace(d, handoff_s=float(res["handoff_s"]),
-                    handoff_bandwidth_bytes_per_s=None if math.isinf(bw) else float(bw))
-            if platform.shares_memory(self.worker, d.name) else d
-            for d in platform.devices)
-        domains = platform.memory_domains
-        if contention and res.get("slowdown", 1.0) > 1.0:
-            members = [d.name for d in platform.devices if platform.shares_memory(self.worker, d.name)]
-            name = platform.device(self.worker).memory_domain
-            b = platform.device(self.worker).mem_bandwidth_bytes_per_s
-            # two busy at once demand slowdown * B: each member draws half of that
-            dom = MemoryDomain(name, b, dict.fromkeys(members, float(res["slowdown"]) * b / 2))
-            domains = (*(d for d in domains if d.name != name), dom)
-        return platform.replace(devices=devices, memory_domains=domains)
+        return calibrated_platform(platform, res, self.worker, contention=contention)
 
     def close(self) -> None:
         """Stop both executions' workers."""
         for ex in (self.one, self.crossing, self.pair):
             if ex is not None:
                 ex.close()
+
+
+def calibrated_platform(platform: Platform, result: Mapping[str, Any], worker: str, *,
+                        contention: bool = True) -> Platform:
+    """``platform`` with a calibration's host costs (:meth:`HostCalibration.result`:
+    ``handoff_s``, ``handoff_bandwidth_bytes_per_s``, ``slowdown``) on every device
+    sharing memory with ``worker``; with ``contention`` and a slowdown above 1, a
+    memory domain of those devices (named after their ``memory_domain``, replacing a
+    domain of that name) in which two busy at once run ``slowdown`` times slower:
+    each draws ``slowdown * B / 2`` of ``B``, ``worker``'s memory bandwidth."""
+    from dataclasses import replace
+
+    from hetsim.sim.contention import MemoryDomain
+
+    bw = float(result["handoff_bandwidth_bytes_per_s"])
+    members = [d.name for d in platform.devices if platform.shares_memory(worker, d.name)]
+    devices = tuple(
+        replace(d, handoff_s=float(result["handoff_s"]),
+                handoff_bandwidth_bytes_per_s=None if math.isinf(bw) else bw)
+        if d.name in members else d
+        for d in platform.devices)
+    domains = platform.memory_domains
+    slowdown = float(result.get("slowdown", 1.0))
+    if contention and slowdown > 1.0:
+        name = platform.device(worker).memory_domain
+        b = platform.device(worker).mem_bandwidth_bytes_per_s
+        domains = (*(d for d in domains if d.name != name), MemoryDomain(name, b, dict.fromkeys(members, slowdown * b / 2)))
+    return platform.replace(devices=devices, memory_domains=domains)

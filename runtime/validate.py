@@ -1,10 +1,13 @@
 """Validation: simulate a plan, execute it on the real machine, compare.
 
-:func:`validate` plans a graph with a scheduler (or takes a plan), simulates it
-with the cost model the scheduler used, executes it (:func:`runtime.execute`) and
-returns both results side by side: makespan error, per-device busy time, and the
-two traces (which, opened side by side in Perfetto, show where the simulator is
-wrong). :func:`validate_all` does that for every applicable scheduler on a set of
+:func:`validate` plans a graph with a scheduler (or takes a plan), simulates it,
+executes it (:func:`runtime.execute`) and returns both results side by side:
+makespan error, the measured p10-p90 band and whether the simulation falls inside
+it, per-device busy time, and the two traces (which, opened side by side in
+Perfetto, show where the simulator is wrong). Without a cost model the simulator's
+inputs (op times, host costs, the two workers' memory contention) are measured in
+the validation's own rounds (:mod:`runtime.validate_inputs`); with one, that model
+and the platform's host costs price the plan. :func:`validate_all` does that for every applicable scheduler on a set of
 models and tabulates the errors, and whether the simulator ranks the schedulers in
 the order the measurements do (Kendall's tau per model): ranking correctly is what
 users of the simulator rely on.
@@ -22,6 +25,9 @@ how much longer it runs reading it (``Device.handoff_bandwidth_bytes_per_s``; se
 Examples
 --------
 >>> from hetsim.graphs import zoo
+>>> v = validate(zoo.load("googlenet"), "cpu2", "by-path")                     # doctest: +SKIP
+>>> v.inputs["op times"]                                                        # doctest: +SKIP
+'measured in this run: each graph node by node on one worker, once per round, ...'
 >>> v = validate(zoo.load("googlenet"), "cpu2", "heft", "profiles/cpu2-torch")   # doctest: +SKIP
 >>> print(v)                                                                    # doctest: +SKIP
 >>> v.write("out/googlenet-heft")                                               # doctest: +SKIP

@@ -1,9 +1,10 @@
 """Figure 6: simulated vs measured makespan of every scheduler's plan (validation).
 
-Every applicable scheduler plans GoogLeNet and ResNet-18 (op granularity) on the
-``cpu2`` platform (two single-thread CPU workers: the machine this project's
+Every applicable scheduler plans GoogLeNet, ResNet-18, BERT-base (32 tokens) and
+MobileNet-v2 (op granularity) on the ``cpu2`` platform (two single-thread CPU workers: the machine this project's
 validation runs on), the plan is simulated with the cost model and executed for
-real (:func:`runtime.validate.validate_all`, torch kernels), and one tidy row per
+real (:func:`runtime.validate.validate_all`, torch kernels; cost ``measured``: the op
+times and host costs measured in the validation's own rounds), and one tidy row per
 (model, scheduler, cost model) is appended to ``results.csv`` in this folder
 (points already there are skipped). Configuration: ``sweep.toml`` beside this
 file; with ``reuse = true`` the rows of a ``validation.csv`` already written in
@@ -42,7 +43,7 @@ TRACES = HERE.parent / ".cache" / "fig6"
 #: measured-vs-simulated columns (those of runtime.validate.VALIDATION_COLUMNS)
 VALIDATION = (
     "model", "scheduler", "status", "simulated_s", "measured_s", "error_pct", "measured_p10_s",
-    "measured_p90_s", "spread_pct", "relative_error_pct", "simulated_rank", "measured_rank", "kendall_tau", "kendall_p",
+    "measured_p90_s", "spread_pct", "in_band", "relative_error_pct", "simulated_rank", "measured_rank", "kendall_tau", "kendall_p",
     "ops", "requests", "platform", "backend", "cost", "note",
 )  # fmt: skip
 #: columns of results.csv, in order
@@ -71,7 +72,7 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     """Read the structure of ``sweep.toml``."""
     g = data["grid"]
     costs = [c for c in _list(g.get("cost", ["roofline"]))
-             if c == "roofline" or (REPO / c).is_dir() or Path(c).is_dir()]  # fmt: skip
+             if c in ("roofline", MEASURED) or (REPO / c).is_dir() or Path(c).is_dir()]  # fmt: skip
     return Config(
         name=str(data.get("name", "fig6")), models=_list(g["model"]), platform=str(g.get("platform", "cpu2")),
         costs=costs, backend=str(g.get("backend", "torch")), batch=int(g.get("batch", 1)),
@@ -99,9 +100,19 @@ def quick_config() -> Config:
 
 
 # ----------------------------------------------------------------- helpers
+#: the cost "model" of a validation that measures its inputs in its own rounds (no --cost)
+MEASURED = "measured"
+
+
 def cost_key(cost: str) -> str:
-    """A cost spec as compared between files: ``roofline`` or the profile's folder name."""
-    return "roofline" if cost in ("", "roofline") else Path(str(cost).split(":")[0]).name
+    """A cost spec as compared between files: ``roofline``, ``measured`` (inputs measured
+    in the run: ``validate_all`` without a cost model) or the profile's folder name."""
+    cost = str(cost)
+    if cost in ("", "roofline"):
+        return "roofline"
+    if cost == MEASURED or "measured in this run" in cost:
+        return MEASURED
+    return Path(cost.split(":")[0]).name
 
 
 def point_id(cfg: Config, model: str, scheduler: str, cost: str) -> str:
@@ -181,7 +192,8 @@ def validate_jobs(chunk: list[Job], *, cache_dir: str | None = None, traces: str
     else:
         say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
         extra = {"warmup": cfg.warmup, "repeats": cfg.repeats, "load_average": round(os.getloadavg()[0], 2)}
-        table = validate_all([model], cfg.platform, list(want), cost, backend=cfg.backend, warmup=cfg.warmup,
+        table = validate_all([model], cfg.platform, list(want), None if cost == MEASURED else cost,
+                             backend=cfg.backend, warmup=cfg.warmup,
                              repeats=cfg.repeats, batch=cfg.batch, model_kwargs=cfg.model_args,
                              out=Path(traces) / cost_key(cost), progress=say)  # fmt: skip
         source = "validate_all"

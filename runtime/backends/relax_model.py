@@ -43,6 +43,10 @@ class RelaxModel:
     program
         The exported torch model (:class:`graphs.torch_export.ImportedProgram`): its
         module's own forward is the reference of the executor's output check.
+    const_arrays
+        ``id(constant)`` -> ``(constant, array)``: each constant converted once and
+        shared by every wiring of the model (:func:`runtime.executor_setup.wire`),
+        so that the executions of one model's plans hold its weights once.
     """
 
     graph: Graph
@@ -51,6 +55,7 @@ class RelaxModel:
     sources: dict[str, list[tuple[str, Any]]]
     example_inputs: dict[str, np.ndarray] = field(default_factory=dict)
     program: Any = None
+    const_arrays: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     def constants(self, node: str) -> dict[int, np.ndarray]:
         """Input index -> value of the node's constant inputs (weights, literals)."""
