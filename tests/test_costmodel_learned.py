@@ -348,7 +348,7 @@ def test_measured_save_load_and_from_spec(profile_dir: Path, model_graphs: list[
     assert isinstance(costmodel.from_spec(str(tmp_path / "m.json")), MeasuredCostModel)
     spec = costmodel.from_spec(f"{profile_dir}:polynomial")
     assert isinstance(spec.predictor, Polynomial)
-    with pytest.raises(CostModelError, match="expected 'roofline'"):
+    with pytest.raises(CostModelError, match="expected 'default', 'roofline'"):
         costmodel.from_spec(str(tmp_path / "nowhere"))
 
 
