@@ -40,6 +40,9 @@ def test_presets_carry_the_published_hardware() -> None:
     assert p.route("cpu", "gpu")[0].bandwidth_bytes_per_s == 7.88e9  # PCIe 3.0 x8
     t4 = Platform.preset("gcp-t4-flexgen")
     assert t4.device("cpu").memory_bytes == 208 << 30 and t4.device("gpu").mem_bandwidth_bytes_per_s == 3.2e11
+    rtx2080 = Platform.preset("desktop-i9-10900x-rtx2080")  # ~102 GB/s quad-channel DDR4 (llmfit PR #755)
+    assert rtx2080.device("cpu").mem_bandwidth_bytes_per_s == 1.02e11
+    assert rtx2080.memory_domains[0].bandwidth_bytes_per_s == 1.02e11
 
 
 def test_each_row_is_predicted(tmp_path: Path) -> None:

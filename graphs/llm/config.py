@@ -222,27 +222,52 @@ PRESETS: dict[str, LLMConfig] = {
     for c in (
         # meta-llama/Meta-Llama-3-8B config.json: hidden_size 4096, num_hidden_layers 32,
         # num_attention_heads 32, num_key_value_heads 8, intermediate_size 14336,
-        # vocab_size 128256, max_position_embeddings 8192; 8.03 B parameters.
+        # vocab_size 128256, max_position_embeddings 8192 (rope_theta 500000, untied
+        # embeddings); 8.03 B parameters. Checked 2026-11-24 against copies of that
+        # config.json (the Meta-Llama-3-8B-Instruct config quoted in public code; the GGUF
+        # metadata of meta-llama/Meta-Llama-3-8B: context 8192, feedforward 14336) and the
+        # parameter count 8,030,261,248 of github.com/thamada/modelQuery (README).
         LLMConfig("llama3-8b", 4096, 32, 32, 8, 14336, 128256, 8192,
                   source="meta-llama/Meta-Llama-3-8B config.json (8.03 B parameters)"),
         # meta-llama/Meta-Llama-3-70B config.json: hidden 8192, 80 layers, 64 heads,
-        # 8 KV heads, intermediate 28672, vocab 128256, context 8192; 70.6 B parameters.
+        # 8 KV heads, intermediate 28672, vocab 128256, context 8192 (rope_theta 500000).
+        # Checked 2026-11-24 against a copy of the Meta-Llama-3-70B-Instruct config.json
+        # (max_position_embeddings 8192, rope_scaling null) and oumi's Llama 3 tables.
+        # github.com/thamada/modelQuery lists 70,562,938,880 parameters for
+        # Meta-Llama-3-70B-Instruct (70.6 B); the count below gives 70,553,706,496.
         LLMConfig("llama3-70b", 8192, 80, 64, 8, 28672, 128256, 8192,
                   source="meta-llama/Meta-Llama-3-70B config.json (70.6 B parameters)"),
         # mistralai/Mixtral-8x7B-v0.1 config.json: hidden 4096, 32 layers, 32 heads, 8 KV
         # heads, intermediate 14336, 8 local experts, 2 per token, vocab 32000, context
-        # 32768; 46.7 B parameters, 12.9 B active per token (Mistral AI, Jan 2024).
+        # 32768 (rope_theta 1e6); 46.7 B parameters, 12.9 B active per token (Mistral AI,
+        # Jan 2024). Checked 2026-11-24 against a printed MixtralConfig of
+        # Mixtral-8x7B-Instruct-v0.1 and a Mixtral-8x7B model config in public code
+        # (num_local_experts 8, num_experts_per_tok 2, vocab_size 32000, rope_theta 1e6),
+        # and the model card's 46.7 B total / 12.9 B active (Azure/azureml-assets).
         LLMConfig("mixtral-8x7b", 4096, 32, 32, 8, 14336, 32000, 32768, experts=8, top_k=2,
                   source="mistralai/Mixtral-8x7B-v0.1 config.json (46.7 B parameters, 12.9 B active)"),
-        # Qwen/Qwen2.5-Coder-14B config.json (as Qwen2.5-14B): hidden_size 5120,
-        # num_hidden_layers 48, num_attention_heads 40, num_key_value_heads 8,
-        # intermediate_size 13824, vocab_size 152064, max_position_embeddings 32768, untied
-        # embeddings; 14.7 B parameters (the QKV biases, 0.3 M per layer, are left out).
-        LLMConfig("qwen2.5-14b", 5120, 48, 40, 8, 13824, 152064, 32768,
-                  source="Qwen/Qwen2.5-Coder-14B config.json (14.7 B parameters)"),
+        # Qwen/Qwen2.5-14B config.json: hidden_size 5120, num_hidden_layers 48,
+        # num_attention_heads 40, num_key_value_heads 8, intermediate_size 13824,
+        # vocab_size 152064, max_position_embeddings 131072, rope_theta 1e6,
+        # tie_word_embeddings false; 14.7 B parameters (model card; the QKV biases, 0.3 M per
+        # layer, are left out here). Checked 2026-11-24 against the copy of that config.json
+        # in github.com/citsjtu2020/LLM-Prof sglang/Model_Config.md and the Qwen2.5-14B-Instruct
+        # model card (48 layers, 40 Q / 8 KV heads, 14.7 B, context 131,072).
+        # max_context was 32768, taken from Qwen/Qwen2.5-Coder-14B's config.json "as
+        # Qwen2.5-14B"; the preset is Qwen2.5-14B, whose config says 131072 (changed
+        # 2026-11-24). The Coder model has the same dimensions (Qwen2.5-Coder report: 48
+        # layers, hidden 5120, 40/8 heads); its max_position_embeddings (32768 as written
+        # before) is (not checked against the source). Figure 7 runs at context 4096, so
+        # neither value changes its predictions.
+        LLMConfig("qwen2.5-14b", 5120, 48, 40, 8, 13824, 152064, 131072,
+                  source="Qwen/Qwen2.5-14B config.json (14.7 B parameters)"),
         # facebook/opt-30b config.json: hidden_size 7168, num_hidden_layers 48,
         # num_attention_heads 56 (no GQA), ffn_dim 28672, vocab_size 50272,
-        # max_position_embeddings 2048. OPT's FFN is two matrices (fc1, fc2: 2 x 7168 x
+        # max_position_embeddings 2048. Checked 2026-11-24 against FlexGen's own OPT-30B
+        # config (FMInference/FlexLLMGen opt_config.py: max_seq_len 2048, 48 layers, 56 heads,
+        # hidden 7168, ffn_embed_dim 7168 * 4 = 28672) and OPT's vocabulary 50272 (the
+        # Embedding(50272, ...) of every OPT size); the facebook/opt-30b config.json itself
+        # was not found in the stored corpus. OPT's FFN is two matrices (fc1, fc2: 2 x 7168 x
         # 28672 weights); as a SwiGLU of three, ffn 19115 gives the same weights and FLOPs
         # (3 x 19115 = 57345 ~ 2 x 28672.5). OPT ties its embeddings; counted twice here
         # (+0.36 B of 30 B). Used by experiments/fig7_llm_offload (FlexGen).
