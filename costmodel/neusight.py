@@ -379,8 +379,8 @@ def import_neusight(
 
     Examples
     --------
-    >>> import_neusight("../shared/datasets/neusight-kernels", "profiles", gpus=["t4"])  # doctest: +SKIP
-    [PosixPath('profiles/gpu-t4')]
+    >>> import_neusight("NeuSight/scripts/asplos/data/dataset", "out/profiles", gpus=["t4"])  # doctest: +SKIP
+    [PosixPath('out/profiles/gpu-t4')]
     """
     from hetsim.costmodel.profile import write_profile
 

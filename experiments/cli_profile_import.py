@@ -1,7 +1,8 @@
 """``hetsim profile import``: the NeuSight GPU kernel data set as hetsim profile folders.
 
-``hetsim profile import ../shared/datasets/neusight-kernels --out profiles``
-``hetsim profile import ~/NeuSight/scripts/asplos/data/dataset --gpus t4,a100-80gb --out profiles``
+``hetsim profile import ~/NeuSight/scripts/asplos/data/dataset --out out/profiles``
+(a clone of https://github.com/sitar-lab/NeuSight)
+``hetsim profile import ~/NeuSight/scripts/asplos/data/dataset --gpus t4,a100-80gb --out out/profiles``
 """
 
 from __future__ import annotations
