@@ -160,12 +160,14 @@ def neusight_node(op: str, shape: Mapping[str, int]) -> dict[str, Any]:
     if op in ("linear", "bmm"):
         b, m, n, k = (int(shape[c]) for c in ("B", "M", "N", "K"))
         if op == "linear":  # torch.nn.Linear(N, K) on B x M x N: one [B*M, N] x [N, K] GEMM
-            ins, out, batch = [[b * m, n], [n, k]], [b * m, k], 1
+            # the [N, K] operand is the layer's weight: a parameter once the importer folds
+            # its transpose (graphs.fold), as in every hetsim graph of an nn.Linear
+            ins, out, batch, weight = [[b * m, n], [n, k]], [b * m, k], 1, 4 * n * k
             m = b * m
         else:
-            ins, out, batch = [[b, m, n], [b, n, k]], [b, m, k], b
+            ins, out, batch, weight = [[b, m, n], [b, n, k]], [b, m, k], b, 0
         return {"op": "matmul", "inputs": [_tensor(s) for s in ins], "outputs": [_tensor(out)],
-                "attrs": {"out_dtype": "float32"}, "flops": 2.0 * batch * m * n * k, "param_bytes": 0}
+                "attrs": {"out_dtype": "float32"}, "flops": 2.0 * batch * m * n * k, "param_bytes": weight}
     if op == "conv":
         b, c, o = int(shape["B"]), int(shape["Input_Channel"]), int(shape["Output_Channel"])
         k, s = int(shape["Kernel_Szie"]), int(shape["Input_Size"])
