@@ -309,12 +309,20 @@ def single_source(spec: str, *, platform: Platform | None = None,
             from hetsim.costmodel.gpu_model import GPUCostModel
 
             return GPUCostModel(builtin_bank(), gpu, name=spec)
-        return fit(builtins[spec], DEFAULT_KIND, platform=platform, device_map=device_map)
-    raise CostModelError(
+        return fit(builtins[spec], DEFAULT_KIND, platform=platform, device_map=device_map,
+                   allow_uncovered=allow_uncovered)
+    raise _unknown_spec(spec)
+
+
+def _unknown_spec(spec: str) -> CostModelError:
+    """The error for a cost spec that names nothing: every form :func:`from_spec` knows."""
+    from hetsim.costmodel.builtin import builtin_profiles
+
+    return CostModelError(
         f"cost model spec {spec!r}: expected 'default', 'roofline', 'cross-gpu', a profile folder, "
         f"PROFILE:KIND (KIND in {list(KINDS)}), a saved model file, a built-in profile "
-        f"({', '.join(builtins)}), aiconfigurator-GPU, {''.join(f'{p}:ARG, ' for p in _SOURCES)}or DEVICE=SPEC,...; "
-        f"nothing of that name exists"
+        f"({', '.join(builtin_profiles())}), aiconfigurator-GPU, {''.join(f'{p}:ARG, ' for p in _SOURCES)}"
+        f"or DEVICE=SPEC,...; nothing of that name exists"
     )
 
 
@@ -357,9 +365,4 @@ def check_spec(spec: str | None) -> None:
     if (spec in ("roofline", "cross-gpu") or spec.startswith("aiconfigurator-") or (colon and prefix in _SOURCES)
             or Path(spec).exists() or (sep and kind in KINDS and Path(head).is_dir()) or spec in builtin_profiles()):
         return
-    raise CostModelError(
-        f"cost model spec {spec!r}: expected 'default', 'roofline', 'cross-gpu', a profile folder, "
-        f"PROFILE:KIND (KIND in {list(KINDS)}), a saved model file, a built-in profile "
-        f"({', '.join(builtin_profiles())}), aiconfigurator-GPU, {''.join(f'{p}:ARG, ' for p in _SOURCES)}"
-        f"or DEVICE=SPEC,...; nothing of that name exists"
-    )
+    raise _unknown_spec(spec)
