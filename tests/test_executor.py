@@ -89,6 +89,12 @@ def test_execute_cpu2_matches_reference(squeeze, scheduler):
         assert used == {"cpu0", "cpu1"}
     if scheduler == "all-cpu":
         assert run.device_busy["cpu1"] == 0.0
+    # a dynamic plan's placements are timed (what validation simulates it with); a static plan makes none
+    if scheduler == "dynamic":
+        assert 0.0 < run.decision_s < run.median and run.summary()["decision_s"] == run.decision_s
+        assert "run-time placement: median" in str(run)
+    else:
+        assert run.decision_s is None and "decision_s" not in run.summary()
 
 
 def test_tensor_split_and_microbatches(squeeze):
