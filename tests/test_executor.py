@@ -97,6 +97,21 @@ def test_execute_cpu2_matches_reference(squeeze, scheduler):
         assert run.decision_s is None and "decision_s" not in run.summary()
 
 
+def test_tensor_split_of_depthwise_convolutions_runs():
+    """Split depthwise convolutions of mobilenet_v2 (each part its groups' channels)
+    run on both workers and give the module's outputs."""
+    from hetsim import schedulers
+    from hetsim.runtime.backends.tvm_backend import import_model
+
+    model = import_model("mobilenet_v2", image_size=32)
+    s = schedulers.get("tensor-split", only_if_faster=False, top_k=60)
+    g = s.transform(model.graph, CPU2, Roofline())
+    grouped = [n for n, d in g.nodes(data=True) if "split_of" in d["attrs"] and d["attrs"].get("groups", 1) > 1]
+    assert grouped, "no depthwise convolution was split"
+    run = execute(g, s.schedule(g, CPU2, Roofline()), CPU2, model=model, warmup=0, repeats=1)
+    assert run.check["error"] <= 1.0 and run.check["node_error"] <= 1.0
+
+
 def test_tensor_split_and_microbatches(squeeze):
     """A graph rewritten by tensor-split (parts read slices of the weights) and a
     pipeline plan with micro-batches (several requests in flight) both run right."""
