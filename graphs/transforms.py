@@ -180,7 +180,10 @@ def split_op(
     divided in proportion to each part's share of the output; activation inputs
     that are split along the same axis (``axis=0``: batch) move only their share,
     weights split along the output-channel axis (``axis=1`` of a conv2d, the last
-    axis of a matmul) are divided, other inputs are read whole by every part.
+    axis of a matmul) are divided, other inputs are read whole by every part. A
+    grouped convolution (``groups > 1``, e.g. depthwise) splits at group
+    boundaries: each part reads the input channels of its groups and has their
+    number as its ``groups``.
 
     Parameters
     ----------
@@ -211,11 +214,19 @@ def split_op(
     if not 0 <= ax < rank:
         raise GraphError(f"split_op: axis {axis} out of range for output rank {rank} of {node!r}")
     dim = out["shape"][ax]
-    sizes = _part_sizes(dim, parts, node)
-    fracs = [s / dim for s in sizes]
     op = data["op"]
     channel_axis = 1 if op.startswith("conv") else rank - 1
     split_weights = op in _CHANNEL_SPLIT_OPS and ax == channel_axis and ax != 0
+    groups = int((data.get("attrs") or {}).get("groups", 1) or 1) if op.startswith("conv") and split_weights else 1
+    if groups > 1:  # a grouped (depthwise) conv splits at group boundaries; each part reads its groups' channels
+        if dim % groups:
+            raise GraphError(f"split_op: node {node!r} has {dim} output channels in {groups} groups")
+        if isinstance(parts, int) and parts > groups:
+            raise GraphError(f"split_op: cannot split the {groups} groups of {node!r} into {parts} parts")
+        sizes = [k * (dim // groups) for k in _part_sizes(groups, parts, node)]
+    else:
+        sizes = _part_sizes(dim, parts, node)
+    fracs = [s / dim for s in sizes]
 
     new = graph.copy()
     g = new.nx
@@ -228,11 +239,17 @@ def split_op(
         pid = f"{node}/part{i}"
         if pid in g:
             raise GraphError(f"split_op: node id {pid!r} already exists")
-        inputs = [_split_input(t, out, ax, size, op, split_weights) for t in data["inputs"]]
+        inputs = [{"shape": list(t["shape"]), "dtype": t["dtype"]} if split_weights and slot == 0  # activation
+                  else _split_input(t, out, ax, size, op, split_weights) for slot, t in enumerate(data["inputs"])]
+        attrs = dict(data["attrs"], split_of=node, split_part=i, split_axis=ax)
+        if groups > 1:
+            part_groups = size * groups // dim
+            data_in = inputs[0]  # the activation, NC...: its channels of this part's groups
+            data_in["shape"][1] = part_groups * (data["inputs"][0]["shape"][1] // groups)
+            attrs["groups"] = part_groups
         outputs = [{"shape": [size if j == ax else d for j, d in enumerate(out["shape"])], "dtype": out["dtype"]}]
         pbytes = int(round(data["param_bytes"] * frac)) if split_weights else int(data["param_bytes"])
         nbytes = sum(tensor_bytes(t["shape"], t["dtype"]) for t in inputs + outputs)
-        attrs = dict(data["attrs"], split_of=node, split_part=i, split_axis=ax)
         g.add_node(
             pid,
             op=op,
@@ -247,7 +264,7 @@ def split_op(
         )
         part_ids.append(pid)
         for u, _, ed in in_edges:
-            share = ax == 0 and not split_weights
+            share = (ax == 0 and not split_weights) or groups > 1
             g.add_edge(u, pid, bytes=int(round(ed["bytes"] * frac)) if share else ed["bytes"], output=ed.get("output", 0))
     cid = f"{node}/concat"
     part_outs = [g.nodes[p]["outputs"][0] for p in part_ids]

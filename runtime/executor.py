@@ -110,6 +110,10 @@ class RunResult:
         (relative to the largest reference magnitude). None when not checked.
     setup_s
         Seconds spent preparing (model import, kernels, weights, reference).
+    decision_s
+        A dynamic plan's median time per run-time placement (the policy's
+        ``select`` and the bookkeeping after it, under the executor's lock) over
+        every decision of the timed runs; None for a static plan.
     """
 
     graph: str
@@ -126,6 +130,7 @@ class RunResult:
     check: dict[str, Any] | None = None
     setup_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    decision_s: float | None = None
 
     # ------------------------------------------------------------------ stats
     @property
@@ -183,6 +188,8 @@ class RunResult:
             "ops": sum(1 for r in self.records if r["kind"] == "op"), "setup_s": self.setup_s,
             "check_error": None if self.check is None else self.check["error"],
         }
+        if self.decision_s is not None:
+            row["decision_s"] = self.decision_s
         for d, b in self.device_busy.items():
             row[f"busy:{d}"] = b
         for d, u in self.device_utilisation.items():
@@ -201,6 +208,8 @@ class RunResult:
         util = self.device_utilisation
         for d, b in self.device_busy.items():
             lines.append(f"  {d:<16} busy {b * ms:10.3f} ms  util {util[d]:6.1%}")
+        if self.decision_s is not None:
+            lines.append(f"run-time placement: median {self.decision_s * 1e6:.1f} us per decision")
         if self.check is not None:
             c = self.check
             lines.append(f"output check vs {c['reference']}: error {c['error']:.3g} of the tolerance "
@@ -400,6 +409,7 @@ class Execution:
         self.notes: list[str] = []
         self.makespans: list[float] = []
         self.runs: list[list[dict[str, Any]]] = []
+        self.decision_times: list[float] = []  # every run-time placement of the timed runs
         self.warmup = 0
         self.check_result: dict[str, Any] | None = None
         self._ref: tuple[list, list | None] | None = None
@@ -453,6 +463,7 @@ class Execution:
                 if timed:
                     self.makespans.append(span)
                     self.runs.append(engine.records())
+                    self.decision_times += engine.decision_times
                 else:
                     self.warmup += 1
                 out.append(span)
@@ -482,6 +493,7 @@ class Execution:
             warmup=self.warmup, makespans=list(self.makespans), records=records, device_busy=busy,
             streams={d.name: d.streams for d in platform.devices}, check=self.check_result,
             setup_s=self.setup_s, notes=list(self.notes),
+            decision_s=float(statistics.median(self.decision_times)) if self.decision_times else None,
         )
 
     def close(self) -> None:

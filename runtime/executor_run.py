@@ -186,6 +186,8 @@ class Engine:
         self.done = threading.Lock()
         self.error: tuple[BaseException, str] | None = None
         self.op_recs: list[tuple] = []
+        #: seconds each run-time placement of the last run took (``_place``, under the lock)
+        self.decision_times: list[float] = []
         self.xfer_recs: list[tuple] = []
         self.threads: list[threading.Thread] = []
         self.spin_s = spin_s
@@ -372,6 +374,7 @@ class Engine:
         return jobs
 
     def _place(self, st: RequestState, v: int, jobs: list) -> None:
+        t_start = time.perf_counter()
         self.view._st = st
         dev = self.policy.select(self.names[v], self.view)
         d = self.dev_index.get(dev)
@@ -392,6 +395,7 @@ class Engine:
         st.pending[v] = c
         if c == 0:
             self._ready(st, v)
+        self.decision_times.append(time.perf_counter() - t_start)
 
     def arrive(self, st: RequestState, key: tuple[int, int, int], value: Any, event: Any) -> None:
         """A copy has reached its memory (lock held)."""
@@ -447,6 +451,7 @@ class Engine:
         self.reqs[:] = [self._new_request(r) for r in range(self.n_req)]
         self.op_recs.clear()
         self.xfer_recs.clear()
+        self.decision_times.clear()
         self.queued = [0.0] * len(self.dev_names)
         self.stream_end = [[0.0] * s for s in self.streams]
         self.left = self.n_req

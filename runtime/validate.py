@@ -184,16 +184,19 @@ def validate(
                              calibrate=calibrate)
         results: list[ValidationResult] = []
         cal_rows: list[dict[str, Any]] = []
+        decisions: dict[str, float] = {}
         try:
             rows = _validate_model(graph, relax, str(graph.meta.get("model") or graph.name), [(label, how)],
                                    platform, inputs.plan_cost, "in-context, measured in this run", backend=backend,
                                    warmup=warmup, repeats=repeats, device_map=device_map, out_dir=None,
                                    progress=progress, profiler=inputs.profiler, calibration=inputs.calibration,
-                                   cal_rows=cal_rows, results=results, requests=requests, seed=seed)
+                                   cal_rows=cal_rows, results=results, requests=requests, seed=seed,
+                                   decisions=decisions)
             if not results:
                 raise ExecutionError(f"{graph.name} {label}: {rows[0]['status']}: {rows[0].get('note', '')}")
             res = results[0]
-            res.inputs = inputs.describe(platform, cal_rows[0] if cal_rows else None, rounds=repeats)
+            res.inputs = inputs.describe(platform, cal_rows[0] if cal_rows else None, rounds=repeats,
+                                         decisions=decisions)
             return res
         finally:
             inputs.close()
@@ -337,6 +340,7 @@ def validate_all(
             cal_model = import_model(calibrate, batch=batch)
             calibration = HostCalibration(cal_model.graph, cal_model, platform, backend=backend, warmup=warmup)
     cal_rows: list[dict[str, Any]] = []
+    decisions: dict[str, float] | None = {} if measured is not None else None
     try:
         for graph, relax_model in items:
             mname = str(graph.meta.get("model") or graph.name)
@@ -344,7 +348,7 @@ def validate_all(
             rows += _validate_model(graph, relax_model, mname, names, platform, cost_model, cost_name,
                                     backend=backend, warmup=warmup, repeats=repeats, device_map=device_map,
                                     out_dir=out_dir, progress=progress, profiler=profiler,
-                                    calibration=calibration, cal_rows=cal_rows)
+                                    calibration=calibration, cal_rows=cal_rows, decisions=decisions)
     finally:
         if measured is not None:
             measured.close()
@@ -353,7 +357,7 @@ def validate_all(
     table = pd.DataFrame(rows)
     if measured is not None:
         table.attrs["inputs"] = measured.describe(platform, cal_rows[0] if len(cal_rows) == 1 else None,
-                                                  rounds=repeats)
+                                                  rounds=repeats, decisions=decisions)
         if len(cal_rows) > 1:
             table.attrs["inputs"]["host costs"] = "measured in this run, per model (below)"
     else:
@@ -382,7 +386,7 @@ def _validate_model(
     device_map: Mapping[str, str] | None, out_dir: Path | None, progress: Callable[[str], None] | None,
     profiler: ContextProfiler | None = None, calibration: HostCalibration | None = None,
     cal_rows: list[dict[str, Any]] | None = None, results: list[ValidationResult] | None = None,
-    requests: int | None = None, seed: int | None = None,
+    requests: int | None = None, seed: int | None = None, decisions: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Plan and simulate with every scheduler, prepare every execution, then run them
     interleaved (round ``r`` runs each plan once, starting at plan ``r``), so that
@@ -392,7 +396,11 @@ def _validate_model(
     each round also runs its two executions, and the plans are simulated on the
     platform with the host costs so measured. ``names``: scheduler names, or
     ``(label, how)`` with ``how`` a scheduler (name or instance) or a plan;
-    ``results`` collects each plan's :class:`ValidationResult`."""
+    ``results`` collects each plan's :class:`ValidationResult`. With ``decisions``
+    (a dict, when the simulator's inputs are measured in the run), a dynamic plan is
+    simulated with the time per run-time placement its own timed runs measured
+    (:attr:`RunResult.decision_s <runtime.executor.RunResult>`), recorded there
+    under the model's name, instead of the platform's ``decision_s``."""
     from hetsim import schedulers as sched_mod
     from hetsim.runtime.executor import Execution
     from hetsim.runtime.executor_setup import wire
@@ -471,9 +479,14 @@ def _validate_model(
             cost = costmodel.from_spec(str(profiler.write()), platform=platform)
             cost_name = f"in-context {profiler.path} (planned with {cost_name})"
         for name, run, ex in live:
+            measured_run = ex.result()
             if late:  # with what the rounds measured: the calibrated platform, the in-context profile
-                run = run.simulate(platform=platform, cost=cost, record=True, requests=requests, seed=seed)
-            res = ValidationResult(run.graph, run.plan, run.result, ex.result(), cost_name)
+                plat = platform
+                if decisions is not None and run.plan.policy is not None and measured_run.decision_s is not None:
+                    plat = platform.replace(decision_s=measured_run.decision_s)
+                    decisions[mname] = measured_run.decision_s
+                run = run.simulate(platform=plat, cost=cost, record=True, requests=requests, seed=seed)
+            res = ValidationResult(run.graph, run.plan, run.result, measured_run, cost_name)
             if results is not None:
                 results.append(res)
             rows[name] = {**res.row(), "cost": cost_name}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,8 +131,9 @@ class InRunInputs:
             raise
 
     def describe(self, platform: Platform, calibrated: dict[str, Any] | None, *, rounds: int,
-                 dispatch_s: float | None = None) -> dict[str, str]:
-        """Provenance lines: which inputs were measured in this run, which came from a file."""
+                 dispatch_s: float | None = None, decisions: Mapping[str, float] | None = None) -> dict[str, str]:
+        """Provenance lines: which inputs were measured in this run, which came from a file
+        (``decisions``: model -> the dynamic plan's measured time per placement)."""
         out = {"plan": f"made with op times measured in context just before the rounds ({self.plan_profile})",
                "op times": f"measured in this run: each graph node by node on one worker, once per round, "
                            f"{rounds} rounds interleaved with the plans' runs ({self.profiler_path})"}
@@ -146,7 +147,13 @@ class InRunInputs:
                 f"{calibrated['slowdown']:.3f}x slower (memory contention)")
         else:
             out["host costs"] = f"from the platform {platform.name!r} (preset or file values)"
-        out["decision"] = f"from the platform {platform.name!r}: {platform.decision_s * 1e6:.1f} us per dynamic placement"
+        if decisions:
+            per_model = ", ".join(f"{m} {t * 1e6:.1f} us" for m, t in decisions.items())
+            out["decision"] = (f"measured in this run: the dynamic plan's placements in its timed rounds, median "
+                               f"per placement {per_model}")
+        else:
+            out["decision"] = (f"from the platform {platform.name!r}: {platform.decision_s * 1e6:.1f} us "
+                               f"per dynamic placement")
         return out
 
     def close(self) -> None:

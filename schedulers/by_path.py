@@ -13,7 +13,10 @@ weakly connected components, the branches. A branch containing a nested fork is
 kept whole. Branches, most expensive first, go to the device minimising
 ``load + transfer in + branch op time + transfer out`` (longest processing time
 first). Nodes outside every region run on the fastest device (least total op
-time). O(V x (V + E)) for the regions, O(B x D) for the assignment.
+time). O(V x (V + E)) for the regions at worst (each fork's branches are walked up to its
+join), O(B x D) for the assignment. Measured (``python benchmarks/scheduler_scaling.py --schedulers by-path``, random
+layered DAGs on ``xeon-p2200``, CPU time): 0.095 s at 1 000 nodes, 2.369 s at
+20 000, 13.082 s at 100 000 (near-linear: x5.5 from 20k to 100k).
 """
 
 from __future__ import annotations

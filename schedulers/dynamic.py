@@ -11,7 +11,10 @@ For a ready node the policy evaluates, for every device ``d`` whose memory can
 hold the op, ``max(free_at(d), now + transfer of the inputs not on d) + dispatch +
 op_time`` and picks the smallest (first device on ties). One decision costs
 O(D x (in-degree x hops)). The same policy object runs in the simulator and in the
-runtime (both implement :class:`sim.plan.SystemView`).
+runtime (both implement :class:`sim.plan.SystemView`). Planning only prepares the
+policy's price tables: measured (``python benchmarks/scheduler_scaling.py
+--schedulers dynamic``, random layered DAGs on ``xeon-p2200``, CPU time) 0.034 s at
+1 000 nodes, 0.84 s at 20 000, 5.2 s at 100 000 (near-linear: x6.1 from 20k to 100k).
 """
 
 from __future__ import annotations

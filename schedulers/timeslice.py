@@ -15,7 +15,11 @@ stage, priced as its op + dispatch time on its device plus the transfer of the
 tensors cut at its start from the previous stage's device (every cut tensor is
 priced on the previous stage's link: an approximation for skip connections).
 Dynamic programming over (slice end, stage) for every device order (all orders
-up to 4 devices, else GPUs first): O(D! x S^2 x D) for S slice keys.
+up to 4 devices, else GPUs first): O(D! x S^2 x D) for S slice keys at worst; on two
+devices a split costs O(S) evaluations (:func:`partition_chain`). Measured (``python
+benchmarks/scheduler_scaling.py --schedulers timeslice-pipeline``, random layered DAGs
+on ``xeon-p2200``, CPU time): 0.048 s at 1 000 nodes, 1.12 s at 20 000, 4.90 s at
+100 000 (near-linear: x4.4 from 20k to 100k).
 """
 
 from __future__ import annotations

@@ -89,6 +89,27 @@ def test_execute_cpu2_matches_reference(squeeze, scheduler):
         assert used == {"cpu0", "cpu1"}
     if scheduler == "all-cpu":
         assert run.device_busy["cpu1"] == 0.0
+    # a dynamic plan's placements are timed (what validation simulates it with); a static plan makes none
+    if scheduler == "dynamic":
+        assert 0.0 < run.decision_s < run.median and run.summary()["decision_s"] == run.decision_s
+        assert "run-time placement: median" in str(run)
+    else:
+        assert run.decision_s is None and "decision_s" not in run.summary()
+
+
+def test_tensor_split_of_depthwise_convolutions_runs():
+    """Split depthwise convolutions of mobilenet_v2 (each part its groups' channels)
+    run on both workers and give the module's outputs."""
+    from hetsim import schedulers
+    from hetsim.runtime.backends.tvm_backend import import_model
+
+    model = import_model("mobilenet_v2", image_size=32)
+    s = schedulers.get("tensor-split", only_if_faster=False, top_k=60)
+    g = s.transform(model.graph, CPU2, Roofline())
+    grouped = [n for n, d in g.nodes(data=True) if "split_of" in d["attrs"] and d["attrs"].get("groups", 1) > 1]
+    assert grouped, "no depthwise convolution was split"
+    run = execute(g, s.schedule(g, CPU2, Roofline()), CPU2, model=model, warmup=0, repeats=1)
+    assert run.check["error"] <= 1.0 and run.check["node_error"] <= 1.0
 
 
 def test_tensor_split_and_microbatches(squeeze):

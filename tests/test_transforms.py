@@ -101,6 +101,34 @@ def test_split_op_channel_axis_divides_weights() -> None:
     assert s.nodes["conv/concat"]["attrs"]["axis"] == 1
 
 
+def test_split_op_channel_axis_of_a_depthwise_conv_splits_its_groups() -> None:
+    """Each part of a grouped (depthwise) conv reads only its groups' input channels and
+    has their number as ``groups`` (it kept the whole op's 32 groups, which torch
+    refused: mobilenet_v2 under tensor-split failed in the executor)."""
+    g = Graph(name="dw")
+    g.add_op("pre", "relu", inputs=[([32, 32, 8, 8], "float32")], outputs=[([32, 32, 8, 8], "float32")])
+    g.add_op("dw", "conv2d", inputs=[([32, 32, 8, 8], "float32"), ([32, 1, 3, 3], "float32")],
+             outputs=[([32, 32, 8, 8], "float32")], attrs={"padding": [1, 1, 1, 1], "groups": 32},
+             flops=2.0 * 32 * 32 * 64 * 9, param_bytes=32 * 9 * 4)
+    g.add_edge("pre", "dw")
+    s = graphs.split_op(g, "dw", [3, 1], axis=1)
+    p0, p1 = s.nodes["dw/part0"], s.nodes["dw/part1"]
+    # batch 32 = channels 32: the activation is sliced by channel, never by batch
+    assert p0["inputs"][0]["shape"] == [32, 24, 8, 8] and p1["inputs"][0]["shape"] == [32, 8, 8, 8]
+    assert p0["inputs"][1]["shape"] == [24, 1, 3, 3] and p0["outputs"][0]["shape"] == [32, 24, 8, 8]
+    assert (p0["attrs"]["groups"], p1["attrs"]["groups"]) == (24, 8)
+    assert s.edges["pre", "dw/part0"]["bytes"] == 32 * 24 * 64 * 4  # only its channels move
+    # a multiplier-2 grouped conv splits at group boundaries (2 output channels per group)
+    g2 = Graph(name="grouped")
+    g2.add_op("c", "conv2d", inputs=[([1, 4, 8, 8], "float32"), ([8, 2, 3, 3], "float32")],
+              outputs=[([1, 8, 8, 8], "float32")], attrs={"groups": 2})
+    q = graphs.split_op(g2, "c", 2, axis=1)
+    assert [q.nodes[f"c/part{i}"]["attrs"]["groups"] for i in (0, 1)] == [1, 1]
+    assert q.nodes["c/part0"]["inputs"][0]["shape"] == [1, 2, 8, 8]
+    with pytest.raises(GraphError, match="cannot split the 2 groups of 'c' into 3 parts"):
+        graphs.split_op(g2, "c", 3, axis=1)
+
+
 def test_split_op_bad_input() -> None:
     g = _conv_graph()
     with pytest.raises(GraphError, match="unknown node 'nope'"):
