@@ -68,7 +68,7 @@ from hetsim.sim.engine_prep import (
     static_fanouts,
 )
 from hetsim.sim.engine_pricing import Prices
-from hetsim.sim.engine_servers import start_servers, wake
+from hetsim.sim.engine_servers import start_servers
 from hetsim.sim.engine_state import (
     DONE,
     STATE_NAMES,
@@ -437,7 +437,7 @@ class EngineRun:
         heappush(self.lheaps[ri], (x.req.base + x.rank, self.seq, x))
         idle = self.lidle[ri]
         if idle:
-            wake(self, idle.popleft())
+            idle.popleft()()
 
     def _xfer_start(self, x: Transfer) -> None:
         x.started = True
