@@ -5,12 +5,16 @@ Model
 * Every device stream and every link direction is a server that pulls work from
   its own ready queue (a heap keyed by ``(request, priority)``, lower first; the
   default priority is the topological index). A half-duplex link is one server
-  for both directions. SimPy owns the clock: a server holds it with a
-  ``Timeout`` per kernel, dispatch and hop, and waits on SimPy events
+  for both directions. SimPy owns the clock: a server holds it for each kernel,
+  dispatch and hop with one event of its own, scheduled again and again with
+  ``env.schedule`` (:class:`sim.engine_servers.Due`), and waits on SimPy events
   (:mod:`sim.engine_servers`). (One server per resource rather than a
   ``simpy.Resource`` request per op, and callbacks rather than processes: a
-  request/release pair costs ~11 us per op, a generator resume ~0.3 us per event,
-  and the engine runs 200 000 ops/s.)
+  request/release pair costs ~11 us per op, a generator resume ~0.3 us per event.
+  The whole call runs ~61 000 ops/s at 100 000 nodes, ~55 000 with records, on
+  the project's 2-core VM: ``python benchmarks/sim_speed.py``; about 11x a bare
+  heapq replay of the same plan; about half of the call is preparation: plan
+  validation, pricing and the integer tables.)
 * An op is ready when every input tensor is on its device. A tensor crossing memory
   domains is a transfer over the links of ``platform.route(src, dst)``, hop by hop
   (store and forward); a tensor ``(producer, output)`` moves once per destination
