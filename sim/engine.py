@@ -66,7 +66,7 @@ from hetsim.sim.engine_prep import (
     Prepared,
     PrepError,
     build_fanout,
-    check_time,
+    hop_time,
     prepare,
     route,
     static_fanouts,
@@ -427,10 +427,7 @@ class EngineRun:
         if hit is None:
             hops, links = route(self.prep, self.platform, dp, di)
             nbytes = self.prep.out_size[p].get(k, 0)
-            times = tuple(
-                check_time(self.cost.transfer_time(nbytes, lk), f"transfer over {lk.name!r}")
-                for lk in links
-            )
+            times = tuple(hop_time(self.cost.transfer_time, nbytes, lk) for lk in links)
             hit = self._dyn_groups[key] = (hops, times, nbytes)
         return hit
 

@@ -40,6 +40,7 @@ __all__ = [
     "Prepared",
     "build_fanout",
     "check_time",
+    "hop_time",
     "prepare",
     "route",
 ]
@@ -402,7 +403,7 @@ def build_fanout(
     local: list[int] = []
     handoff: list[tuple[int, float]] = []
     # graph inputs (u >= n_ops) are in place when a request starts: nobody waits on them
-    delay = [float(d.handoff_s) if u < prep.n_ops else 0.0 for d in platform.devices]
+    is_op, devices = u < prep.n_ops, platform.devices
     dyn: list[int] = []
     groups: dict[tuple[int, int], Group] = {}
     rank = prep.rank
@@ -420,8 +421,8 @@ def build_fanout(
         refs[k] = refs.get(k, 0) + 1
         if dv < 0:
             dyn.append(v)
-        elif dv != du and delay[dv] > 0.0:
-            handoff.append((v, delay[dv]))
+        elif dv != du and is_op and devices[dv].handoff_s > 0.0:
+            handoff.append((v, float(devices[dv].handoff_s)))
         else:
             local.append(v)
     held: list[int] = []
@@ -463,10 +464,16 @@ def _group(
 ) -> Group:
     hops, links = route(prep, platform, du, dv)
     nbytes = prep.out_size[u].get(k, 0)
-    times = tuple(
-        check_time(transfer_time(nbytes, lk), f"transfer over {lk.name!r}") for lk in links
-    )
+    times = tuple(hop_time(transfer_time, nbytes, lk) for lk in links)
     return Group(k, dv, hops, times, nbytes, [], False, _NO_RANK)
+
+
+def hop_time(transfer_time: Callable[[int, Any], float], nbytes: int, link: Link) -> float:
+    """``transfer_time(nbytes, link)``, checked (:func:`check_time`)."""
+    t = transfer_time(nbytes, link)
+    if type(t) is float and 0.0 <= t < math.inf:
+        return t
+    return check_time(t, f"transfer over {link.name!r}")
 
 
 def check_time(t: Any, what: str) -> float:
