@@ -5,12 +5,16 @@ Model
 * Every device stream and every link direction is a server that pulls work from
   its own ready queue (a heap keyed by ``(request, priority)``, lower first; the
   default priority is the topological index). A half-duplex link is one server
-  for both directions. SimPy owns the clock: a server holds it with a
-  ``Timeout`` per kernel, dispatch and hop, and waits on SimPy events
+  for both directions. SimPy owns the clock: a server holds it for each kernel,
+  dispatch and hop with one event of its own, scheduled again and again with
+  ``env.schedule`` (:class:`sim.engine_servers.Due`), and waits on SimPy events
   (:mod:`sim.engine_servers`). (One server per resource rather than a
   ``simpy.Resource`` request per op, and callbacks rather than processes: a
-  request/release pair costs ~11 us per op, a generator resume ~0.3 us per event,
-  and the engine runs 200 000 ops/s.)
+  request/release pair costs ~11 us per op, a generator resume ~0.3 us per event.
+  The whole call runs 58 000-61 000 ops/s at 100 000 nodes, 50 000-55 000 with
+  records, on the project's 2-core VM under shared load: ``python
+  benchmarks/sim_speed.py``; 8-11x a bare heapq replay of the same plan; about
+  half of the call is preparation: plan validation, pricing and the integer tables.)
 * An op is ready when every input tensor is on its device. A tensor crossing memory
   domains is a transfer over the links of ``platform.route(src, dst)``, hop by hop
   (store and forward); a tensor ``(producer, output)`` moves once per destination
@@ -62,13 +66,13 @@ from hetsim.sim.engine_prep import (
     Prepared,
     PrepError,
     build_fanout,
-    check_time,
+    hop_time,
     prepare,
     route,
     static_fanouts,
 )
 from hetsim.sim.engine_pricing import Prices
-from hetsim.sim.engine_servers import start_servers, wake
+from hetsim.sim.engine_servers import start_servers
 from hetsim.sim.engine_state import (
     DONE,
     STATE_NAMES,
@@ -423,10 +427,7 @@ class EngineRun:
         if hit is None:
             hops, links = route(self.prep, self.platform, dp, di)
             nbytes = self.prep.out_size[p].get(k, 0)
-            times = tuple(
-                check_time(self.cost.transfer_time(nbytes, lk), f"transfer over {lk.name!r}")
-                for lk in links
-            )
+            times = tuple(hop_time(self.cost.transfer_time, nbytes, lk) for lk in links)
             hit = self._dyn_groups[key] = (hops, times, nbytes)
         return hit
 
@@ -437,7 +438,7 @@ class EngineRun:
         heappush(self.lheaps[ri], (x.req.base + x.rank, self.seq, x))
         idle = self.lidle[ri]
         if idle:
-            wake(self, idle.popleft())
+            idle.popleft()()
 
     def _xfer_start(self, x: Transfer) -> None:
         x.started = True

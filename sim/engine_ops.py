@@ -16,7 +16,6 @@ from __future__ import annotations
 from heapq import heappush
 from typing import TYPE_CHECKING
 
-from hetsim.sim.engine_servers import wake
 from hetsim.sim.engine_state import DONE, QUEUED, RUNNING, Transfer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,7 +75,7 @@ def bind_op_handlers(run: EngineRun) -> None:
             queued[di] += t + ds
         waiting = idle[di]
         if waiting:
-            wake(run, waiting.popleft())
+            waiting.popleft()()
 
     def fan(req: Request, u: int, di: int) -> None:
         fo = sfo[u] or fanout(u, di)

@@ -20,7 +20,7 @@ per-request reference counts.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,7 @@ __all__ = [
     "Prepared",
     "build_fanout",
     "check_time",
+    "hop_time",
     "prepare",
     "route",
 ]
@@ -126,27 +127,66 @@ class Prepared:
         return p, k, d
 
 
-def _order(n: int, adj: list[list[tuple[int, int, int]]], graph: Graph) -> list[int] | None:
+def _order(n: int, adj: list[list[int]], graph: Graph) -> list[int]:
     """Kahn's algorithm, smallest insertion index first: the deterministic order of
-    Graph.topological_order(), on ints. None: the insertion order itself."""
-    if all(v > u for u, lst in enumerate(adj) for v, _, _ in lst):
-        return None  # every edge goes forward: the smallest ready index is always next
+    Graph.topological_order(), on ints (``adj``: successors by insertion index)."""
     indeg = [0] * n
     for lst in adj:
-        for v, _, _ in lst:
+        for v in lst:
             indeg[v] += 1
     heap = [i for i in range(n) if indeg[i] == 0]
     topo: list[int] = []
     while heap:
         i = heappop(heap)
         topo.append(i)
-        for v, _, _ in adj[i]:
+        for v in adj[i]:
             indeg[v] -= 1
             if indeg[v] == 0:
                 heappush(heap, v)
     if len(topo) < n:
         graph.topological_order()  # raises GraphError naming the cycle
     return topo
+
+
+def _link(
+    rows: Iterable[dict[Any, dict[str, Any]]], index: dict[Any, int], out_size: list[dict[int, int]]
+) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]] | None:
+    """Successors and predecessors ``(node, output)`` of each node, in one pass over
+    ``rows`` (each node's out-edges, in topological order; ``index``: a node's
+    position in it); sets ``out_size`` from the edges (an edge's size of a tensor
+    wins over its shape; the largest of several). None, with ``out_size`` partly
+    set, when an edge does not go forward: ``rows`` is not in topological order."""
+    n = len(index)
+    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    succs: list[list[tuple[int, int]]] = []
+    append = succs.append
+    for t, nbrs in enumerate(rows):
+        if not nbrs:
+            append([])
+            continue
+        out = []
+        sizes = out_size[t]
+        several = len(nbrs) > 1
+        edge_sizes: dict[int, int] = {}
+        for w, d in nbrs.items():
+            v = index[w]
+            if v <= t:
+                return None
+            k, b = d.get("output", 0), d["bytes"]
+            if type(k) is not int:
+                k = int(k)
+            if type(b) is not int:
+                b = int(b)
+            out.append((v, k))
+            preds[v].append((t, k))  # in increasing producer index: sorted
+            if not several:
+                sizes[k] = b
+            elif b > edge_sizes.get(k, -1):
+                edge_sizes[k] = b
+        if several:
+            sizes.update(edge_sizes)
+        append(out)
+    return succs, preds
 
 
 def _sizes(data: list[dict[str, Any]]) -> list[dict[int, int]]:
@@ -174,46 +214,23 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     """
     check_io(graph)
     nxg = graph.nx
-    ins_names = list(nxg)  # insertion order
-    n = len(ins_names)
-    ins_index = dict(zip(ins_names, range(n)))
-    adj = [
-        [(ins_index[v], int(d.get("output", 0)), int(d["bytes"])) for v, d in nbrs.items()]
-        for _, nbrs in nxg.adjacency()
-    ]
-    ins_data = [d for _, d in nxg.nodes(data=True)]
-    topo_ins = _order(n, adj, graph)
-    if topo_ins is None:  # already topological
-        topo, data, index = ins_names, ins_data, ins_index
-    else:
-        pos = [0] * n
-        for t, i in enumerate(topo_ins):
-            pos[i] = t
-        adj = [[(pos[v], k, b) for v, k, b in adj[i]] for i in topo_ins]
-        topo = [ins_names[i] for i in topo_ins]
-        data = [ins_data[i] for i in topo_ins]
-        index = dict(zip(topo, range(n)))
-    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    succs: list[list[tuple[int, int]]] = []
+    topo = list(nxg)  # insertion order: topological as importers and builders write it
+    n = len(topo)
+    index = dict(zip(topo, range(n)))
+    data = [d for _, d in nxg.nodes(data=True)]
     out_size = _sizes(data)
+    linked = _link((nbrs for _, nbrs in nxg.adjacency()), index, out_size)
+    if linked is None:  # an edge goes backwards: renumber in topological order
+        adj = [nbrs for _, nbrs in nxg.adjacency()]
+        order = _order(n, [[index[w] for w in nbrs] for nbrs in adj], graph)
+        topo = [topo[i] for i in order]
+        data = [data[i] for i in order]
+        index = dict(zip(topo, range(n)))
+        out_size = _sizes(data)
+        linked = _link((adj[i] for i in order), index, out_size)
+        assert linked is not None  # every edge goes forward in a topological order
+    succs, preds = linked
     n_out = 1
-    for t, lst in enumerate(adj):
-        if not lst:
-            succs.append([])
-            continue
-        out = [(v, k) for v, k, _ in lst]
-        for v, k in out:
-            preds[v].append((t, k))  # in increasing producer index: sorted
-        sizes = out_size[t]
-        if len(lst) == 1:  # the edges' size of a tensor wins over its shape
-            sizes[lst[0][1]] = lst[0][2]
-        else:
-            edge_sizes: dict[int, int] = {}
-            for _, k, b in lst:
-                if b > edge_sizes.get(k, -1):
-                    edge_sizes[k] = b
-            sizes.update(edge_sizes)
-        succs.append(out)
     for sizes in out_size:
         if len(sizes) > 1 or (sizes and 0 not in sizes):
             n_out = max(n_out, max(sizes) + 1)
@@ -386,7 +403,7 @@ def build_fanout(
     local: list[int] = []
     handoff: list[tuple[int, float]] = []
     # graph inputs (u >= n_ops) are in place when a request starts: nobody waits on them
-    delay = [float(d.handoff_s) if u < prep.n_ops else 0.0 for d in platform.devices]
+    is_op, devices = u < prep.n_ops, platform.devices
     dyn: list[int] = []
     groups: dict[tuple[int, int], Group] = {}
     rank = prep.rank
@@ -404,8 +421,8 @@ def build_fanout(
         refs[k] = refs.get(k, 0) + 1
         if dv < 0:
             dyn.append(v)
-        elif dv != du and delay[dv] > 0.0:
-            handoff.append((v, delay[dv]))
+        elif dv != du and is_op and devices[dv].handoff_s > 0.0:
+            handoff.append((v, float(devices[dv].handoff_s)))
         else:
             local.append(v)
     held: list[int] = []
@@ -447,10 +464,16 @@ def _group(
 ) -> Group:
     hops, links = route(prep, platform, du, dv)
     nbytes = prep.out_size[u].get(k, 0)
-    times = tuple(
-        check_time(transfer_time(nbytes, lk), f"transfer over {lk.name!r}") for lk in links
-    )
+    times = tuple(hop_time(transfer_time, nbytes, lk) for lk in links)
     return Group(k, dv, hops, times, nbytes, [], False, _NO_RANK)
+
+
+def hop_time(transfer_time: Callable[[int, Any], float], nbytes: int, link: Link) -> float:
+    """``transfer_time(nbytes, link)``, checked (:func:`check_time`)."""
+    t = transfer_time(nbytes, link)
+    if type(t) is float and 0.0 <= t < math.inf:
+        return t
+    return check_time(t, f"transfer over {link.name!r}")
 
 
 def check_time(t: Any, what: str) -> float:

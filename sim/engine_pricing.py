@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from hetsim.costmodel.base import host_dispatch, price_nodes
 from hetsim.sim.engine_prep import PrepError, check_time
 
@@ -27,6 +29,14 @@ __all__ = ["Prices"]
 _INF = math.inf
 
 
+def _all_good(times: list[Any]) -> bool:
+    """Every time a float, finite and >= 0 (checked in C: sets and numpy, no Python loop)."""
+    if set(map(type, times)) != {float}:
+        return False
+    arr = np.array(times)
+    return bool(((arr >= 0.0) & (arr < _INF)).all())
+
+
 class Prices:
     """Op time and host dispatch time per (node, device) of one simulation.
 
@@ -37,33 +47,32 @@ class Prices:
     def __init__(self, graph: Graph, platform: Platform, cost: Any, prep: Prepared) -> None:
         self.graph, self.platform, self.cost, self.prep = graph, platform, cost, prep
         n = prep.n_ops
-        loc, names = prep.loc0, prep.names
-        self.op = [0.0] * n
-        self.dispatch = [0.0] * n
+        names = prep.names
         self._cache: dict[tuple[int, int], tuple[float, float]] = {}
-        by_dev: list[list[int]] = [[] for _ in prep.dev_names]
-        for u in range(n):
-            d = loc[u]
-            if d >= 0:
-                by_dev[d].append(u)
-        op, dispatch = self.op, self.dispatch
+        loc = np.fromiter(prep.loc0, dtype=np.int64, count=len(prep.loc0))[:n]
+        op = np.zeros(n)
+        dispatch = np.zeros(n)
         errors: list[tuple[int, PrepError]] = []
-        for d, nodes in enumerate(by_dev):
-            if not nodes:
+        for d in range(len(prep.dev_names)):
+            nodes = np.flatnonzero(loc == d)
+            if not len(nodes):
                 continue
-            ops, disp = price_nodes(cost, graph, [names[u] for u in nodes], platform.devices[d])
-            try:
-                for u, t, ds in zip(nodes, ops, disp):
-                    if not (type(t) is float and 0.0 <= t < _INF):
-                        t = self._check(t, u, d, "op")
-                    if not (type(ds) is float and 0.0 <= ds < _INF):
-                        ds = self._check(ds, u, d, "dispatch")
-                    op[u] = t
-                    dispatch[u] = ds
-            except PrepError as e:  # report the first bad answer in topological order
-                errors.append((u, e))
+            ops, disp = price_nodes(cost, graph, [names[u] for u in nodes.tolist()], platform.devices[d])
+            for times, out, what in ((ops, op, "op"), (disp, dispatch, "dispatch")):
+                if len(times) == len(nodes) and _all_good(times):
+                    out[nodes] = times
+                    continue
+                try:  # one by one: convert, or name the first bad answer
+                    for u, t in zip(nodes.tolist(), times):
+                        out[u] = self._check(t, u, d, what) if type(t) is not float else t
+                        if not 0.0 <= out[u] < _INF:
+                            self._check(t, u, d, what)
+                except PrepError as e:  # report the first bad answer in topological order
+                    errors.append((u, e))
         if errors:
             raise min(errors, key=lambda ue: ue[0])[1]
+        self.op: list[float] = op.tolist()
+        self.dispatch: list[float] = dispatch.tolist()
 
     def _check(self, t: Any, u: int, d: int, what: str) -> float:
         name, dev = self.prep.names[u], self.prep.dev_names[d]

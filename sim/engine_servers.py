@@ -16,25 +16,44 @@ records), without a generator to resume per event. An idle server is woken, and
 a freed dispatch slot handed to a waiting stream, through an event at the
 current time, as a process waiting on an event would be: whatever else is due
 at that time and was scheduled first still runs first.
+
+A server has at most one event pending at a time (its dispatch, its kernel or
+hop, or its wake-up), so it owns one :class:`Due` event that it schedules again
+and again with :meth:`simpy.Environment.schedule` instead of creating a
+``Timeout`` each time: the same (time, priority, creation order) keys, so the same
+order of events, without an object per event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from heapq import heappop
 from typing import TYPE_CHECKING, Any
 
-from simpy.events import Timeout
+from simpy.events import NORMAL, Event, Timeout
 
 if TYPE_CHECKING:  # pragma: no cover
+    import simpy
+
     from hetsim.sim.engine import EngineRun
 
-__all__ = ["start_servers", "wake"]
+__all__ = ["Due", "start_servers"]
 
 
-def wake(run: EngineRun, resume: Callable[[Any], None], value: Any = None) -> None:
-    """Resume a waiting server at the current time, after what is already due then."""
-    Timeout(run.env, 0, value).callbacks.append(resume)
+class Due(Event):
+    """The one event of a server, triggered (``ok``) whenever it is scheduled.
+
+    The owner sets ``callbacks`` (a tuple) and schedules it with
+    ``env.schedule(due, NORMAL, delay)``: what ``Timeout(env, delay)`` does, minus
+    the new object. SimPy sets ``callbacks`` to None when it processes the event,
+    after which the owner may schedule it again.
+    """
+
+    _ok = True
+    _value = None
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.callbacks = None
 
 
 def start_servers(run: EngineRun) -> None:
@@ -62,6 +81,7 @@ def _arrivals(run: EngineRun, first: int) -> None:
 def _stream(run: EngineRun, di: int, s: int) -> None:
     """Stream ``s`` of device ``di``: run the highest-priority ready op, forever."""
     env, prep = run.env, run.prep
+    schedule, due = env.schedule, Due(env)
     heap, idle, ends = run.heaps[di], run.idle[di], run.stream_end[di]
     static, top, tdsp, queued, busy = run.static, run.top, run.tdsp, run.queued, run.busy
     order, reqs, n = prep.order, run.reqs, max(prep.n_ops, 1)
@@ -70,16 +90,27 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
     node_bytes = run.node_bytes
     start, finish, zero, drain, price = run._start, run._finish, run.zero, run._drain, run._price
     dynamic = run.dynamic
-    draws = run.contention.device[di] if run.contention is not None else None
+    contention = run.contention
+    draws = contention.device[di] if contention is not None else None
     node_data = prep.node_data
     req: Any = None
     u = slot = 0
     t = ds = t0 = 0.0
 
+    def poke() -> None:  # an idle stream, woken at the current time
+        due.callbacks = pull_cbs
+        schedule(due, NORMAL, 0)
+
+    def give(taken: int) -> None:  # a dispatch slot handed over at the current time
+        nonlocal slot
+        slot = taken
+        due.callbacks = dispatch_cbs
+        schedule(due, NORMAL, 0)
+
     def pull(_ev: Any = None) -> None:
-        nonlocal req, u, t, ds
+        nonlocal req, u, t, ds, slot, t0
         if not heap:
-            idle.append(pull)
+            idle.append(poke)
             return
         r, rk = divmod(heappop(heap), n)
         u = order[rk]
@@ -95,25 +126,27 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
         start(req, u, di)
         if ds > 0.0:
             if free:
-                dispatch(free.pop())
+                slot, t0 = free.pop(), env.now
+                if dynamic:
+                    ends[s] = t0 + ds + t
+                due.callbacks = dispatched_cbs
+                schedule(due, NORMAL, ds)
             else:
-                waiters.append(on_slot)
+                waiters.append(give)
         else:
             launch()
 
-    def on_slot(ev: Any) -> None:
-        dispatch(ev.value)
-
-    def dispatch(taken: int) -> None:
-        nonlocal slot, t0
-        slot, t0 = taken, env.now
+    def dispatch(_ev: Any) -> None:
+        nonlocal t0
+        t0 = env.now
         if dynamic:
             ends[s] = t0 + ds + t
-        Timeout(env, ds).callbacks.append(dispatched)
+        due.callbacks = dispatched_cbs
+        schedule(due, NORMAL, ds)
 
     def dispatched(_ev: Any) -> None:
         if waiters:
-            wake(run, waiters.popleft(), slot)
+            waiters.popleft()(slot)
         else:
             free.append(slot)
         run.disp_busy += ds
@@ -131,9 +164,10 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
         if dynamic:
             ends[s] = t0 + t
         if draws is None:
-            Timeout(env, t).callbacks.append(ran)
+            due.callbacks = ran_cbs
+            schedule(due, NORMAL, t)
         else:  # memory contention: slower while the memory is oversubscribed
-            run.contention.run(draws, t, node_data[u].get("bytes", 0)).callbacks.append(ran)
+            contention.run(draws, t, node_data[u].get("bytes", 0)).callbacks.append(ran)
 
     def ran(_ev: Any) -> None:
         nonlocal t
@@ -149,24 +183,31 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
             drain()
         pull()
 
-    idle.append(pull)
+    pull_cbs, dispatch_cbs, dispatched_cbs, ran_cbs = (pull,), (dispatch,), (dispatched,), (ran,)
+    idle.append(poke)
 
 
 def _link(run: EngineRun, ri: int) -> None:
     """Link direction ``ri``: move the most urgent queued tensor one hop, forever."""
     env, heap, idle = run.env, run.lheaps[ri], run.lidle[ri]
+    schedule, due = env.schedule, Due(env)
     records, res_name, names = run.records, run.prep.res_names[ri], run.prep.names
     dev_names, lbusy, lbytes = run.prep.dev_names, run.lbusy, run.lbytes
     mu, sigma = -(run.sigma**2) / 2, run.sigma
-    draws = run.contention.link[ri] if run.contention is not None else None
+    contention = run.contention
+    draws = contention.link[ri] if contention is not None else None
     x: Any = None
     h = 0
     t = t0 = 0.0
 
+    def poke() -> None:  # an idle link direction, woken at the current time
+        due.callbacks = pull_cbs
+        schedule(due, NORMAL, 0)
+
     def pull(_ev: Any = None) -> None:
         nonlocal x, h, t, t0
         if not heap:
-            idle.append(pull)
+            idle.append(poke)
             return
         x = heappop(heap)[2]
         h = x.hop
@@ -178,9 +219,10 @@ def _link(run: EngineRun, ri: int) -> None:
             run._xfer_start(x)
         t0 = env.now
         if draws is None:
-            Timeout(env, t).callbacks.append(moved)
+            due.callbacks = moved_cbs
+            schedule(due, NORMAL, t)
         else:  # memory contention: slower while the memory is oversubscribed
-            run.contention.run(draws, t, x.nbytes).callbacks.append(moved)
+            contention.run(draws, t, x.nbytes).callbacks.append(moved)
 
     def moved(_ev: Any) -> None:
         nonlocal t
@@ -200,4 +242,5 @@ def _link(run: EngineRun, ri: int) -> None:
             run._drain()
         pull()
 
-    idle.append(pull)
+    pull_cbs, moved_cbs = (pull,), (moved,)
+    idle.append(poke)

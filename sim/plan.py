@@ -125,7 +125,9 @@ class Plan:
         """
         nodes = graph.nx
         names = set(platform.device_names)
-        for n, dev in self.placement.items():
+        node_set = set(nodes)  # set operations below check whole graphs in C
+        placed_ok = self.placement.keys() <= node_set and set(self.placement.values()) <= names
+        for n, dev in () if placed_ok else self.placement.items():
             if n not in nodes:
                 raise PlanError(f"plan places unknown node {n!r} (not in graph {graph.name!r})")
             if dev not in names:
@@ -133,7 +135,7 @@ class Plan:
                     f"plan places node {n!r} on unknown device {dev!r}; "
                     f"platform {platform.name!r} has {sorted(names)}"
                 )
-        if self.policy is None:
+        if self.policy is None and not (placed_ok and len(self.placement) == len(node_set)):
             missing = [n for n in nodes if n not in self.placement]
             if missing:
                 more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
@@ -145,9 +147,11 @@ class Plan:
                 raise PlanError(f"node {n!r}: priority must be a number, got {p!r}")
         # memory: one op's working set, and the weights resident on each device
         weights: dict[str, int] = {}
+        attrs = dict(nodes.nodes(data=True))  # node -> attributes (nodes[n] is the adjacency)
+        caps = {d.name: d.memory_bytes for d in platform.devices}
         for n, dev in self.placement.items():
-            d = nodes.nodes[n]  # node attributes (nodes[n] is the adjacency)
-            cap = platform.device(dev).memory_bytes
+            d = attrs[n]
+            cap = caps[dev]
             if d["bytes"] > cap:
                 raise PlanError(f"node {n!r} needs {size_text(d['bytes'])} but device {dev!r} has {size_text(cap)}")
             weights[dev] = weights.get(dev, 0) + int(d["param_bytes"])

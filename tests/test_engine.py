@@ -26,6 +26,7 @@ from hetsim.sim import (
     simulate,
 )
 from hetsim.sim import engine as engine_mod
+from hetsim.sim.result import RECORD_COLUMNS
 
 KB = 1000  # bytes of every test tensor: 1.5 s over the test link
 
@@ -127,6 +128,9 @@ def test_chain_with_transfer():
         KB,
     )
     assert op_times(res)[("b", 0)] == (2.5, 4.5)
+    # every record has the RECORD_COLUMNS keys, in that order (result.py spells them out)
+    assert {tuple(r) for r in res.records} == {RECORD_COLUMNS}
+    assert [r["kind"] for r in res.records] == ["op", "transfer", "op"]
 
 
 def test_diamond_with_transfers():
