@@ -37,6 +37,7 @@ from hetsim.schedulers.base import (
     topo_priority,
     upward_rank,
 )
+from hetsim.schedulers.incremental_estimate import IncrementalListSchedule
 from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -151,15 +152,13 @@ class CPGreedy(Scheduler):
         prio = topo_priority(graph, sorted(table.topo, key=lambda n: -q[n]))
         order = sorted(prio, key=prio.__getitem__)
 
-        def estimate(pl: dict[str, str]) -> float:
-            return list_schedule(table, pl, order, presorted=True).makespan
-
         initial = dict(fastest)
         initial.update(_path_devices(table, key_ops))
         room = {d: platform.device(d).memory_bytes for d in table.devices}
         weights = _fit_weights(table, initial, room, keys)  # weights resident per device
         placement = dict(initial)
-        best = estimate(placement)
+        estimator = IncrementalListSchedule(table, placement, order)
+        best = estimator.makespan
         units = _units(graph, [n for n in table.topo if n not in keys])
         units.sort(key=lambda u: -sum(table.wbar(n) for n in u))
         nodes = graph.nx.nodes
@@ -174,17 +173,16 @@ class CPGreedy(Scheduler):
                     extra = sum(nodes[n]["param_bytes"] for n, h in zip(unit, here) if h != d)
                     if weights[d] + extra > room[d]:
                         continue  # its weights would not fit: not a candidate
-                    for n in unit:
-                        placement[n] = d
-                    m = estimate(placement)
+                    move = dict.fromkeys(unit, d)
+                    m = estimator.evaluate(move, best * (1 - 1e-9))
                     if m < best * (1 - 1e-9):
                         for n, h in zip(unit, here):
                             weights[h] -= nodes[n]["param_bytes"]
                         weights[d] += sum(nodes[n]["param_bytes"] for n in unit)
+                        estimator.commit(move)
+                        placement.update(move)
                         best, here, improved = m, [d] * len(unit), True
                         moves += 1
-                    for n, h in zip(unit, here):
-                        placement[n] = h
             if not improved:
                 break
         candidates = {"corrected": placement, "initial": initial}
