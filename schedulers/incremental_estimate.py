@@ -147,10 +147,6 @@ class IncrementalListSchedule:
         succ = table.graph.nx.succ
         self.nlast = [max((self.pos[s] for s in succ[n]), default=-1) for n in order_]
         self._hops: dict[tuple[int, int, int], tuple[tuple[int, float], ...]] = {}
-        self._w_arr = np.array(self.w, dtype=float).reshape(len(order_), nd)
-        self._disp_arr = np.array(self.disp, dtype=float).reshape(len(order_), nd)
-        # a bound computed in floating point, lowered by more than its rounding error
-        self.slack = 1.0 - (8 * len(order_) + 64) * 2.0**-53
         # the base schedule
         v = len(order_)
         self.place = [self.dev_index[placement[n]] for n in order_]
@@ -260,10 +256,6 @@ class IncrementalListSchedule:
         group, glast, mono = self.group, self.glast, self.mono
         sufmax = self.sufmax
         nd = self.nd
-        slack = self.slack
-        bounds = []
-        if compare and thr < math.inf:
-            bounds = [(lanes, rem, len(lanes)) for lanes, rem in zip([self.hlanes, *self.dlanes], self.rem)]
         wplace, wfin, wcontrib, wwrites, wcreated = win.place, win.finish, win.contrib, win.writes, win.created
         overlay: dict[int, float] = {}
         counts = [0, 0, 0]
@@ -304,16 +296,6 @@ class IncrementalListSchedule:
                         counts[c] -= 1
                 if new_end >= thr:
                     break
-                if p > unit_last and bounds:
-                    for lanes, rem, k in bounds:
-                        lb = (sum([cur[r] for r in lanes]) + rem[p]) / k
-                        if lb * slack >= thr:  # this resource alone has more left to do
-                            new_end = max(new_end, lb * slack)
-                            break
-                    else:
-                        lb = -1.0
-                    if lb >= 0.0:
-                        break
                 if p > unit_last and counts[_STRUCT] == 0 and counts[_BETTER] == 0:
                     live = [r for r in rdiff if glast[group[r]] >= p]
                     if counts[_WORSE] == 0 and not live:  # rejoined the base schedule
@@ -457,14 +439,3 @@ class IncrementalListSchedule:
         self.premax[1:] = np.maximum.accumulate(c) if len(c) else c
         np.maximum(self.premax, 0.0, out=self.premax)
         self.sufmax[:-1] = np.maximum.accumulate(c[::-1])[::-1] if len(c) else c
-        # work left from each position: host dispatch, then each device's streams
-        v = len(self.order)
-        at = np.arange(v)
-        place = np.asarray(self.place, dtype=np.int64)
-        disp = self._disp_arr[at, place]
-        busy = disp + self._w_arr[at, place]
-        rem = [np.concatenate([np.cumsum(disp[::-1])[::-1], [0.0]])]
-        for d in range(self.nd):
-            mine = np.where(place == d, busy, 0.0)
-            rem.append(np.concatenate([np.cumsum(mine[::-1])[::-1], [0.0]]))
-        self.rem = [r.tolist() for r in rem]
