@@ -26,6 +26,18 @@ free times it changed) and prices a change from the first changed position
   makespan is at least the larger of the re-run's and the base's remaining
   finishes; a candidate whose bound (or whose re-run alone) reaches
   ``threshold`` is abandoned.
+* **tails** (a bound, with ``threshold``, one stream per device and one
+  dispatch lane): past the changed nodes, the makespan is at least each time of
+  the re-run's state (device and host free times, finishes and cached arrivals
+  that differ from the base) plus the longest chain of precedences the base
+  placement puts after it (:class:`~schedulers.placement_tails.PlacementTails`),
+  checked 1, 2, 4, 8 ... positions past the changed nodes. This is the bound
+  that cuts most candidates a few positions after the move.
+
+Bounds computed in floating point are lowered by more than their rounding
+error, so a candidate is only cut when its exact makespan reaches
+``threshold``: a search that accepts a candidate only below the threshold
+makes the same decisions as with full re-runs.
 
 A candidate costs what it changes: the positions from ``i`` to where its effect
 dies out or is shown not to pay, not the graph.
@@ -39,6 +51,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from hetsim.schedulers.placement_tails import PlacementTails
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.schedulers.base import CostTable
@@ -147,6 +161,18 @@ class IncrementalListSchedule:
         succ = table.graph.nx.succ
         self.nlast = [max((self.pos[s] for s in succ[n]), default=-1) for n in order_]
         self._hops: dict[tuple[int, int, int], tuple[tuple[int, float], ...]] = {}
+        self._hop_times: dict[tuple[int, int, int], float] = {}
+        # who reads what: (position, read index) per tensor and per producing node
+        self.kreaders: list[list[tuple[int, int]]] = [[] for _ in keys]
+        self.readers: list[list[tuple[int, int]]] = [[] for _ in order_]
+        for c, rk in enumerate(self.reads):
+            for j, k in enumerate(rk):
+                self.kreaders[k].append((c, j))
+                if self.kprod[k] >= 0:
+                    self.readers[self.kprod[k]].append((c, j))
+        # a bound summed in floating point, lowered by more than its rounding error
+        hops = max((len(plat.link_directions(a, b)) for a in devs for b in devs if a != b), default=0)
+        self.tail_slack = 1.0 - 4 * ((3 + 2 * hops) * len(order_) + 16) * 2.0**-53
         # the base schedule
         v = len(order_)
         self.place = [self.dev_index[placement[n]] for n in order_]
@@ -162,6 +188,8 @@ class IncrementalListSchedule:
         self.sufmax = np.zeros(v + 1)
         self._last: _Window | None = None
         self._splice(self._run(0, {}, -1, math.inf, compare=False))
+        single = all(len(g) == 1 for g in groups)
+        self.tails = PlacementTails(self) if single else None
 
     # ------------------------------------------------------------------ queries
     @property
@@ -207,7 +235,10 @@ class IncrementalListSchedule:
         if win is None or win.changed != chg:
             win = self._run(min(chg), chg, max(chg), math.inf, compare=True)
         self._last = None
+        old = {p: self.place[p] for p in chg}
         self._splice(win)
+        if self.tails is not None:
+            self.tails.moved(old)
         return self.makespan
 
     # ------------------------------------------------------------------ internals
@@ -231,6 +262,14 @@ class IncrementalListSchedule:
                 for res, link in self.table.hops(devs[src], devs[dst])
             )
             self._hops[key] = hit
+        return hit
+
+    def hop_time(self, nbytes: int, src: int, dst: int) -> float:
+        """Contention-free seconds of ``nbytes`` from device ``src`` to ``dst`` (indices)."""
+        key = (nbytes, src, dst)
+        hit = self._hop_times.get(key)
+        if hit is None:
+            hit = self._hop_times[key] = sum(tt for _, tt in self._hop_list(nbytes, src, dst))
         return hit
 
     def _state_at(self, i: int) -> list[float]:
@@ -261,6 +300,10 @@ class IncrementalListSchedule:
         counts = [0, 0, 0]
         expire: dict[int, list[int]] = {}
         rdiff: set[int] = set()
+        watch: list[tuple[int, int, float, int, int]] = []  # (0 node / 1 cached, id, time, device, last)
+        tails = self.tails if compare and thr < math.inf else None
+        tail_slack = self.tail_slack
+        next_check = unit_last + 1
 
         def arrive(k: int, src: int, t0: float, dst: int, mine: list, made: list) -> float:
             # tensor k, ready on src at t0, on dst: cached, or over each hop in turn
@@ -296,6 +339,26 @@ class IncrementalListSchedule:
                         counts[c] -= 1
                 if new_end >= thr:
                     break
+                if tails is not None and p == next_check:  # 1, 2, 4, 8 ... past the changed nodes
+                    next_check = 2 * p - unit_last
+                    watch = [x for x in watch if x[4] >= p]
+                    if p < tails.valid_from:
+                        tails.extend(p)
+                    lb = new_end
+                    for d, lanes in enumerate(dlanes):
+                        t = cur[lanes[0]] + tails.lane(d, p)
+                        if t > lb:
+                            lb = t
+                    t = cur[hlanes[0]] + tails.host(p)
+                    if t > lb:
+                        lb = t
+                    for kind, x, val, d, _ in watch:
+                        t = val + (tails.node(x, d, p) if kind == 0 else tails.cached(x, p))
+                        if t > lb:
+                            lb = t
+                    if lb * tail_slack >= thr:  # what is left after one of these times is too long
+                        new_end = lb * tail_slack
+                        break
                 if p > unit_last and counts[_STRUCT] == 0 and counts[_BETTER] == 0:
                     live = [r for r in rdiff if glast[group[r]] >= p]
                     if counts[_WORSE] == 0 and not live:  # rejoined the base schedule
@@ -369,6 +432,8 @@ class IncrementalListSchedule:
                 if c >= 0 and nlast[p] > p:
                     counts[c] += 1
                     expire.setdefault(nlast[p] + 1, []).append(c)
+                    if c != _BETTER:
+                        watch.append((0, p, f, dv, nlast[p]))
                 theirs = created[p]
                 if made or theirs:
                     base_made = dict(theirs)
@@ -379,6 +444,8 @@ class IncrementalListSchedule:
                         if c >= 0 and last > p:
                             counts[c] += 1
                             expire.setdefault(last + 1, []).append(c)
+                            if c != _BETTER:
+                                watch.append((1, kd, a, 0, last))
                     for kd in base_made:
                         last = klast[kd // nd]
                         if last > p:
