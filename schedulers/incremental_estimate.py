@@ -31,7 +31,7 @@ free times it changed) and prices a change from the first changed position
   the re-run's state (device and host free times, finishes and cached arrivals
   that differ from the base) plus the longest chain of precedences the base
   placement puts after it (:class:`~schedulers.placement_tails.PlacementTails`),
-  checked 1, 2, 4, 8 ... positions past the changed nodes. This is the bound
+  checked 1, 2, 3, 5, 8, 12 ... positions past the changed nodes (half as far again each time). This is the bound
   that cuts most candidates a few positions after the move.
 
 Bounds computed in floating point are lowered by more than their rounding
@@ -299,7 +299,7 @@ class IncrementalListSchedule:
         overlay: dict[int, float] = {}
         counts = [0, 0, 0]
         expire: dict[int, list[int]] = {}
-        rdiff: set[int] = set()
+        resources = range(self.nres)
         watch: list[tuple[int, int, float, int, int]] = []  # (0 node / 1 cached, id, time, device, last)
         tails = self.tails if compare and thr < math.inf else None
         tail_slack = self.tail_slack
@@ -339,8 +339,8 @@ class IncrementalListSchedule:
                         counts[c] -= 1
                 if new_end >= thr:
                     break
-                if tails is not None and p == next_check:  # 1, 2, 4, 8 ... past the changed nodes
-                    next_check = 2 * p - unit_last
+                if tails is not None and p == next_check:  # 1, 2, 3, 5, 8, 12 ... past the changed nodes
+                    next_check = p + 1 + (p - unit_last) // 2
                     watch = [x for x in watch if x[4] >= p]
                     if p < tails.valid_from:
                         tails.extend(p)
@@ -360,7 +360,7 @@ class IncrementalListSchedule:
                         new_end = lb * tail_slack
                         break
                 if p > unit_last and counts[_STRUCT] == 0 and counts[_BETTER] == 0:
-                    live = [r for r in rdiff if glast[group[r]] >= p]
+                    live = [r for r in resources if cur[r] != bcur[r] and glast[group[r]] >= p]
                     if counts[_WORSE] == 0 and not live:  # rejoined the base schedule
                         new_end = max(new_end, float(sufmax[p]))
                         break
@@ -451,19 +451,8 @@ class IncrementalListSchedule:
                         if last > p:
                             counts[_STRUCT] += 1
                             expire.setdefault(last + 1, []).append(_STRUCT)
-                bw = writes[p]
-                for r, a in bw:
+                for r, a in writes[p]:
                     bcur[r] = a
-                for r, _ in mine:
-                    if cur[r] != bcur[r]:
-                        rdiff.add(r)
-                    else:
-                        rdiff.discard(r)
-                for r, _ in bw:
-                    if cur[r] != bcur[r]:
-                        rdiff.add(r)
-                    else:
-                        rdiff.discard(r)
             p += 1
         win.stop = p
         win.makespan = new_end
