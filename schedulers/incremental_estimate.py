@@ -31,8 +31,9 @@ free times it changed) and prices a change from the first changed position
   the re-run's state (device and host free times, finishes and cached arrivals
   that differ from the base) plus the longest chain of precedences the base
   placement puts after it (:class:`~schedulers.placement_tails.PlacementTails`),
-  checked 1, 2, 3, 5, 8, 12 ... positions past the changed nodes (half as far again each time). This is the bound
-  that cuts most candidates a few positions after the move.
+  checked 1, 2, 3, 5, 8, 12 ... positions past the changed nodes (half as far
+  again each time). This is the bound that cuts most candidates a few
+  positions after the move.
 
 Bounds computed in floating point are lowered by more than their rounding
 error, so a candidate is only cut when its exact makespan reaches
@@ -95,10 +96,12 @@ class IncrementalListSchedule:
 
     Notes
     -----
-    :meth:`evaluate` costs O(positions re-run x (in-degree x hops + resources
-    that differ)) plus an O(log V) look-up per resource to restore the base
-    state; :meth:`commit` splices the re-run in, O(window + V / 10^6-ish
-    vectorised suffix maxima). The base build is one full run, O(V + E).
+    :meth:`evaluate` costs O(positions re-run x in-degree x hops), plus an
+    O(log V) look-up per resource to restore the base state and the tail
+    checks (O(log V) each, per differing time); :meth:`commit` splices the
+    re-run in (O(window) plus vectorised O(V) prefix and suffix maxima) and
+    makes the tails before the moved nodes stale (recomputed lazily, O(in- +
+    out-degree + log V) per op). The base build is one full run, O(V + E).
 
     Examples
     --------

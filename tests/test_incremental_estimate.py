@@ -19,6 +19,7 @@ from engine_cases import IntCost, platforms, random_graph
 from hetsim.costmodel import Roofline
 from hetsim.schedulers.base import CostTable, list_schedule, topo_priority
 from hetsim.schedulers.incremental_estimate import IncrementalListSchedule
+from hetsim.schedulers.placement_tails import PlacementTails
 
 PLATFORMS = platforms()
 
@@ -83,3 +84,35 @@ def test_no_change_is_the_base_makespan_and_commit_without_evaluate_works() -> N
     want = _full(table, {**base, **change}, table.topo)
     assert est.commit(change) == want  # no evaluate before: the re-run is done here
     assert est.placement() == {**base, **change}
+
+
+@pytest.mark.parametrize("pname", ["xeon-p2200", "multi-gpu-4", "cpu2"])
+def test_tails_kept_across_commits_equal_fresh_ones_and_bound_the_base(pname: str) -> None:
+    rng = np.random.default_rng(11)
+    g = random_graph(rng, 90)
+    table = CostTable(g, PLATFORMS[pname], Roofline())
+    order = list(table.topo)
+    est = IncrementalListSchedule(table, {n: table.fastest(n) for n in order}, order)
+    assert est.tails is not None  # one stream per device, one dispatch lane
+    for step in range(12):
+        est.tails.extend(int(rng.integers(0, len(order))))  # computed lazily, partly
+        n = order[int(rng.integers(len(order)))]
+        est.commit({n: str(rng.choice(_devices(table, n)))})
+        if step % 3 == 0:
+            est.tails.extend(0)
+            fresh = PlacementTails(est)
+            fresh.extend(0)
+            assert est.tails.start == fresh.start
+            assert est.tails.lanes == fresh.lanes and est.tails.dispatched == fresh.dispatched
+    # the base schedule's own times plus their tails never exceed its makespan
+    est.tails.extend(0)
+    tails = est.tails
+    for p in range(len(order)):
+        for d in range(est.nd):
+            lane = est.dlanes[d][0]
+            hp = est.hpos[lane]
+            j = int(np.searchsorted(hp, p)) - 1
+            free = est.hval[lane][j] if j >= 0 else 0.0
+            assert free + tails.lane(d, p) <= est.makespan * (1 + 1e-12)
+        for q in range(p):
+            assert est.finish[q] + tails.node(q, est.place[q], p) <= est.makespan * (1 + 1e-12)
