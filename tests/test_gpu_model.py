@@ -21,6 +21,7 @@ from hetsim.costmodel.gpu_features import design, gpu_ops
 from hetsim.costmodel.gpu_model import (
     GPUBank,
     GPUCostModel,
+    GPUData,
     device_spec,
     holdout,
     parse_fold,
@@ -162,6 +163,20 @@ def test_h100_without_elementwise_rows_takes_a_bandwidth_fraction(bank: GPUBank)
     assert roof.source.startswith("published x ")
     frac = bank.bandwidth_fraction(exclude="h100")
     assert roof.bandwidth_bytes_per_s == pytest.approx(bank.spec("h100")["mem_bandwidth_bytes_per_s"] * frac)
+
+
+def test_the_bandwidth_fraction_is_cached_with_the_profiles_it_comes_from(bank: GPUBank) -> None:
+    """A new bank on the same cache prices the H100 (no element-wise rows) without
+    reading the other GPUs' profiles; a changed profile is not served the old value."""
+    frac = bank.bandwidth_fraction(exclude="h100")
+    fresh = [GPUData(g.name, g.spec, g.path, g.digest) for g in bank.gpus.values()]
+    again = GPUBank(fresh, params=SMALL, cache=bank.cache)
+    assert again.bandwidth_fraction(exclude="h100") == frac
+    assert all(g._loaded is None for g in fresh)  # nothing read
+    other = [GPUData(g.name, g.spec, g.path, "changed" if g.name == "t4" else g.digest) for g in fresh]
+    changed = GPUBank(other, params=SMALL, cache=bank.cache)
+    assert changed.bandwidth_fraction(exclude="h100") == pytest.approx(frac)
+    assert next(g for g in other if g.name == "t4")._loaded is not None  # computed again, not served
 
 
 def test_held_out_conv_shapes_are_stable() -> None:
