@@ -10,7 +10,10 @@ is computed (and so FLOPs and bytes) unchanged:
 * **outputs**: the module's output is flattened to its tensors (tuples, lists, dicts
   and Hugging Face ``ModelOutput`` s); objects that are not tensors or containers
   (a ``DynamicCache`` of key/value tensors) are left out: ``torch.export`` cannot
-  return them, and the tensors they hold are computed by the graph anyway.
+  return them, and the tensors they hold are computed by the graph anyway. A module
+  whose ``forward`` takes ``use_cache`` is exported with ``use_cache=False`` unless the
+  inputs say otherwise: the cache is not an output, and building it is what TVM's
+  frontend cannot take.
 * **non-contiguous views**: ``aten.view`` becomes ``aten.reshape`` (same values, same
   shape). A view that torch accepts eagerly may be one that the decomposition pass
   rejects with its traced strides (GPT-2 at batch > 1: "Cannot view a tensor with
@@ -65,23 +68,25 @@ def flatten_tensors(obj: Any) -> list[torch.Tensor]:
 
 
 class _TensorOutputs(torch.nn.Module):
-    """``module`` with its output flattened to a tuple of tensors."""
+    """``module`` with its output flattened to a tuple of tensors, called with the
+    keyword arguments ``fixed`` besides its inputs."""
 
-    def __init__(self, module: torch.nn.Module) -> None:
+    def __init__(self, module: torch.nn.Module, fixed: Mapping[str, Any] | None = None) -> None:
         super().__init__()
         self.module = module
+        self.fixed = dict(fixed or {})
 
     def forward(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
-        return tuple(flatten_tensors(self.module(*args, **kwargs)))
+        return tuple(flatten_tensors(self.module(*args, **kwargs, **self.fixed)))
 
 
-def _tensor_outputs(module: torch.nn.Module) -> _TensorOutputs:
+def _tensor_outputs(module: torch.nn.Module, fixed: Mapping[str, Any] | None = None) -> _TensorOutputs:
     """A :class:`_TensorOutputs` whose ``forward`` has ``module.forward``'s signature, so
     that ``torch.export`` names the graph inputs after the module's own parameters."""
     try:
         sig = inspect.signature(module.forward)
     except (TypeError, ValueError):  # no signature: inputs become args_0, args_1...
-        return _TensorOutputs(module)
+        return _TensorOutputs(module, fixed)
     this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
     def forward(self: _TensorOutputs, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
@@ -89,7 +94,7 @@ def _tensor_outputs(module: torch.nn.Module) -> _TensorOutputs:
 
     forward.__signature__ = sig.replace(parameters=[this, *sig.parameters.values()])
     cls = type("TensorOutputs", (_TensorOutputs,), {"forward": forward})
-    return cls(module)
+    return cls(module, fixed)
 
 
 @dataclass
@@ -165,7 +170,8 @@ def export_torch(
     from hetsim.graphs import moe
 
     args, kwargs = _split_inputs(example_inputs, name)
-    wrapped = _tensor_outputs(module)
+    fixed = _cache_off(module, args, kwargs)
+    wrapped = _tensor_outputs(module, fixed)
     training = {sub: sub.training for sub in module.modules()}
     try:
         with warnings.catch_warnings():
@@ -196,7 +202,23 @@ def export_torch(
     inputs = {
         n: np.ascontiguousarray(v.detach().cpu().numpy()) for n, v in zip(names, leaves)
     }
-    return ImportedProgram(mod, inputs, tags, blocks, module, args, kwargs)
+    return ImportedProgram(mod, inputs, tags, blocks, module, args, {**kwargs, **fixed})
+
+
+def _cache_off(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``{"use_cache": False}`` where ``module.forward`` takes a ``use_cache`` the caller
+    left to its default, else ``{}``: the key/value cache is no output of the graph (see
+    *outputs* above), and building it concatenates onto empty placeholder tensors,
+    which TVM's frontend refuses (a Hugging Face GPT-2 with its default config: "Concat
+    expects all input tensors to have same ndim"). Bound in the exported module, not
+    an input of it (TVM's frontend takes tensor inputs only)."""
+    try:
+        params = list(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return {}
+    if "use_cache" in params and "use_cache" not in kwargs and params.index("use_cache") >= len(args):
+        return {"use_cache": False}
+    return {}
 
 
 def _split_inputs(example_inputs: Any, name: str) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -97,3 +97,24 @@ def test_executes_two_workers_on_cpu2(name):
     run = hetsim.execute(g, plan, platform, warmup=1, repeats=1)
     assert run.check["reference"] == "torch module"
     assert run.check["error"] <= 1.0 and run.check["node_error"] <= 1.0
+
+
+def test_a_decoder_with_its_default_key_value_cache_imports_and_runs():
+    """GPT-2 as its config comes (``use_cache=True``) is exported without building the
+    cache, which is no graph output: TVM's frontend refused the concatenation onto the
+    cache's empty placeholders ("Concat expects all input tensors to have same ndim")."""
+    import torch
+    import transformers
+
+    model = transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=500,
+                                                           n_positions=32))
+    assert model.config.use_cache
+    ids = torch.randint(0, 500, (2, 16))
+    graph = hetsim.from_torch(model, (ids,))
+    model.config.use_cache = False
+    assert [d["op"] for _, d in graph.nodes(data=True)] == [
+        d["op"] for _, d in hetsim.from_torch(model, (ids,)).nodes(data=True)]
+    model.config.use_cache = True
+    cpu2 = hetsim.Platform.preset("cpu2")
+    run = hetsim.execute(graph, hetsim.get_scheduler("heft").schedule(graph, cpu2, hetsim.Roofline()), cpu2)
+    assert run.check["reference"] == "torch module" and run.check["error"] <= 1.0
