@@ -368,9 +368,9 @@ class HostCalibration:
         """``platform`` with the measured ``handoff_s`` and read bandwidth on every
         device that shares memory with the calibrated workers (a platform
         without them stays as it is), and, with ``contention`` and a ``slowdown``
-        above 1, a memory domain of those devices that reproduces it
-        (:meth:`sim.contention.MemoryDomain.from_slowdown`, the workers' bandwidth;
-        replacing a domain of the same name)."""
+        above 1, a memory domain of those devices in which two busy at once
+        reproduce it (:func:`calibrated_platform`; replacing a domain of the same
+        name)."""
         res = result if result is not None else self.result()
         return calibrated_platform(platform, res, self.worker, contention=contention)
 

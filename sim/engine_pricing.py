@@ -64,9 +64,7 @@ class Prices:
                     continue
                 try:  # one by one: convert, or name the first bad answer
                     for u, t in zip(nodes.tolist(), times):
-                        out[u] = self._check(t, u, d, what) if type(t) is not float else t
-                        if not 0.0 <= out[u] < _INF:
-                            self._check(t, u, d, what)
+                        out[u] = self._check(t, u, d, what)
                 except PrepError as e:  # report the first bad answer in topological order
                     errors.append((u, e))
         if errors:

@@ -533,6 +533,33 @@ def test_bad_cost_is_reported_with_the_op():
         simulate(g, two_dev(), Plan({"a": "cpu"}), ConstantCost({"a": float("nan")}))
 
 
+class BatchCost(ConstantCost):
+    """Prices a device's ops in one call each (``op_times``/``dispatch_times``), unconverted."""
+
+    def op_times(self, graph: Graph, nodes: list[str], device: Device) -> list:
+        return [self.times[n] for n in nodes]
+
+    def dispatch_times(self, graph: Graph, nodes: list[str], device: Device) -> list:
+        return [self.dispatch] * len(nodes)
+
+
+def test_batch_prices_are_converted_one_by_one_when_not_all_floats():
+    import numpy as np
+
+    g = graph(["a", "b"], [("a", "b")])
+    res = simulate(g, two_dev(), Plan(dict.fromkeys("ab", "cpu")), BatchCost({"a": 1, "b": np.float64(2.5)}),
+                   record=True)
+    assert op_times(res) == {("a", 0): (0.0, 1.0), ("b", 0): (1.0, 3.5)}
+    assert res.device_busy["cpu"] == 3.5 and type(res.device_busy["cpu"]) is float
+
+
+def test_bad_batch_price_is_reported_with_the_first_op():
+    g = graph(["a", "b", "c"], [("a", "b"), ("b", "c")])
+    bad = BatchCost({"a": 1.0, "b": float("inf"), "c": "x"})
+    with pytest.raises(SimulationError, match=r"returned inf for op 'b' on 'cpu' \(need a finite"):
+        simulate(g, two_dev(), Plan(dict.fromkeys("abc", "cpu")), bad)
+
+
 def test_deadlock_is_detected(monkeypatch: pytest.MonkeyPatch):
     # make the engine lose every transfer: the consumer can never start
     monkeypatch.setattr(engine_mod.EngineRun, "_queue_hop", lambda self, x: None)
