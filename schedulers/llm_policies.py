@@ -20,7 +20,7 @@ plans and simulates like any scheduler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from hetsim.schedulers.base import Scheduler, SchedulerError
@@ -53,10 +53,8 @@ class LLMPolicy(Scheduler):
     reserve_bytes: int = DEFAULT_RESERVE_BYTES
 
     def why_not(self, graph: Graph, platform: Platform) -> str | None:
-        llm = graph.meta.get("llm")
-        if not isinstance(llm, Mapping) or "units" not in llm:
-            return f"{self.name}: graph {graph.name!r} is not an LLM graph (hetsim.graphs.llm.llm_graph)"
         try:
+            llm_meta(graph)
             llm_devices(platform)
         except SchedulerError as e:
             return f"{self.name}: {e}"
