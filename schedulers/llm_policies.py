@@ -27,6 +27,7 @@ from hetsim.schedulers.base import Scheduler, SchedulerError
 from hetsim.schedulers.llm_residency import (
     DEFAULT_RESERVE_BYTES,
     Residency,
+    budget_bytes,
     layer_units,
     llm_devices,
     llm_meta,
@@ -221,7 +222,7 @@ class WeightStreaming(LLMPolicy):
         r = Residency(devices, frozenset(units), self.window)
 
         def gpu_fits(trial: Residency) -> bool:
-            return trial.memory(graph, platform)[gpu] <= platform.device(gpu).memory_bytes - self.reserve_bytes
+            return trial.memory(graph, platform)[gpu] <= budget_bytes(platform, gpu, self.reserve_bytes)
 
         if gpu_fits(r):
             streamed = set(units)
