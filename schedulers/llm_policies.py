@@ -20,13 +20,14 @@ plans and simulates like any scheduler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from hetsim.schedulers.base import Scheduler, SchedulerError
 from hetsim.schedulers.llm_residency import (
     DEFAULT_RESERVE_BYTES,
     Residency,
+    budget_bytes,
     layer_units,
     llm_devices,
     llm_meta,
@@ -53,10 +54,8 @@ class LLMPolicy(Scheduler):
     reserve_bytes: int = DEFAULT_RESERVE_BYTES
 
     def why_not(self, graph: Graph, platform: Platform) -> str | None:
-        llm = graph.meta.get("llm")
-        if not isinstance(llm, Mapping) or "units" not in llm:
-            return f"{self.name}: graph {graph.name!r} is not an LLM graph (hetsim.graphs.llm.llm_graph)"
         try:
+            llm_meta(graph)
             llm_devices(platform)
         except SchedulerError as e:
             return f"{self.name}: {e}"
@@ -223,7 +222,7 @@ class WeightStreaming(LLMPolicy):
         r = Residency(devices, frozenset(units), self.window)
 
         def gpu_fits(trial: Residency) -> bool:
-            return trial.memory(graph, platform)[gpu] <= platform.device(gpu).memory_bytes - self.reserve_bytes
+            return trial.memory(graph, platform)[gpu] <= budget_bytes(platform, gpu, self.reserve_bytes)
 
         if gpu_fits(r):
             streamed = set(units)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "DEFAULT_RESERVE_BYTES",
     "Residency",
+    "budget_bytes",
     "layer_units",
     "llm_devices",
     "llm_meta",
@@ -69,6 +70,12 @@ def llm_devices(platform: Platform) -> tuple[str, str]:
         raise SchedulerError(f"platform {platform.name!r} has no GPU (devices: {platform.device_names})")
     host = platform.host if platform.device(platform.host).kind == "cpu" else cpus[0].name
     return host, gpus[0].name
+
+
+def budget_bytes(platform: Platform, device: str, reserve_bytes: int) -> int:
+    """Memory of ``device`` a residency may fill: a GPU's less ``reserve_bytes``."""
+    d = platform.device(device)
+    return d.memory_bytes - (reserve_bytes if d.kind == "gpu" else 0)
 
 
 def unit_bytes(graph: Graph) -> dict[str, int]:
@@ -154,8 +161,7 @@ class Residency:
     def fits(self, graph: Graph, platform: Platform, reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> bool:
         """True when every device holds what :meth:`memory` puts there (GPUs less the reserve)."""
         for dev, b in self.memory(graph, platform).items():
-            d = platform.device(dev)
-            if b > d.memory_bytes - (reserve_bytes if d.kind == "gpu" else 0):
+            if b > budget_bytes(platform, dev, reserve_bytes):
                 return False
         return True
 
@@ -209,6 +215,6 @@ def overflow_message(what: str, graph: Graph, platform: Platform, residency: Res
     use = residency.memory(graph, platform)
     parts = []
     for d in platform.devices:
-        avail = d.memory_bytes - (reserve_bytes if d.kind == "gpu" else 0)
+        avail = budget_bytes(platform, d.name, reserve_bytes)
         parts.append(f"{d.name} needs {size_text(use.get(d.name, 0))}, has {size_text(max(avail, 0))}")
     return f"{what}: {'; '.join(parts)}"

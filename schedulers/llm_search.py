@@ -32,7 +32,13 @@ from hetsim.graphs.llm.build import llm_graph
 from hetsim.graphs.llm.config import LLMConfig
 from hetsim.schedulers.base import SchedulerError
 from hetsim.schedulers.llm_policies import NGL, ExpertOffload, LLMPolicy, WeightStreaming
-from hetsim.schedulers.llm_residency import DEFAULT_RESERVE_BYTES, Residency, llm_devices, llm_meta
+from hetsim.schedulers.llm_residency import (
+    DEFAULT_RESERVE_BYTES,
+    Residency,
+    llm_devices,
+    llm_meta,
+    unit_bytes,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
@@ -137,6 +143,7 @@ class PlacementSearch(LLMPolicy):
         frac = float(llm_meta(g).get("expert_read_fraction", 1.0))
         dev_g, dev_c = platform.device(gpu), platform.device(host)
         links = platform.route(host, gpu)
+        resident_bytes = unit_bytes(g)
         info: dict[str, tuple[float, float, float, int]] = {}
         for u, ns in units.items():
             if u == "token_embd":
@@ -146,7 +153,7 @@ class PlacementSearch(LLMPolicy):
             read = sum(nodes[n]["param_bytes"] * (frac if "expert" in nodes[n] else 1.0)
                        for n in ns if nodes[n]["op"] != "attention")
             ts = max(tg, sum(cost.transfer_time(int(read), lk) for lk in links))
-            info[u] = (tg, tc, ts, sum(int(nodes[n]["param_bytes"]) for n in ns))
+            info[u] = (tg, tc, ts, resident_bytes[u])
         density = {u: (min(tc, ts) - tg) / max(rb, 1) for u, (tg, tc, ts, rb) in info.items()}
         # ties (identical layers) fill the GPU from the last layer down, as llama.cpp's -ngl does
         order = sorted(reversed(list(info)), key=lambda u: -density[u])

@@ -259,14 +259,20 @@ class _Search:
             return hit
         if count:
             self.used += 1
-        t = self.table
         try:
-            res = simulate(self.graph, t.platform, self.plan(pl, order), t.cost, requests=1, record=True)
-            ms, self.last = res.makespan, (key, res.records)
+            ms = self.simulate(key, pl, order)
         except (PlanError, SimulationError):
             ms = math.inf
         self.seen[key] = ms
         return ms
+
+    def simulate(self, key: tuple[tuple[str, ...], tuple[str, ...]], pl: dict[str, str], order: list[str]) -> float:
+        """Simulate (placement, order) (one request, with records); its makespan. The
+        records stay in :attr:`last`, under ``key``, until the next simulation."""
+        t = self.table
+        res = simulate(self.graph, t.platform, self.plan(pl, order), t.cost, requests=1, record=True)
+        self.last = (key, res.records)
+        return res.makespan
 
     def critical_path(self, pl: dict[str, str], order: list[str]) -> CriticalPath:
         """Critical path of (placement, order): from the last simulation when it was
@@ -277,9 +283,7 @@ class _Search:
             return path
         if self.last[0] != key:
             self.used += 1
-            t = self.table
-            run = simulate(self.graph, t.platform, self.plan(pl, order), t.cost, requests=1, record=True)
-            self.last = (key, run.records)
+            self.simulate(key, pl, order)
         path = critical_path_of(self.last[1], self.graph)
         if len(self.paths) >= 32:
             del self.paths[next(iter(self.paths))]

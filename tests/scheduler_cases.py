@@ -6,9 +6,9 @@ priorities, stages, micro-batches, policy and ``meta`` without the timing) and t
 makespan its simulation gives (hex). ``tests/test_scheduler_reference.py`` checks
 that today's schedulers make the same plans: the list schedulers (HEFT, CPOP,
 PEFT, tensor-split, DONF, by-op, by-path) whatever their insertion search, the
-pipelines (timeslice, antichain-dp) whatever their dynamic programme. cp-greedy's
-plans may differ (its correction is evaluated incrementally since issue 15); its
-makespans are kept for comparison. tensor-split's plans were written again when it
+pipelines (timeslice, antichain-dp) whatever their dynamic programme, cp-greedy
+whose correction is priced incrementally since issue 15 (the full estimator's
+makespans, bit for bit). tensor-split's plans were written again when it
 began to keep a split only where the split shortens the makespan (issue 20). Cases: the fixture graphs of
 ``tests/test_schedulers.py`` and seeded random DAGs of 1-300 nodes
 (:func:`engine_cases.random_graph`) on presets and hand-made platforms, priced by
