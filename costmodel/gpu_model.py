@@ -397,13 +397,13 @@ class GPUBank:
 
     def _fit_own(self, gpu: str, family: str, subset: str) -> FamilyModel | None:
         data = self._gpu(gpu)
-        _, ops, t = data.load()
+        rows, ops, t = data.load()
         on = (ops["family"].to_numpy() == family) & (ops["via"].to_numpy() == "own")
         if subset == "train":
             on &= self.train_mask(gpu)
         elif subset != "all":
             fold, folds = parse_fold(subset)
-            on &= shape_fold(self._gpu(gpu).load()[0]["signature"].astype(str), folds) != fold
+            on &= shape_fold(rows["signature"].astype(str), folds) != fold
         if on.sum() < MIN_FAMILY_ROWS:
             return None
         sub, ts = ops[on], t[on]
