@@ -228,7 +228,7 @@ class GPUBank:
     Examples
     --------
     >>> bank = GPUBank.builtin()                                   # doctest: +SKIP
-    >>> t, src = bank.predict(features(graph), gpu="t4")          # call times, sources
+    >>> t, src = bank.predict(features(graph), gpu="t4")  # call times, sources  # doctest: +SKIP
     """
 
     def __init__(self, gpus: Sequence[GPUData], *, params: Mapping[str, Any] | None = None,
