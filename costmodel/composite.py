@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelError, host_dispatch
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -135,8 +135,7 @@ class PlatformCostModel:
         return float(self.source(device).op_time(graph, node, device))
 
     def dispatch_time(self, graph: Graph, node: str, device: Device) -> float:
-        fn = getattr(self.source(device), "dispatch_time", None)
-        return float(fn(graph, node, device)) if fn is not None else float(device.dispatch_s)
+        return host_dispatch(self.source(device), graph, node, device)
 
     def transfer_time(self, nbytes: int, link: Link, *, src: str | None = None) -> float:
         """One hop over ``link``: the ``links`` profile's fit for the kinds of its ends

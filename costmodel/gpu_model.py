@@ -48,7 +48,12 @@ import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.gpu_features import GPU_FAMILIES, SPEC_KEYS, design, gpu_ops, spec_roofline
-from hetsim.costmodel.gpu_roofline import CalibratedRoofline, fit_calibrated_roofline, views
+from hetsim.costmodel.gpu_roofline import (
+    CalibratedRoofline,
+    fit_calibrated_roofline,
+    fits_bandwidth,
+    views,
+)
 from hetsim.costmodel.xgb_features import sum_fit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -223,7 +228,7 @@ class GPUBank:
     Examples
     --------
     >>> bank = GPUBank.builtin()                                   # doctest: +SKIP
-    >>> t, src = bank.predict(features(graph), gpu="t4")          # call times, sources
+    >>> t, src = bank.predict(features(graph), gpu="t4")  # call times, sources  # doctest: +SKIP
     """
 
     def __init__(self, gpus: Sequence[GPUData], *, params: Mapping[str, Any] | None = None,
@@ -315,7 +320,7 @@ class GPUBank:
         if gpu not in self._roofs:
             data = self._gpu(gpu)
             _, ops, t = data.load()
-            fraction = None if (ops["family"] == "elementwise").sum() >= 10 else self.bandwidth_fraction(exclude=gpu)
+            fraction = None if fits_bandwidth(ops) else self.bandwidth_fraction(exclude=gpu)
             self._roofs[gpu] = fit_calibrated_roofline(ops, t, data.spec, fraction=fraction)
         return self._roofs[gpu]
 
@@ -349,7 +354,7 @@ class GPUBank:
             if g == exclude:
                 continue
             _, ops, _ = data.load()
-            if (ops["family"] == "elementwise").sum() >= 10:
+            if fits_bandwidth(ops):
                 fr.append(self.roofline(g).bandwidth_bytes_per_s / data.spec["mem_bandwidth_bytes_per_s"])
         if not fr:
             raise CostModelError("no GPU of the bank has element-wise rows to calibrate a bandwidth on")
@@ -392,13 +397,13 @@ class GPUBank:
 
     def _fit_own(self, gpu: str, family: str, subset: str) -> FamilyModel | None:
         data = self._gpu(gpu)
-        _, ops, t = data.load()
+        rows, ops, t = data.load()
         on = (ops["family"].to_numpy() == family) & (ops["via"].to_numpy() == "own")
         if subset == "train":
             on &= self.train_mask(gpu)
         elif subset != "all":
             fold, folds = parse_fold(subset)
-            on &= shape_fold(self._gpu(gpu).load()[0]["signature"].astype(str), folds) != fold
+            on &= shape_fold(rows["signature"].astype(str), folds) != fold
         if on.sum() < MIN_FAMILY_ROWS:
             return None
         sub, ts = ops[on], t[on]

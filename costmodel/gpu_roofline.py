@@ -33,10 +33,12 @@ import pandas as pd
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.xgb_features import copies_column, moved_bytes, sum_fit
 
-__all__ = ["CalibratedRoofline", "fit_calibrated_roofline", "views"]
+__all__ = ["CalibratedRoofline", "fit_calibrated_roofline", "fits_bandwidth", "views"]
 
 #: call times below this percentile set a GPU's floor when it has no element-wise rows
 FLOOR_PERCENTILE = 1.0
+#: element-wise (GEMM) rows a GPU needs for its own bandwidth (peak FLOP/s) fit
+MIN_FIT_ROWS = 10
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,13 @@ class CalibratedRoofline:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def fits_bandwidth(ops: pd.DataFrame) -> bool:
+    """True when ``ops`` (:func:`~costmodel.gpu_features.gpu_ops` rows of one GPU) has
+    the element-wise rows :func:`fit_calibrated_roofline` fits a bandwidth on; without
+    them it needs a ``fraction``."""
+    return bool((ops["family"] == "elementwise").sum() >= MIN_FIT_ROWS)
 
 
 def views(X: pd.DataFrame) -> np.ndarray:
@@ -92,7 +101,7 @@ def fit_calibrated_roofline(
     fam = ops["family"].to_numpy()
     by, fl = ops["bytes"].to_numpy(float), ops["flops"].to_numpy(float)
     elem = fam == "elementwise"
-    if elem.sum() >= 10:
+    if elem.sum() >= MIN_FIT_ROWS:
         a, _, inv_bw = sum_fit(np.zeros(int(elem.sum())), by[elem], t[elem])
         floor, bw, source = float(a), 1.0 / max(float(inv_bw), 1e-30), "element-wise rows"
     else:
@@ -103,7 +112,7 @@ def fit_calibrated_roofline(
         bw = float(spec["mem_bandwidth_bytes_per_s"]) * fraction
         source = f"published x {fraction:.2f}"
     gemm = fam == "gemm"
-    if gemm.sum() >= 10:
+    if gemm.sum() >= MIN_FIT_ROWS:
         busy = np.maximum(t[gemm] - floor, 1e-9)
         peak = float(np.percentile(fl[gemm] / busy, 95))
     elif spec is not None:

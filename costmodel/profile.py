@@ -277,7 +277,8 @@ def _read_csv(path: Path) -> pd.DataFrame:
             raw = gzip.decompress(raw)
         text = raw.decode("utf-8")
     except (OSError, EOFError) as e:
-        raise CostModelError(f"{path}: cannot read the gzip file ({type(e).__name__}: {e})") from None
+        what = "the gzip file" if path.name.endswith(".gz") else "it"
+        raise CostModelError(f"{path}: cannot read {what} ({type(e).__name__}: {e})") from None
     except UnicodeDecodeError as e:
         raise CostModelError(f"{path}: cannot parse CSV (not UTF-8: {e})") from None
     reader = csv.reader(io.StringIO(text))

@@ -62,14 +62,14 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     if families and (unknown := [f for f in families if f not in GPU_FAMILIES]):
         raise CLIError(f"unknown kernel famil(ies) {unknown}; known: {list(GPU_FAMILIES)}")
     bank = GPUBank.from_profiles(folders)
+    if "logo" in protocols and len(bank.gpus) < 3:  # before the other protocols fit anything
+        raise CLIError(f"leave one GPU out needs at least 3 GPU profiles, got {list(bank.gpus)}")
     frames = []
     if "held-out" in protocols:
         frames.append(split_predictions(bank, families=families or GPU_FAMILIES, progress=True))
     if "cv" in protocols:
         frames.append(cv_predictions(bank, families=families or ("gemm",), folds=args.folds, progress=True))
     if "logo" in protocols:
-        if len(bank.gpus) < 3:
-            raise CLIError(f"leave one GPU out needs at least 3 GPU profiles, got {list(bank.gpus)}")
         frames.append(logo_predictions(bank, families=families or ("gemm", "conv"), progress=True))
     points = pd.concat(frames, ignore_index=True)
     summary = summarize_gpu(points)

@@ -135,6 +135,29 @@ def test_every_device_routes_to_its_own_source(v100_profile: Path) -> None:
     assert bare.op_time(g, "mm", p.device("gpu")) == gpu_model.op_time(g, "mm", p.device("gpu"))
 
 
+def test_dispatch_goes_through_host_dispatch() -> None:
+    """A source without dispatch_time: the device's figure; one that answers no number:
+    the CostModelError of host_dispatch, naming the node and the device."""
+    p = Platform.preset("xeon-p2200")
+    g = _graph()
+
+    class NoNumber(Roofline):
+        def dispatch_time(self, graph: Graph, node: str, device: object) -> object:
+            return "soon"
+
+    class NoDispatch:
+        def op_time(self, graph: Graph, node: str, device: object) -> float:
+            return 1e-3
+
+        def transfer_time(self, nbytes: int, link: object) -> float:
+            return 0.0
+
+    cost = PlatformCostModel({"cpu": NoDispatch(), "gpu": NoNumber()}, platform=p)
+    assert cost.dispatch_time(g, "mm", p.device("cpu")) == p.device("cpu").dispatch_s
+    with pytest.raises(CostModelError, match=r"dispatch_time of 'mm' on 'gpu' returned 'soon'"):
+        cost.dispatch_time(g, "mm", p.device("gpu"))
+
+
 def test_kind_keys_and_device_defaults_without_a_platform(v100_profile: Path) -> None:
     p = Platform.preset("v100-server")
     g = _graph()

@@ -237,6 +237,20 @@ def test_cli_gpu_eval_on_profile_folders(bank: GPUBank, tmp_path: Path, capsys: 
     assert "--protocols must be a subset of held-out,cv,logo" in capsys.readouterr().err
 
 
+def test_cli_refuses_logo_on_two_gpus_before_fitting_anything(
+        bank: GPUBank, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import hetsim.costmodel.gpu_eval as gpu_eval
+    from hetsim.experiments.cli import main
+
+    def not_reached(*_: object, **__: object) -> None:
+        raise AssertionError("held-out shapes ran before the leave-one-GPU-out check")
+
+    monkeypatch.setattr(gpu_eval, "split_predictions", not_reached)
+    folders = [str(bank.gpus[g].path) for g in ("t4", "v100")]
+    assert main(["costmodel", "eval", *folders, "--protocols", "held-out,logo"]) == 2
+    assert "leave one GPU out needs at least 3 GPU profiles, got ['t4', 'v100']" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------- cost model
 def test_op_time_is_the_call_less_the_floor_plus_the_launch(bank: GPUBank) -> None:
     g = _graph()

@@ -263,3 +263,27 @@ def test_gzip_profile_is_byte_reproducible(tmp_path: Path) -> None:
     man = json.loads((tmp_path / "a" / "gpu-h100" / "manifest.json").read_text())
     assert man["devices"][0]["spec"]["sm_count"] == 132
     assert np.isclose(man["devices"][0]["spec"]["peak_flops"], 66.908e12)
+
+
+def test_an_unreadable_ops_file_is_named_for_what_it_is(tmp_path: Path, imported: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A damaged ops.csv.gz is 'the gzip file'; a plain ops.csv that cannot be read is not."""
+    bad = tmp_path / "gpu-t4"
+    shutil.copytree(imported / "gpu-t4", bad)
+    (bad / "ops.csv.gz").write_bytes(b"not gzip")
+    with pytest.raises(CostModelError, match=r"ops.csv.gz: cannot read the gzip file \(BadGzipFile"):
+        read_profile(bad)
+    plain = tmp_path / "plain"
+    shutil.copytree(imported / "gpu-t4", plain)
+    (plain / "ops.csv").write_bytes(gzip.decompress((plain / "ops.csv.gz").read_bytes()))
+    (plain / "ops.csv.gz").unlink()
+    real = Path.read_bytes
+
+    def denied(self: Path) -> bytes:
+        if self.name == "ops.csv":
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(CostModelError, match=r"ops.csv: cannot read it \(PermissionError"):
+        read_profile(plain)
