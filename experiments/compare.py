@@ -343,12 +343,9 @@ def check_arguments(
         for ``requests`` < 1 or a negative ``interval_s``.
     """
     from hetsim import schedulers as sched_mod
-    from hetsim.sim.engine_state import SimulationError
+    from hetsim.sim.engine_state import check_arrivals
 
-    if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
-        raise SimulationError(f"requests must be an int >= 1, got {requests!r}")
-    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0:
-        raise SimulationError(f"interval_s must be a finite number >= 0, got {interval_s!r}")
+    check_arrivals(requests, interval_s)
     names = list(schedulers) if schedulers is not None else sched_mod.names()
     for n in scheduler_args or {}:
         if n not in names:
