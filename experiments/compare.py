@@ -131,35 +131,33 @@ class Comparison:
         header = ["scheduler", "makespan ms", "vs gpu", "vs cpu", "latency ms", "req/s",
                   *(["steady req/s"] if steady else []), "cpu util", "gpu util", "moved MB",
                   "sched ms"]  # fmt: skip
-        notes: dict[str, int] = {}
+        notes: dict[str, str] = {}  # scheduler -> its footnote, numbered in table order
+        by_name: dict[str, list[str]] = {}
         for r in self.ok().itertuples(index=False):
             if r.note:
-                notes[r.scheduler] = len(notes) + 1
-        full: list[list[str]] = []
-        for r in self.ok().itertuples(index=False):
-            name = r.scheduler + (f" [{notes[r.scheduler]}]" if r.scheduler in notes else "")
-            full.append([
+                notes[r.scheduler] = r.note
+            name = r.scheduler + (f" [{len(notes)}]" if r.note else "")
+            by_name[r.scheduler] = [
                 name, f"{r.makespan_s * 1e3:.3f}", _fmt_x(r.speedup_vs_all_gpu),
                 _fmt_x(r.speedup_vs_all_cpu), f"{r.latency_mean_s * 1e3:.3f}", f"{r.requests_per_s:.1f}",
                 *([f"{r.throughput_per_s:.1f}"] if steady else []),
                 _fmt_pct(r.cpu_util), _fmt_pct(r.gpu_util), f"{r.bytes_moved / 1e6:.2f}",
                 f"{r.sched_time_s * 1e3:.1f}",
-            ])  # fmt: skip
-        widths = [max([len(h), *(len(row[i]) for row in full)]) for i, h in enumerate(header)]
+            ]  # fmt: skip
+        widths = [max([len(h), *(len(row[i]) for row in by_name.values())]) for i, h in enumerate(header)]
 
         def line(cells: list[str]) -> str:
             return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
-        by_name = {row[0].split(" [")[0]: row for row in full}
         lines = [line(header)]
         for r in self.table.itertuples(index=False):
             if r.scheduler in by_name:
                 lines.append(line(by_name[r.scheduler]))
             else:
                 lines.append(f"{r.scheduler.ljust(widths[0])}  ({r.status}: {r.note})")
-        for name, i in notes.items():
-            lines.append(f"[{i}] {name}: {self.table.set_index('scheduler').at[name, 'note']}")
-        if full:
+        for i, (name, note) in enumerate(notes.items(), 1):
+            lines.append(f"[{i}] {name}: {note}")
+        if by_name:
             lines.append(self.columns_line(steady))
         return "\n".join(lines)
 
@@ -345,12 +343,9 @@ def check_arguments(
         for ``requests`` < 1 or a negative ``interval_s``.
     """
     from hetsim import schedulers as sched_mod
-    from hetsim.sim.engine_state import SimulationError
+    from hetsim.sim.engine_state import check_arrivals
 
-    if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
-        raise SimulationError(f"requests must be an int >= 1, got {requests!r}")
-    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0:
-        raise SimulationError(f"interval_s must be a finite number >= 0, got {interval_s!r}")
+    check_arrivals(requests, interval_s)
     names = list(schedulers) if schedulers is not None else sched_mod.names()
     for n in scheduler_args or {}:
         if n not in names:

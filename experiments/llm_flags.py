@@ -63,11 +63,8 @@ def llama_cpp_flags(residency: Residency, graph: Graph, platform: Platform) -> t
         on_host = frozenset(u.split(".", 2)[2] for u in units if residency.devices[u] == host)
         if not on_host:
             continue
-        key = frozenset(on_host)
-        if key in _PATTERNS:
-            pattern = _PATTERNS[key]
-        else:  # attention and (part of) the FFN on the CPU: every tensor of the layer
-            pattern = ".*"
+        # otherwise attention and (part of) the FFN are on the CPU: every tensor of the layer
+        pattern = _PATTERNS.get(on_host, ".*")
         approximate |= "attn" in on_host
         by_pattern.setdefault(pattern, []).append(i)
     parts = [f"-ngl {all_gpu}"]

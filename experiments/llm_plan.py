@@ -171,7 +171,8 @@ def plan_llm(
     cost = as_cost_model(cost, platform=platform)
     decode = llm_graph(model, phase="decode", batch=batch, kv_length=context, context=context,
                        weights=weights, kv_dtype=kv_dtype)
-    prefill = llm_graph(model, phase="prefill", batch=batch, tokens=min(prompt, context), context=context,
+    prompt = min(prompt, context)  # the prefill's tokens
+    prefill = llm_graph(model, phase="prefill", batch=batch, tokens=prompt, context=context,
                         weights=weights, kv_dtype=kv_dtype)
     llm = decode.meta["llm"]
     _check_fits_somewhere(decode, platform, host, gpu, reserve_bytes)
@@ -180,7 +181,7 @@ def plan_llm(
     for name in names:
         kw: dict[str, Any] = {"reserve_bytes": reserve_bytes}
         if name == "llm-search":
-            kw.update(objective=objective, prompt=min(prompt, context))
+            kw.update(objective=objective, prompt=prompt)
         kw.update((policy_args or {}).get(name, {}))
         policy = get(name, **kw)
         reason = policy.why_not(decode, platform)
@@ -195,8 +196,8 @@ def plan_llm(
         except Exception as e:  # noqa: BLE001 - a policy's failure is a row
             preds.append(PolicyPrediction(name, error=str(e).splitlines()[0]))
             continue
-        preds.append(_prediction(name, residency, runs, decode, platform, batch, min(prompt, context)))
-    report = LLMPlanReport(llm["config"]["name"], platform.name, context, batch, min(prompt, context),
+        preds.append(_prediction(name, residency, runs, decode, platform, batch, prompt))
+    report = LLMPlanReport(llm["config"]["name"], platform.name, context, batch, prompt,
                            llm["weights"], kv_dtype, objective, preds)
     if not any(p.ok for p in preds):
         raise SchedulerError(f"no policy places {report.model!r} on {platform.name!r}: "

@@ -59,6 +59,15 @@ __all__ = [
 ]  # fmt: skip
 
 
+def _where(df: pd.DataFrame, where: Mapping[str, Any] | None) -> pd.DataFrame:
+    """Rows matching ``where`` (``{column: value or list}``) in the columns the table has."""
+    for col, want in (where or {}).items():
+        if col in df.columns:
+            values = list(want) if isinstance(want, list | tuple | set) else [want]
+            df = df[df[col].isin(values)]
+    return df
+
+
 def _select(df: pd.DataFrame, where: Mapping[str, Any] | None, needed: Iterable[str]) -> pd.DataFrame:
     """Rows with status ok (when there is a status) matching ``where``."""
     missing = [c for c in [*needed, *(where or {})] if c not in df.columns]
@@ -66,9 +75,7 @@ def _select(df: pd.DataFrame, where: Mapping[str, Any] | None, needed: Iterable[
         raise ValueError(f"column(s) {missing} not in the table; it has {list(df.columns)}")
     if "status" in df.columns:
         df = df[df["status"] == "ok"]
-    for col, want in (where or {}).items():
-        values = list(want) if isinstance(want, list | tuple | set) else [want]
-        df = df[df[col].isin(values)]
+    df = _where(df, where)
     if df.empty:
         raise ValueError(f"no rows left to plot (where={dict(where or {})})")
     return df
@@ -105,10 +112,7 @@ def _not_shown(df: pd.DataFrame, where: Mapping[str, Any] | None, label: str, gr
     a status other than ok, or no value of ``metric``."""
     import pandas as pd
 
-    for col, want in (where or {}).items():
-        if col in df.columns:
-            values = list(want) if isinstance(want, list | tuple | set) else [want]
-            df = df[df[col].isin(values)]
+    df = _where(df, where)
     status = df["status"].astype(str) if "status" in df.columns else pd.Series("ok", index=df.index)
     value = df[metric] if metric in df.columns else pd.Series(math.nan, index=df.index)
     out = []

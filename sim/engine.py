@@ -80,6 +80,7 @@ from hetsim.sim.engine_state import (
     Request,
     SimulationError,
     Transfer,
+    check_arrivals,
 )
 from hetsim.sim.plan import size_text
 from hetsim.sim.platform import Platform
@@ -153,11 +154,8 @@ def simulate(
 
         cost = Roofline()
     plan.validate(graph, platform)
-    n_req = requests if requests is not None else (plan.microbatches or 1)
-    if isinstance(n_req, bool) or not isinstance(n_req, int) or n_req < 1:
-        raise SimulationError(f"requests must be an int >= 1, got {requests!r}")
-    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0:
-        raise SimulationError(f"interval_s must be a finite number >= 0, got {interval_s!r}")
+    n_req = requests if requests is not None else (plan.microbatches or 1)  # microbatches: checked by validate
+    check_arrivals(n_req, interval_s)
     if not isinstance(noise, int | float) or not math.isfinite(noise) or noise < 0:
         raise SimulationError(f"noise must be a finite number >= 0, got {noise!r}")
     # The run allocates many small objects that never form garbage cycles; pausing

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.engine import EngineRun
 
-__all__ = ["SimulationError"]
+__all__ = ["SimulationError", "check_arrivals"]
 
 WAIT, QUEUED, RUNNING, DONE = 0, 1, 2, 3
 STATE_NAMES = {WAIT: "waiting for inputs", QUEUED: "queued", RUNNING: "running", DONE: "done"}
@@ -17,6 +18,15 @@ STATE_NAMES = {WAIT: "waiting for inputs", QUEUED: "queued", RUNNING: "running",
 
 class SimulationError(RuntimeError):
     """The simulation cannot run or went wrong (out of memory, deadlock, bad cost)."""
+
+
+def check_arrivals(requests: Any, interval_s: Any) -> None:
+    """Refuse a request count other than an int >= 1 or an interval between arrivals
+    other than a finite number >= 0 (:func:`sim.simulate`, ``hetsim compare`` up front)."""
+    if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
+        raise SimulationError(f"requests must be an int >= 1, got {requests!r}")
+    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0:
+        raise SimulationError(f"interval_s must be a finite number >= 0, got {interval_s!r}")
 
 
 class Request:

@@ -411,3 +411,18 @@ def test_sweep_killed_with_sigkill_leaves_no_worker_alive(tmp_path: Path) -> Non
     for w in left:  # do not leave them behind, even when the test fails
         os.kill(w, signal.SIGKILL)
     assert not left, f"workers {left} outlived the killed sweep"
+
+
+def test_results_file_rewrites_keep_every_row_and_leave_no_temporary(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A file of an earlier version gains the new columns (empty in its rows); drop
+    removes only the rows named; both rewrites leave nothing else in the folder."""
+    path = tmp_path / "results.csv"
+    path.write_text("point_id,status\na,ok\nb,error\nc,ok\n")
+    with ResultsFile(path, columns=("point_id", "status", "note")) as rf:
+        assert "added the column(s) note" in capsys.readouterr().err
+        assert path.read_text() == "point_id,status,note\na,ok,\nb,error,\nc,ok,\n"
+        rf.drop({"b"})
+        rf.append({"point_id": "b", "status": "ok", "note": "x,y"})
+    assert path.read_text() == 'point_id,status,note\na,ok,\nc,ok,\nb,ok,"x,y"\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".sweep.lock", "results.csv"]

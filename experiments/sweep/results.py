@@ -20,10 +20,11 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from hetsim.experiments.sweep.point import COLUMNS
 from hetsim.experiments.sweep.spec import SweepError
+from hetsim.graphs.graph import atomic_write
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -130,21 +131,21 @@ class ResultsFile:
     def _add_columns(self, old: list[str]) -> None:
         """Rewrite a file written by an earlier version, whose columns are a subset of
         :attr:`columns`, with every column (the new ones empty in its rows), atomically."""
-        tmp = self.path.with_suffix(".csv.tmp")
-        with open(self.path, newline="", encoding="utf-8") as src, \
-                open(tmp, "w", newline="", encoding="utf-8") as dst:  # fmt: skip
-            reader = csv.reader(src)
-            next(reader)
-            writer = csv.writer(dst, lineterminator="\n")
-            writer.writerow(self.columns)
-            rows = 0
-            for rec in reader:
-                cells = dict(zip(old, rec))
-                writer.writerow([cells.get(c, "") for c in self.columns])
-                rows += 1
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, self.path)
+        rows = 0
+
+        def write(dst: IO[str]) -> None:
+            nonlocal rows
+            with open(self.path, newline="", encoding="utf-8") as src:
+                reader = csv.reader(src)
+                next(reader)
+                writer = csv.writer(dst, lineterminator="\n")
+                writer.writerow(self.columns)
+                for rec in reader:
+                    cells = dict(zip(old, rec))
+                    writer.writerow([cells.get(c, "") for c in self.columns])
+                    rows += 1
+
+        atomic_write(self.path, write)
         added = [c for c in self.columns if c not in old]
         print(f"{self.path}: added the column(s) {', '.join(added)} of this hetsim version "
               f"(empty in the {rows} row(s) written before)", file=sys.stderr)
@@ -184,19 +185,18 @@ class ResultsFile:
         if self._fh is not None:
             self._sync(force=True)
             self._fh.close()
-        tmp = self.path.with_suffix(".csv.tmp")
-        with open(self.path, newline="", encoding="utf-8") as src, \
-                open(tmp, "w", newline="", encoding="utf-8") as dst:  # fmt: skip
-            header = src.readline()
-            dst.write(header)
-            i_id = header.strip().split(",").index("point_id")
-            for line in src:
-                rec = next(csv.reader([line]), [])
-                if len(rec) > i_id and rec[i_id] not in point_ids:
-                    dst.write(line)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, self.path)
+
+        def write(dst: IO[str]) -> None:
+            with open(self.path, newline="", encoding="utf-8") as src:
+                header = src.readline()
+                dst.write(header)
+                i_id = header.strip().split(",").index("point_id")
+                for line in src:
+                    rec = next(csv.reader([line]), [])
+                    if len(rec) > i_id and rec[i_id] not in point_ids:
+                        dst.write(line)
+
+        atomic_write(self.path, write)
         if self._fh is not None:
             self._fh = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
 
