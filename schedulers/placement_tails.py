@@ -13,20 +13,120 @@ arrival), ``tail`` being the longest path of such precedences from what reads
 it to the end. :class:`PlacementTails` keeps ``tail`` per op, computed backwards
 and lazily (only down to the earliest position asked about), for the base
 placement of an :class:`~schedulers.incremental_estimate.IncrementalListSchedule`.
-O(in-degree + out-degree + log V) per op computed.
+O(in-degree + out-degree) per op computed, compiled (numba); the next op of each
+device lane and of the dispatch lane after every position is a table, rebuilt
+below a moved op (O(position x devices), compiled).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
 from typing import TYPE_CHECKING
+
+import numpy as np
+from numba import njit
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.schedulers.incremental_estimate import IncrementalListSchedule
 
 __all__ = ["PlacementTails"]
 
-NEG = float("-inf")
+NEG = -np.inf
+
+
+@njit(cache=True)
+def rebuild_next(hi, place, w, disp, nxt_lane, nxt_disp):  # pragma: no cover - compiled
+    """Rows ``hi .. 0`` of the next-op tables: ``nxt_lane[p, d]`` is the first
+    position ``>= p`` whose op occupies device ``d``'s lane (``v``: none),
+    ``nxt_disp[p]`` the first the host dispatches."""
+    nd = nxt_lane.shape[1]
+    for q in range(hi, -1, -1):
+        for d in range(nd):
+            nxt_lane[q, d] = nxt_lane[q + 1, d]
+        nxt_disp[q] = nxt_disp[q + 1]
+        dv = place[q]
+        ds = disp[q, dv]
+        if ds != 0.0 or w[q, dv] != 0.0:
+            nxt_lane[q, dv] = q
+        if ds > 0.0:
+            nxt_disp[q] = q
+
+
+@njit(cache=True)
+def extend_tails(p, tvalid, tstart, place, w, disp, host, outs_ptr, outs_k, ksz, hop_sum,
+                 readers_ptr, readers_c, readers_k, nxt_lane, nxt_disp):  # pragma: no cover - compiled
+    """Compute ``tstart`` for the positions ``p .. tvalid[0] - 1`` (backwards)."""
+    v = tstart.shape[0]
+    for q in range(tvalid[0] - 1, p - 1, -1):
+        dv = place[q]
+        tf = 0.0  # the finish is a contribution to the end
+        if dv != host:
+            for e in range(outs_ptr[q], outs_ptr[q + 1]):
+                t = hop_sum[ksz[outs_k[e]], dv, host]
+                if t > tf:
+                    tf = t
+        for e in range(readers_ptr[q], readers_ptr[q + 1]):
+            c = readers_c[e]
+            dc = place[c]
+            t = tstart[c] + (hop_sum[ksz[readers_k[e]], dv, dc] if dc != dv else 0.0)
+            if t > tf:
+                tf = t
+        ds, wq = disp[q, dv], w[q, dv]
+        if ds == 0.0 and wq == 0.0:
+            tstart[q] = tf
+            continue
+        nx = nxt_lane[q + 1, dv]
+        if nx < v and tstart[nx] > tf:
+            tf = tstart[nx]
+        tr = tf + ds + wq
+        if ds > 0.0:
+            nx = nxt_disp[q + 1]
+            if nx < v and tstart[nx] + ds > tr:
+                tr = tstart[nx] + ds
+        tstart[q] = tr
+    if p < tvalid[0]:
+        tvalid[0] = p
+
+
+@njit(cache=True)
+def tail_lane(tstart, nxt_lane, d, p):  # pragma: no cover - compiled
+    """Longest path from device ``d``'s free time at position ``p`` to the end."""
+    q = nxt_lane[p, d]
+    return tstart[q] if q < tstart.shape[0] else -np.inf
+
+
+@njit(cache=True)
+def tail_host(tstart, nxt_disp, p):  # pragma: no cover - compiled
+    """Longest path from the host dispatcher's free time at position ``p`` to the end."""
+    q = nxt_disp[p]
+    return tstart[q] if q < tstart.shape[0] else -np.inf
+
+
+@njit(cache=True)
+def tail_node(tstart, place, readers_ptr, readers_c, readers_k, ksz, hop_sum, n, d, p):  # pragma: no cover
+    """Longest path from the finish of the op at position ``n``, on device ``d``,
+    through its readers at or after ``p``, to the end."""
+    best = -np.inf
+    for e in range(readers_ptr[n], readers_ptr[n + 1]):
+        c = readers_c[e]
+        if c >= p:
+            dc = place[c]
+            t = tstart[c] + (hop_sum[ksz[readers_k[e]], d, dc] if dc != d else 0.0)
+            if t > best:
+                best = t
+    return best
+
+
+@njit(cache=True)
+def tail_cached(tstart, place, kreaders_ptr, kreaders_c, nd, kd, p):  # pragma: no cover - compiled
+    """Longest path from a cached transfer (tensor x device ``kd``) through its
+    readers at or after ``p`` on that device, to the end."""
+    k, dst = kd // nd, kd % nd
+    best = -np.inf
+    for e in range(kreaders_ptr[k], kreaders_ptr[k + 1]):
+        c = kreaders_c[e]
+        if c >= p and place[c] == dst and tstart[c] > best:
+            best = tstart[c]
+    return best
 
 
 class PlacementTails:
@@ -40,112 +140,62 @@ class PlacementTails:
 
     Attributes
     ----------
-    valid_from : int
-        :attr:`start` is computed for the positions from this one on.
-    start : list[float]
+    start : numpy.ndarray
         Per position, the longest path from the op's start to the end (``-inf``
         where not computed).
+    nxt_lane : numpy.ndarray
+        ``(V + 1, D)``: the first position at or after each one whose op occupies
+        each device's lane (``V``: none).
+    nxt_disp : numpy.ndarray
+        ``(V + 1,)``: the first position at or after each one that the host dispatches.
     """
 
     def __init__(self, est: IncrementalListSchedule) -> None:
         self.est = est
         v = len(est.order)
-        self.lanes: list[list[int]] = [[] for _ in range(est.nd)]  # positions of the ops on each device
-        self.dispatched: list[int] = []  # positions of the ops the host dispatches
-        for p, d in enumerate(est.place):
-            self._add(p, d)
-        self.start = [NEG] * v
-        self.valid_from = v
+        self.start = np.full(v, NEG)
+        self.tvalid = np.array([v], dtype=np.int64)
+        self.nxt_lane = np.full((v + 1, est.nd), v, dtype=np.int64)
+        self.nxt_disp = np.full(v + 1, v, dtype=np.int64)
+        rebuild_next(v - 1, est.place, est.w, est.disp, self.nxt_lane, self.nxt_disp)
 
-    def _add(self, p: int, d: int) -> None:
-        est = self.est
-        ds, w = est.disp[p][d], est.w[p][d]
-        if ds != 0.0 or w != 0.0:
-            insort(self.lanes[d], p)
-        if ds > 0.0:
-            insort(self.dispatched, p)
+    @property
+    def valid_from(self) -> int:
+        """:attr:`start` is computed for the positions from this one on."""
+        return int(self.tvalid[0])
 
     def moved(self, old: dict[int, int]) -> None:
-        """The ops at these positions left these devices (the base placement now has
-        their new ones)."""
-        for p, d in old.items():
-            lane = self.lanes[d]
-            j = bisect_left(lane, p)
-            if j < len(lane) and lane[j] == p:
-                del lane[j]
-            j = bisect_left(self.dispatched, p)
-            if j < len(self.dispatched) and self.dispatched[j] == p:
-                del self.dispatched[j]
-            self._add(p, self.est.place[p])
-        self.valid_from = max(self.valid_from, max(old) + 1)
+        """The ops at these positions changed devices (the base placement now has
+        their new ones; ``old`` maps each to its previous device)."""
+        hi = max(old)
+        est = self.est
+        rebuild_next(hi, est.place, est.w, est.disp, self.nxt_lane, self.nxt_disp)
+        self.tvalid[0] = max(int(self.tvalid[0]), hi + 1)
 
     def extend(self, p: int) -> None:
         """Compute :attr:`start` for every position from ``p`` on."""
         est = self.est
-        place, outs, kbytes, readers = est.place, est.outs, est.kbytes, est.readers
-        wt, dp, hop_time, host = est.w, est.disp, est.hop_time, est.host
-        reads, start, lanes, dispatched = est.reads, self.start, self.lanes, self.dispatched
-        for q in range(self.valid_from - 1, p - 1, -1):
-            dv = place[q]
-            tf = 0.0  # the finish is a contribution to the end
-            if dv != host:
-                for k in outs[q]:
-                    t = hop_time(kbytes[k], dv, host)
-                    if t > tf:
-                        tf = t
-            for c, j in readers[q]:
-                dc = place[c]
-                t = start[c] + (hop_time(kbytes[reads[c][j]], dv, dc) if dc != dv else 0.0)
-                if t > tf:
-                    tf = t
-            ds, w = dp[q][dv], wt[q][dv]
-            if ds == 0.0 and w == 0.0:
-                start[q] = tf
-                continue
-            lane = lanes[dv]
-            j = bisect_right(lane, q)
-            if j < len(lane) and start[lane[j]] > tf:
-                tf = start[lane[j]]
-            tr = tf + ds + w
-            if ds > 0.0:
-                j = bisect_right(dispatched, q)
-                if j < len(dispatched) and start[dispatched[j]] + ds > tr:
-                    tr = start[dispatched[j]] + ds
-            start[q] = tr
-        if p < self.valid_from:
-            self.valid_from = p
+        extend_tails(p, self.tvalid, self.start, est.place, est.w, est.disp, est.host, est.outs_ptr,
+                     est.outs_k, est.ksz, est.hop_sum, est.readers_ptr, est.readers_c, est.readers_k,
+                     self.nxt_lane, self.nxt_disp)
 
     def lane(self, d: int, p: int) -> float:
         """Longest path from device ``d``'s free time at position ``p`` to the end."""
-        lane = self.lanes[d]
-        j = bisect_left(lane, p)
-        return self.start[lane[j]] if j < len(lane) else NEG
+        return float(tail_lane(self.start, self.nxt_lane, d, p))
 
     def host(self, p: int) -> float:
         """Longest path from the host dispatcher's free time at position ``p`` to the end."""
-        j = bisect_left(self.dispatched, p)
-        return self.start[self.dispatched[j]] if j < len(self.dispatched) else NEG
+        return float(tail_host(self.start, self.nxt_disp, p))
 
     def node(self, n: int, d: int, p: int) -> float:
         """Longest path from the finish of the op at position ``n``, on device ``d``,
         through its readers at or after ``p``, to the end."""
         est = self.est
-        best = NEG
-        for c, j in est.readers[n]:
-            if c >= p:
-                dc = est.place[c]
-                t = self.start[c] + (est.hop_time(est.kbytes[est.reads[c][j]], d, dc) if dc != d else 0.0)
-                if t > best:
-                    best = t
-        return best
+        return float(tail_node(self.start, est.place, est.readers_ptr, est.readers_c, est.readers_k,
+                               est.ksz, est.hop_sum, n, d, p))
 
     def cached(self, kd: int, p: int) -> float:
         """Longest path from a cached transfer (tensor x device ``kd``) through its
         readers at or after ``p`` on that device, to the end."""
         est = self.est
-        k, dst = divmod(kd, est.nd)
-        best = NEG
-        for c, _ in est.kreaders[k]:
-            if c >= p and est.place[c] == dst and self.start[c] > best:
-                best = self.start[c]
-        return best
+        return float(tail_cached(self.start, est.place, est.kreaders_ptr, est.kreaders_c, est.nd, kd, p))

@@ -102,17 +102,15 @@ def test_tails_kept_across_commits_equal_fresh_ones_and_bound_the_base(pname: st
             est.tails.extend(0)
             fresh = PlacementTails(est)
             fresh.extend(0)
-            assert est.tails.start == fresh.start
-            assert est.tails.lanes == fresh.lanes and est.tails.dispatched == fresh.dispatched
+            assert np.array_equal(est.tails.start, fresh.start)
+            assert np.array_equal(est.tails.nxt_lane, fresh.nxt_lane)
+            assert np.array_equal(est.tails.nxt_disp, fresh.nxt_disp)
     # the base schedule's own times plus their tails never exceed its makespan
     est.tails.extend(0)
     tails = est.tails
     for p in range(len(order)):
         for d in range(est.nd):
-            lane = est.dlanes[d][0]
-            hp = est.hpos[lane]
-            j = int(np.searchsorted(hp, p)) - 1
-            free = est.hval[lane][j] if j >= 0 else 0.0
+            free = est.state[p, est.dlanes[d][0]]
             assert free + tails.lane(d, p) <= est.makespan * (1 + 1e-12)
         for q in range(p):
             assert est.finish[q] + tails.node(q, est.place[q], p) <= est.makespan * (1 + 1e-12)
