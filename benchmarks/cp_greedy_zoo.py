@@ -2,9 +2,12 @@
 
 For each (model, platform) pair, plans the model with cp-greedy (default
 parameters, the platform's default cost model) in a fresh process
-per checkout, and prints the planning CPU time (``time.process_time``), the
-simulated makespan of the returned plan and a digest of the plan (placement and
-priorities), so that a faster cp-greedy can be shown to return the same plans.
+per checkout, and prints the planning CPU time (``time.process_time``) of the
+first call in the process (``s``: loading what the scheduler needs included,
+e.g. numba's compiled loops) and of a second one (``warm s``: what each plan of
+a sweep costs), the simulated makespan of the returned plan and a digest of the
+plan (placement and priorities), so that a faster cp-greedy can be shown to
+return the same plans.
 
 Run: ``python benchmarks/cp_greedy_zoo.py --before /tmp/before-cpg``
 (``git archive main | tar -x -C /tmp/before-cpg``); ``--models`` and
@@ -48,11 +51,14 @@ def measure(model: str, platform: str) -> dict[str, Any]:
     except schedulers.SchedulerError as e:
         return {"error": str(e)}
     cpu = time.process_time() - c0
+    c0 = time.process_time()
+    sched.run(graph, plat, simulate=False)
+    warm = time.process_time() - c0
     plan = run.plan
     digest = hashlib.sha256(
         json.dumps([sorted(plan.placement.items()), sorted(plan.priority.items())]).encode()
     ).hexdigest()[:12]
-    return {"cpu_s": cpu, "makespan": run.simulate().result.makespan, "plan": digest}
+    return {"cpu_s": cpu, "warm_s": warm, "makespan": run.simulate().result.makespan, "plan": digest}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -70,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         trees.insert(0, ("before", args.before.resolve()))
     head = f"{'model':>13} {'platform':>12}"
     for label, _ in trees:
-        head += f" {label + ' s':>9} {label + ' makespan':>16} {label + ' plan':>12}"
+        head += f" {label + ' s':>9} {'warm s':>7} {label + ' makespan':>16} {label + ' plan':>12}"
     print(head + ("  same plan" if len(trees) == 2 else ""), flush=True)
     for model in args.models:
         for plat in args.platforms:
@@ -78,9 +84,9 @@ def main(argv: list[str] | None = None) -> None:
             line = f"{model:>13} {plat:>12}"
             for r in rows:
                 if "cpu_s" in r:
-                    line += f" {r['cpu_s']:>9.2f} {r['makespan'] * 1e3:>13.4f} ms {r['plan']:>12}"
+                    line += f" {r['cpu_s']:>9.2f} {r['warm_s']:>7.2f} {r['makespan'] * 1e3:>13.4f} ms {r['plan']:>12}"
                 else:
-                    line += f" {'-':>9} {str(r.get('skipped') or r.get('error'))[:29]:>29}"
+                    line += f" {'-':>9} {str(r.get('skipped') or r.get('error'))[:37]:>37}"
             if len(rows) == 2 and "plan" in rows[0] and "plan" in rows[1]:
                 same = rows[0]["plan"] == rows[1]["plan"]
                 line += "  yes" if same else f"  NO ({rows[1]['makespan'] / rows[0]['makespan'] - 1:+.2%})"
