@@ -114,3 +114,30 @@ def test_tails_kept_across_commits_equal_fresh_ones_and_bound_the_base(pname: st
             assert free + tails.lane(d, p) <= est.makespan * (1 + 1e-12)
         for q in range(p):
             assert est.finish[q] + tails.node(q, est.place[q], p) <= est.makespan * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("pname", sorted(PLATFORMS))
+def test_the_base_kept_across_commits_equals_a_fresh_build(pname: str) -> None:
+    # splices keep every resource's free time per position (a resource the rest of
+    # the schedule never uses again included) as a build from scratch computes it
+    platform = PLATFORMS[pname]
+    rng = np.random.default_rng(23)
+    g = random_graph(rng, 60)
+    cost = IntCost(3) if pname == "int" else Roofline()
+    try:
+        table = CostTable(g, platform, cost)
+    except ValueError:  # a node fits on no device of this platform
+        pytest.skip(f"{pname}: a node fits on no device")
+    order = list(table.topo)
+    est = IncrementalListSchedule(table, {n: str(rng.choice(_devices(table, n))) for n in order}, order)
+    for _ in range(25):
+        nodes = rng.choice(order, size=int(rng.choice([1, 2, 4])), replace=False)
+        est.commit({str(n): str(rng.choice(_devices(table, str(n)))) for n in nodes})
+        fresh = IncrementalListSchedule(table, est.placement(), order)
+        assert est.makespan == fresh.makespan
+        assert np.array_equal(est.place, fresh.place)
+        assert np.array_equal(est.finish, fresh.finish)
+        assert np.array_equal(est.state, fresh.state)
+        n = order[int(rng.integers(len(order)))]
+        change = {n: str(rng.choice(_devices(table, n)))}
+        assert est.evaluate(change) == fresh.evaluate(change) == _full(table, {**est.placement(), **change}, order)
