@@ -102,7 +102,8 @@ def _pend(q, c, run_id, exp_cnt, exp_stamp, counts):  # pragma: no cover - compi
 
 
 @njit(cache=True)
-def run_window(i, unit_last, thr, compare, use_tails, run_id, tail_slack, G, B, T, W):  # pragma: no cover
+def run_window(i: int, unit_last: int, thr: float, compare: bool, use_tails: bool, run_id: int, tail_slack: float,
+               G: tuple, B: tuple, T: tuple, W: tuple) -> tuple[int, float]:  # pragma: no cover
     """Re-run the estimator from position ``i`` with the devices ``W.chgdev``;
     ``compare=False`` builds from scratch (no base yet). Returns ``(stop,
     makespan)``: positions ``i .. stop - 1`` are in ``W``; the makespan is exact
@@ -282,7 +283,7 @@ def run_window(i, unit_last, thr, compare, use_tails, run_id, tail_slack, G, B, 
 
 
 @njit(cache=True)
-def splice_window(i, j, cptr, B, W):  # pragma: no cover - compiled
+def splice_window(i: int, j: int, cptr: np.ndarray, B: tuple, W: tuple) -> None:  # pragma: no cover - compiled
     """Make the re-run of positions ``i .. j - 1`` in ``W`` part of the base ``B``."""
     (place, finish, contrib, state, uses, glast, entry_pos, entry_val, cn, ckd, ca, premax, sufmax) = B
     wplace, wfin, wcontrib, wstate, wuses, wcn, wckd, wca = W[1], W[2], W[3], W[4], W[5], W[6], W[7], W[8]

@@ -34,7 +34,8 @@ NEG = -np.inf
 
 
 @njit(cache=True)
-def rebuild_next(hi, place, w, disp, nxt_lane, nxt_disp):  # pragma: no cover - compiled
+def rebuild_next(hi: int, place: np.ndarray, w: np.ndarray, disp: np.ndarray, nxt_lane: np.ndarray,
+                 nxt_disp: np.ndarray) -> None:  # pragma: no cover - compiled
     """Rows ``hi .. 0`` of the next-op tables: ``nxt_lane[p, d]`` is the first
     position ``>= p`` whose op occupies device ``d``'s lane (``v``: none),
     ``nxt_disp[p]`` the first the host dispatches."""
@@ -52,8 +53,10 @@ def rebuild_next(hi, place, w, disp, nxt_lane, nxt_disp):  # pragma: no cover - 
 
 
 @njit(cache=True)
-def extend_tails(p, tvalid, tstart, place, w, disp, host, outs_ptr, outs_k, ksz, hop_sum,
-                 readers_ptr, readers_c, readers_k, nxt_lane, nxt_disp):  # pragma: no cover - compiled
+def extend_tails(p: int, tvalid: np.ndarray, tstart: np.ndarray, place: np.ndarray, w: np.ndarray,
+                 disp: np.ndarray, host: int, outs_ptr: np.ndarray, outs_k: np.ndarray, ksz: np.ndarray,
+                 hop_sum: np.ndarray, readers_ptr: np.ndarray, readers_c: np.ndarray, readers_k: np.ndarray,
+                 nxt_lane: np.ndarray, nxt_disp: np.ndarray) -> None:  # pragma: no cover - compiled
     """Compute ``tstart`` for the positions ``p .. tvalid[0] - 1`` (backwards)."""
     v = tstart.shape[0]
     for q in range(tvalid[0] - 1, p - 1, -1):
@@ -88,21 +91,23 @@ def extend_tails(p, tvalid, tstart, place, w, disp, host, outs_ptr, outs_k, ksz,
 
 
 @njit(cache=True)
-def tail_lane(tstart, nxt_lane, d, p):  # pragma: no cover - compiled
+def tail_lane(tstart: np.ndarray, nxt_lane: np.ndarray, d: int, p: int) -> float:  # pragma: no cover - compiled
     """Longest path from device ``d``'s free time at position ``p`` to the end."""
     q = nxt_lane[p, d]
     return tstart[q] if q < tstart.shape[0] else -np.inf
 
 
 @njit(cache=True)
-def tail_host(tstart, nxt_disp, p):  # pragma: no cover - compiled
+def tail_host(tstart: np.ndarray, nxt_disp: np.ndarray, p: int) -> float:  # pragma: no cover - compiled
     """Longest path from the host dispatcher's free time at position ``p`` to the end."""
     q = nxt_disp[p]
     return tstart[q] if q < tstart.shape[0] else -np.inf
 
 
 @njit(cache=True)
-def tail_node(tstart, place, readers_ptr, readers_c, readers_k, ksz, hop_sum, n, d, p):  # pragma: no cover
+def tail_node(tstart: np.ndarray, place: np.ndarray, readers_ptr: np.ndarray, readers_c: np.ndarray,
+              readers_k: np.ndarray, ksz: np.ndarray, hop_sum: np.ndarray, n: int, d: int,
+              p: int) -> float:  # pragma: no cover - compiled
     """Longest path from the finish of the op at position ``n``, on device ``d``,
     through its readers at or after ``p``, to the end."""
     best = -np.inf
@@ -117,7 +122,8 @@ def tail_node(tstart, place, readers_ptr, readers_c, readers_k, ksz, hop_sum, n,
 
 
 @njit(cache=True)
-def tail_cached(tstart, place, kreaders_ptr, kreaders_c, nd, kd, p):  # pragma: no cover - compiled
+def tail_cached(tstart: np.ndarray, place: np.ndarray, kreaders_ptr: np.ndarray, kreaders_c: np.ndarray,
+                nd: int, kd: int, p: int) -> float:  # pragma: no cover - compiled
     """Longest path from a cached transfer (tensor x device ``kd``) through its
     readers at or after ``p`` on that device, to the end."""
     k, dst = kd // nd, kd % nd
