@@ -26,9 +26,9 @@ the rejected ones are cut a few hundred positions after the move at most
 positions, 17 000 rejected ones 4.8 M, about 0.4 us each). Measured
 (``python benchmarks/scheduler_scaling.py --schedulers cp-greedy --sizes 100
 1000 5000 --budget 2000 --kill 1000 --before DIR``, random layered DAGs on
-xeon-p2200, CPU time, same run): 0.33 s at 100 nodes (0.05 s before: the first
-call in a process loads numba and the compiled loops, about 0.3-0.4 s), 0.66 s
-at 1 000 (2.3 s before), 3.5 s at 5 000 (82 s before); 63 s at 20 000 (a
+xeon-p2200, CPU time, same run): 0.55 s at 100 nodes (0.04 s before: the first
+call in a process imports numba and loads the compiled loops, about 0.5 s), 0.95 s
+at 1 000 (1.50 s before), 3.9 s at 5 000 (100 s before); 63 s at 20 000 (a
 separate run: x16 from 5 000, quadratic, the accepted moves' re-runs).
 The initial placement, the
 corrected one and the best single-device placement are then simulated
