@@ -102,7 +102,9 @@ def resimulated(out: Path, models: list[str], how: str) -> tuple[float, int] | N
         cost = costmodel.from_spec(str(out / "profile"), platform=plat)
         graph = import_model(m, **MODEL_ARGS.get(m, {})).graph
         for r in table[table["model"] == m].itertuples():
-            g = schedulers.get(r.scheduler).run(graph, plat, plan_model, simulate=False).graph
+            # the graph the plan was made for: planned as validate_all plans (cpu2 as given,
+            # the plan-profile), since a rewrite (tensor-split) depends on the platform
+            g = schedulers.get(r.scheduler).run(graph, base, plan_model, simulate=False).graph
             run = schedulers.run_plan(g, plat, Plan.from_json(out / m / r.scheduler / "plan.json"), cost)
             errors.append(abs(run.result.makespan / r.measured_s - 1) * 100)
     return (sum(errors) / len(errors), len(errors)) if errors else None

@@ -74,7 +74,7 @@ def gantt(
     if time_unit not in units:
         raise ValueError(f"time_unit must be one of {list(units)}, got {time_unit!r}")
     k = units[time_unit]
-    rank = {"op": 0, "transfer": 1, "dispatch": 2}
+    rank = {"op": 0, "transfer": 1, "dispatch": 2, "decision": 2}
     order = list(resources or default_order)
     first: dict[tuple[str, int], tuple] = {}
     for r in recs:
@@ -100,6 +100,7 @@ def gantt(
         return op if op in top else "other ops"
 
     fixed = {"op": OKABE_ITO["blue"], "transfer": OKABE_ITO["vermillion"], "dispatch": "#999999",
+             "decision": "#555555",
              "other ops": "#BBBBBB"}  # fmt: skip
     palette = [c for c in [*list(OKABE_ITO.values())[1:], *TOL_MUTED] if c not in fixed.values()]
     bars: dict[tuple[int, str], list[tuple[float, float]]] = {}

@@ -308,6 +308,8 @@ class Engine:
             vals[u] = out
             recs.append((u, r, d, s, t_pick, t_call, t_ret))
             lock.acquire()
+            if dyn:  # the stream is free from now on, not from when u was predicted to end
+                self.stream_end[d][s] = t_ret - self.t0
             jobs = finish(st, u, mine)
             lock.release()
             if jobs:

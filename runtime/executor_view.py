@@ -61,7 +61,9 @@ class RunView:
 
     ``now``: wall seconds since the repeat started. ``device_free_at``: the
     earliest stream end of the device (ops running now end at their start plus
-    their predicted time, or now when that has passed) plus the predicted time of
+    their predicted time, or now when that has passed; a CPU stream whose op has
+    returned is free from that moment, however early against its prediction, as
+    in the simulator, where ops take their predicted time) plus the predicted time of
     the ops queued on it, shared among its streams -- the simulator's formula
     over observed starts. ``location``: the device holding a node's output in the
     request being placed.

@@ -38,10 +38,14 @@ Model
   reader on that device has finished (the source copy: when its transfers have
   arrived). Graph outputs stay on the host until the request completes.
 * A dynamic plan's ``policy.select(node, view)`` places a node when all its
-  predecessors have finished; ``view`` is a :class:`sim.plan.SystemView`. The node
-  is ready on its device ``platform.decision_s`` later (the runtime's time to run
-  the policy), plus the device's ``handoff_s`` when an input comes from another
-  device of its memory domain.
+  predecessors have finished; ``view`` is a :class:`sim.plan.SystemView`. As in
+  the executor, the stream whose op made nodes placeable runs the policy for each
+  of them before it takes its next op: it holds a host dispatch slot (the
+  interpreter) for ``platform.decision_s`` per node (a ``"decision"`` record), and
+  the nodes are ready when it is done, plus the device's ``handoff_s`` when an
+  input comes from another device of its memory domain. A node placeable without
+  a stream's op (a request's root, a reader of a zero-time op completed by a
+  transfer) is ready ``decision_s`` after, holding nothing.
 * Memory contention (only for platforms with ``memory_domains``): while the
   devices and link directions drawing on one memory demand more than its
   bandwidth, their ops and transfers progress proportionally slower
@@ -269,6 +273,9 @@ class EngineRun:
         self.free_slots = list(range(platform.dispatch_threads - 1, -1, -1))
         self.slot_waiters: deque = deque()
         self.disp_busy = 0.0
+        # dynamic plans: the placements a stream's finished op triggers, decided by that
+        # stream holding a dispatch slot (sim.engine_servers); None outside such a batch
+        self.deciding: list | None = None
         self.seq = 0
         self.zero: deque = deque()
         self.reqs: list[Request | None] = [None] * n_req
@@ -410,8 +417,14 @@ class EngineRun:
                     self._decref(req, buffer(*key, d))
         # the decision itself (platform.decision_s), then waking a worker on another core
         h = self.handoff[di]
-        delay = self.decision + (h if h > 0.0 and any(
-            same[req.loc[p]] and req.loc[p] != di for p, _ in prep.preds[v] if p < prep.n_ops) else 0.0)
+        h = h if h > 0.0 and any(
+            same[req.loc[p]] and req.loc[p] != di for p, _ in prep.preds[v] if p < prep.n_ops) else 0.0
+        if self.deciding is not None:  # decided by the stream that finished v's last input
+            count += 1
+            self.deciding.append((req, v, h))
+            req.pending[v] = count
+            return
+        delay = self.decision + h
         if delay > 0.0:
             count += 1
             self.env.timeout(delay).callbacks.append(lambda _e, req=req, v=v: self._handed(req, v))

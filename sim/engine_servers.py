@@ -93,9 +93,11 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
     contention = run.contention
     draws = contention.device[di] if contention is not None else None
     node_data = prep.node_data
+    decision = run.decision if dynamic else 0.0
+    batch: list = []
     req: Any = None
     u = slot = 0
-    t = ds = t0 = 0.0
+    t = ds = t0 = hold = 0.0
 
     def poke() -> None:  # an idle stream, woken at the current time
         due.callbacks = pull_cbs
@@ -170,7 +172,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
             contention.run(draws, t, node_data[u].get("bytes", 0)).callbacks.append(ran)
 
     def ran(_ev: Any) -> None:
-        nonlocal t
+        nonlocal t, hold, slot, t0
         if draws is not None:
             t = env.now - t0
         busy[di] += t
@@ -178,11 +180,56 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
             name = names[u]
             records.append(("op", name, name, req.r, dev_name, s, t0, env.now, node_bytes[u],
                             None, None, None))
+        if decision:
+            run.deciding = batch
         finish(req, u, di)
         if zero:
             drain()
+        if decision:
+            run.deciding = None
+            if batch:  # this worker places the ops u made placeable, holding a dispatch slot
+                hold = len(batch) * decision
+                if free:
+                    slot, t0 = free.pop(), env.now
+                    due.callbacks = decided_cbs
+                    schedule(due, NORMAL, hold)
+                else:
+                    waiters.append(give_decide)
+                return
         pull()
 
+    def give_decide(taken: int) -> None:  # a dispatch slot handed over for the decisions
+        nonlocal slot
+        slot = taken
+        due.callbacks = decide_cbs
+        schedule(due, NORMAL, 0)
+
+    def decide(_ev: Any) -> None:
+        nonlocal t0
+        t0 = env.now
+        due.callbacks = decided_cbs
+        schedule(due, NORMAL, hold)
+
+    def decided(_ev: Any) -> None:
+        if waiters:
+            waiters.popleft()(slot)
+        else:
+            free.append(slot)
+        run.disp_busy += hold
+        if records is not None:
+            name = names[u]
+            records.append(("decision", name, name, req.r, "dispatch", slot, t0, t0 + hold, 0,
+                            None, None, None))
+        handed = run._handed
+        for rq, v, h in batch:
+            if h > 0.0:
+                Timeout(env, h).callbacks.append(lambda _e, rq=rq, v=v: handed(rq, v))
+            else:
+                handed(rq, v)
+        batch.clear()
+        pull()
+
+    decide_cbs, decided_cbs = (decide,), (decided,)
     pull_cbs, dispatch_cbs, dispatched_cbs, ran_cbs = (pull,), (dispatch,), (dispatched,), (ran,)
     idle.append(poke)
 

@@ -1,19 +1,24 @@
 """What a simulation returns: times, utilisation, traffic, memory and (optionally) records.
 
-A record is one op, one transfer hop or one dispatch:
+A record is one op, one transfer hop, one dispatch or one batch of run-time
+placements (dynamic plans):
 
 ==========  ==================================================================
-``kind``    ``"op"``, ``"transfer"`` or ``"dispatch"``
-``name``    op: the node; transfer: ``"node[output]->device"``; dispatch: the node
+``kind``    ``"op"``, ``"transfer"``, ``"dispatch"`` or ``"decision"`` (a
+            stream placing the nodes its op made placeable, holding a
+            dispatch slot)
+``name``    op: the node; transfer: ``"node[output]->device"``; dispatch: the
+            node; decision: the op that finished
 ``node``    the node run, dispatched, or whose output moves (graph input name
-            for the inputs)
+            for the inputs); decision: the op that finished
 ``request`` request (micro-batch) index
 ``resource`` device name, link direction (``"cpu->gpu"``; ``"a--b"`` for a
             half-duplex link) or ``"dispatch"``
 ``stream``  stream of the device (-1: a zero-cost view op, on no stream), dispatch
             thread, or 0 for links
 ``start``, ``end``  seconds
-``bytes``   op: bytes the kernel touches; transfer: tensor size; dispatch: 0
+``bytes``   op: bytes the kernel touches; transfer: tensor size; dispatch and
+            decision: 0
 ``dst``, ``output``, ``hop``  transfers only: final device, output index, hop index
 ==========  ==================================================================
 """

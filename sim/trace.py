@@ -95,7 +95,7 @@ def chrome_trace(
                 "args": args,
             }
         )
-    kinds = {str(rec["resource"]): str(rec["kind"]) for rec in records}
+    kinds = {str(rec["resource"]): str(rec["kind"]) for rec in records if rec["kind"] != "decision"}
     for p, tid in sorted(threads):
         name = next(n for n, q in pid.items() if q == p)
         label = _thread_label(kinds.get(name, ""), tid)

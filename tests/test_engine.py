@@ -377,6 +377,34 @@ def test_handoff_applies_to_dynamically_placed_ops():
     assert static.makespan == 3.5
 
 
+def test_the_worker_that_finished_an_op_places_its_successors_holding_the_dispatcher():
+    """As the executor does: the worker whose op made others placeable runs the policy
+    for each of them, one decision_s apiece, holding the host dispatcher (the
+    interpreter) meanwhile; they are ready when it is done."""
+    class Split:
+        name = "split"
+
+        def select(self, node: str, view) -> str:  # noqa: ANN001
+            return "cpu1" if node == "c" else "cpu0"
+
+        def to_dict(self) -> dict:
+            return {"name": self.name, "params": {}}
+
+    g = graph(["a", "b", "c"], [("a", "b"), ("a", "c")])
+    plat = dataclasses.replace(shared_pair(0.0), decision_s=0.125)
+    cost = ConstantCost(dict.fromkeys("abc", 1), dispatch=0.0625)
+    res = simulate(g, plat, Plan({}, policy=Split()), cost, record=True)
+    t = op_times(res)
+    # a: placed on arrival (0.125), dispatched 0.125-0.1875, runs to 1.1875; cpu0 then decides
+    # b and c until 1.4375; b's dispatch 1.4375-1.5, c's waits for the slot: 1.5-1.5625
+    assert t[("a", 0)] == (0.1875, 1.1875)
+    assert t[("b", 0)] == (1.5, 2.5) and t[("c", 0)] == (1.5625, 2.5625)
+    (held,) = by_kind(res, "decision")
+    assert (held["node"], held["resource"], held["start"], held["end"]) == ("a", "dispatch", 1.1875, 1.4375)
+    assert res.makespan == 2.5625 and res.dispatch_busy == 3 * 0.0625 + 0.25
+    assert simulate(g, plat, Plan({}, policy=Split()), cost).makespan == 2.5625
+
+
 def test_zero_cost_view_op_skips_the_busy_device():
     # a(cpu 1) -> v(cpu, 0 s) -> w(gpu 1); L is a 5 s op on the cpu behind a
     g = graph(["a", "L", "v", "w"], [("a", "v"), ("v", "w")])

@@ -5,7 +5,9 @@ dynamic policies, cost models, requests, intervals, noise, memory checks) and
 digests each outcome; ``tests/data/engine_reference.json`` holds the digests the
 engine gave before its speed-up (issue 15). A faster engine must give identical
 records (every field, floats bit for bit, in the same order), identical results
-and identical errors.
+and identical errors. Rewritten once since, on purpose: for the dynamic cases on
+platforms with a ``decision_s`` (issue 18: the worker that finished an op holds a
+dispatch slot while it places the op's successors); every other case is as before.
 """
 
 from __future__ import annotations

@@ -158,27 +158,36 @@ def test_two_workers_are_faster_than_one():
     (torch releases the GIL inside kernels). An executor that serialises its workers
     gives no overlap at all; how much they overlap depends on the cores the host gives
     us (a busy core time-slices both threads), and the speed-up is a timing figure,
-    printed by benchmarks/validate_cpu2.py, so neither is asserted here."""
+    printed by benchmarks/validate_cpu2.py, so neither is asserted here. The records
+    are the last run's; on a host whose other load takes a core for that whole run the
+    two threads take turns, so up to three executions are tried (a serialising
+    executor overlaps in none)."""
     g, wiring = _branches(chain=8, size=512)
     one = execute_wired(g, Plan(dict.fromkeys(g.nx, "cpu0")), CPU2, wiring, warmup=2, repeats=7)
-    two = execute_wired(g, Plan({n: ("cpu0" if n.startswith("a") else "cpu1") for n in g.nx}), CPU2,
-                        wiring, warmup=2, repeats=7)
-    assert two.median > 0 and one.median > 0
-    a = [(r["start"], r["end"]) for r in two.records if r["kind"] == "op" and r["resource"] == "cpu0"]
-    b = [(r["start"], r["end"]) for r in two.records if r["kind"] == "op" and r["resource"] == "cpu1"]
-    overlap = sum(max(0.0, min(e0, e1) - max(s0, s1)) for s0, e0 in a for s1, e1 in b)
-    overlapping_b = sum(any(min(e0, e1) > max(s0, s1) for s0, e0 in a) for s1, e1 in b)
-    assert overlap > 0 and overlapping_b >= 1, (overlap, sum(e - s for s, e in a))
+    assert one.median > 0
+    tried = []
+    for _ in range(3):
+        two = execute_wired(g, Plan({n: ("cpu0" if n.startswith("a") else "cpu1") for n in g.nx}), CPU2,
+                            wiring, warmup=2, repeats=7)
+        a = [(r["start"], r["end"]) for r in two.records if r["kind"] == "op" and r["resource"] == "cpu0"]
+        b = [(r["start"], r["end"]) for r in two.records if r["kind"] == "op" and r["resource"] == "cpu1"]
+        assert len(a) == 8 and len(b) == 9 and two.median > 0  # b0..b7 and z
+        overlap = sum(max(0.0, min(e0, e1) - max(s0, s1)) for s0, e0 in a for s1, e1 in b)
+        tried.append((overlap, sum(e - s for s, e in a)))
+        if overlap > 0:
+            break
+    assert tried[-1][0] > 0, f"no overlap in {len(tried)} executions (overlap s, busy s of cpu0): {tried}"
 
 
-def _branches(chain: int, size: int) -> tuple[Graph, Wiring]:
-    """x (64 x size) -> two chains of matmul with a size x size weight (a*, b*) -> add."""
+def _branches(chain: int, size: int, branches: str = "ab") -> tuple[Graph, Wiring]:
+    """x (64 x size) -> two chains of matmul with a size x size weight (a*, b*) -> add;
+    with one branch (``branches="a"``), the chain alone."""
     g = Graph(name="branches")
     t = ([64, size], "float32")
     srcs: dict = {}
     rng = np.random.default_rng(0)
     consts = {0: (rng.standard_normal((size, size)) / size**0.5).astype(np.float32)}
-    for br in "ab":
+    for br in branches:
         prev = None
         for i in range(chain):
             n = f"{br}{i}"
@@ -188,13 +197,16 @@ def _branches(chain: int, size: int) -> tuple[Graph, Wiring]:
             if prev:
                 g.add_edge(prev, n)
             prev = n
-    g.add_op("z", "add", inputs=[t, t], outputs=[t])
-    g.add_edge(f"a{chain - 1}", "z")
-    g.add_edge(f"b{chain - 1}", "z")
-    srcs["z"] = [("node", (f"a{chain - 1}", 0)), ("node", (f"b{chain - 1}", 0))]
+    last = f"a{chain - 1}"
+    if len(branches) == 2:
+        g.add_op("z", "add", inputs=[t, t], outputs=[t])
+        g.add_edge(f"a{chain - 1}", "z")
+        g.add_edge(f"b{chain - 1}", "z")
+        srcs["z"] = [("node", (f"a{chain - 1}", 0)), ("node", (f"b{chain - 1}", 0))]
+        last = "z"
     g.meta["inputs"] = [{"name": "x", "shape": [64, size], "dtype": "float32", "bytes": 256 * size,
-                         "consumers": ["a0", "b0"]}]
-    g.meta["outputs"] = [{"node": "z", "output": 0, "shape": [64, size], "dtype": "float32",
+                         "consumers": [f"{br}0" for br in branches]}]
+    g.meta["outputs"] = [{"node": last, "output": 0, "shape": [64, size], "dtype": "float32",
                           "bytes": 256 * size}]
     return g, Wiring(srcs, consts, {}, {"x": rng.random((64, size), dtype=np.float32)})
 
@@ -235,6 +247,35 @@ def test_dynamic_policy_uses_the_system_view(squeeze):
     placed = {r["node"]: r["resource"] for r in run.records if r["kind"] == "op"}
     chosen = {node: ("cpu0", "cpu1")[(n + i + 1) % 2] for i, (node, *_) in enumerate(last)}
     assert placed == chosen
+
+
+class _SlowForecast:
+    """A cost model that predicts every op to take a second (real ones take microseconds)."""
+
+    def op_time(self, graph, node, device):
+        return 1.0
+
+    def dispatch_time(self, graph, node, device):
+        return 0.0
+
+    def transfer_time(self, nbytes, link, **kw):
+        return 0.0
+
+
+def test_a_dynamic_policy_sees_a_stream_free_once_its_op_has_returned():
+    """An op that returns before its predicted end frees its stream: the earliest-finish
+    policy keeps a chain on the worker that ran it, as the simulator does. Before, the
+    stream looked busy until the predicted end, and the chain hopped between the two
+    workers at every op, paying a handoff each time."""
+    from hetsim import schedulers
+
+    g, wiring = _branches(chain=8, size=32, branches="a")
+    plan = schedulers.get("dynamic").schedule(g, CPU2, _SlowForecast())
+    run = execute_wired(g, plan, CPU2, wiring, warmup=1, repeats=3, cost=_SlowForecast())
+    placed = [r["resource"] for r in sorted(run.records, key=lambda r: r["start"]) if r["kind"] == "op"]
+    assert len(placed) == 8 and placed == ["cpu0"] * 8
+    sim = simulate(g, CPU2, plan, _SlowForecast(), record=True)
+    assert {r["resource"] for r in sim.records if r["kind"] == "op"} == {"cpu0"}
 
 
 def test_result_exports(squeeze, tmp_path):
