@@ -220,9 +220,15 @@ class IncrementalListSchedule:
         self._last: tuple[dict[int, int], int, int, float] | None = None
         single = all(len(g) == 1 for g in groups)
         self.tails: PlacementTails | None = None
+        # the tail arrays the kernel reads (placeholders of the same types without tails);
+        # PlacementTails updates its arrays in place, so this tuple stays current
+        self._tail_arrays = (np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros((1, 1), dtype=np.int64),
+                             np.zeros(1, dtype=np.int64))
         stop, _ = self._run(0, {}, -1, math.inf, compare=False)
         splice_window(0, stop, cptr, self._base, self._scratch)
-        self.tails = PlacementTails(self) if single else None
+        if single:
+            self.tails = PlacementTails(self)
+            self._tail_arrays = (self.tails.start, self.tails.tvalid, self.tails.nxt_lane, self.tails.nxt_disp)
 
     def _hop_tables(self, sizes: list[int], link_of: dict) -> None:
         """Resource and contention-free seconds of each hop, per (size class,
@@ -321,16 +327,13 @@ class IncrementalListSchedule:
         -> device index) into the scratch buffers; ``compare=False`` builds from
         scratch (no base yet). Returns the stop position and the makespan (or bound)."""
         self._runs += 1
-        tails = self.tails
-        tarr = ((tails.start, tails.tvalid, tails.nxt_lane, tails.nxt_disp) if tails is not None
-                else (np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros((1, 1), dtype=np.int64),
-                      np.zeros(1, dtype=np.int64)))
         chgdev = self._chgdev
         for p, d in chg.items():
             chgdev[p] = d
         try:
-            stop, makespan = run_window(i, unit_last, float(thr), compare, tails is not None, self._runs,
-                                        self.tail_slack, self._static, self._base, tarr, self._scratch)
+            stop, makespan = run_window(i, unit_last, float(thr), compare, self.tails is not None, self._runs,
+                                        self.tail_slack, self._static, self._base, self._tail_arrays,
+                                        self._scratch)
         finally:
             for p in chg:
                 chgdev[p] = -1
