@@ -305,10 +305,9 @@ class IncrementalListSchedule:
             start = min(chg)
             stop, _ = self._run(start, chg, max(chg), math.inf, compare=True)
         self._last = None
-        old = {p: int(self.place[p]) for p in chg}
         splice_window(start, stop, self._cptr, self._base, self._scratch)
         if self.tails is not None:
-            self.tails.moved(old)
+            self.tails.moved(max(chg))
         return self.makespan
 
     # ------------------------------------------------------------------ internals

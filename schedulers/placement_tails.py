@@ -170,10 +170,9 @@ class PlacementTails:
         """:attr:`start` is computed for the positions from this one on."""
         return int(self.tvalid[0])
 
-    def moved(self, old: dict[int, int]) -> None:
-        """The ops at these positions changed devices (the base placement now has
-        their new ones; ``old`` maps each to its previous device)."""
-        hi = max(old)
+    def moved(self, hi: int) -> None:
+        """Ops at positions up to ``hi`` (the last one moved) changed devices (the base
+        placement now has their new ones)."""
         est = self.est
         rebuild_next(hi, est.place, est.w, est.disp, self.nxt_lane, self.nxt_disp)
         self.tvalid[0] = max(int(self.tvalid[0]), hi + 1)
