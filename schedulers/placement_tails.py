@@ -149,6 +149,9 @@ class PlacementTails:
     start : numpy.ndarray
         Per position, the longest path from the op's start to the end (``-inf``
         where not computed).
+    tvalid : numpy.ndarray
+        ``[first]``: :attr:`start` is computed for the positions from ``first`` on
+        (an array, so that the compiled loops update it in place).
     nxt_lane : numpy.ndarray
         ``(V + 1, D)``: the first position at or after each one whose op occupies
         each device's lane (``V``: none).
@@ -164,11 +167,6 @@ class PlacementTails:
         self.nxt_lane = np.full((v + 1, est.nd), v, dtype=np.int64)
         self.nxt_disp = np.full(v + 1, v, dtype=np.int64)
         rebuild_next(v - 1, est.place, est.w, est.disp, self.nxt_lane, self.nxt_disp)
-
-    @property
-    def valid_from(self) -> int:
-        """:attr:`start` is computed for the positions from this one on."""
-        return int(self.tvalid[0])
 
     def moved(self, hi: int) -> None:
         """Ops at positions up to ``hi`` (the last one moved) changed devices (the base
@@ -188,19 +186,9 @@ class PlacementTails:
         """Longest path from device ``d``'s free time at position ``p`` to the end."""
         return float(tail_lane(self.start, self.nxt_lane, d, p))
 
-    def host(self, p: int) -> float:
-        """Longest path from the host dispatcher's free time at position ``p`` to the end."""
-        return float(tail_host(self.start, self.nxt_disp, p))
-
     def node(self, n: int, d: int, p: int) -> float:
         """Longest path from the finish of the op at position ``n``, on device ``d``,
         through its readers at or after ``p``, to the end."""
         est = self.est
         return float(tail_node(self.start, est.place, est.readers_ptr, est.readers_c, est.readers_k,
                                est.ksz, est.hop_sum, n, d, p))
-
-    def cached(self, kd: int, p: int) -> float:
-        """Longest path from a cached transfer (tensor x device ``kd``) through its
-        readers at or after ``p`` on that device, to the end."""
-        est = self.est
-        return float(tail_cached(self.start, est.place, est.kreaders_ptr, est.kreaders_c, est.nd, kd, p))
