@@ -422,10 +422,7 @@ class EngineRun:
         if self.deciding is not None:  # decided by the stream that finished v's last input
             count += 1
             self.deciding.append((req, v, h))
-            req.pending[v] = count
-            return
-        delay = self.decision + h
-        if delay > 0.0:
+        elif (delay := self.decision + h) > 0.0:
             count += 1
             self.env.timeout(delay).callbacks.append(lambda _e, req=req, v=v: self._handed(req, v))
         req.pending[v] = count
