@@ -70,9 +70,8 @@ from hetsim.sim.engine_prep import (
     Prepared,
     PrepError,
     build_fanout,
-    hop_time,
     prepare,
-    route,
+    priced_route,
     static_fanouts,
 )
 from hetsim.sim.engine_pricing import Prices
@@ -433,10 +432,8 @@ class EngineRun:
         key = (p, k, dp, di)
         hit = self._dyn_groups.get(key)
         if hit is None:
-            hops, links = route(self.prep, self.platform, dp, di)
-            nbytes = self.prep.out_size[p].get(k, 0)
-            times = tuple(hop_time(self.cost.transfer_time, nbytes, lk) for lk in links)
-            hit = self._dyn_groups[key] = (hops, times, nbytes)
+            hit = self._dyn_groups[key] = priced_route(self.prep, self.platform, self.cost.transfer_time,
+                                                       p, k, dp, di)
         return hit
 
     # ---------------------------------------------------------- transfer events
