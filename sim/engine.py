@@ -70,9 +70,8 @@ from hetsim.sim.engine_prep import (
     Prepared,
     PrepError,
     build_fanout,
-    hop_time,
     prepare,
-    route,
+    priced_route,
     static_fanouts,
 )
 from hetsim.sim.engine_pricing import Prices
@@ -422,10 +421,7 @@ class EngineRun:
         if self.deciding is not None:  # decided by the stream that finished v's last input
             count += 1
             self.deciding.append((req, v, h))
-            req.pending[v] = count
-            return
-        delay = self.decision + h
-        if delay > 0.0:
+        elif (delay := self.decision + h) > 0.0:
             count += 1
             self.env.timeout(delay).callbacks.append(lambda _e, req=req, v=v: self._handed(req, v))
         req.pending[v] = count
@@ -436,10 +432,8 @@ class EngineRun:
         key = (p, k, dp, di)
         hit = self._dyn_groups.get(key)
         if hit is None:
-            hops, links = route(self.prep, self.platform, dp, di)
-            nbytes = self.prep.out_size[p].get(k, 0)
-            times = tuple(hop_time(self.cost.transfer_time, nbytes, lk) for lk in links)
-            hit = self._dyn_groups[key] = (hops, times, nbytes)
+            hit = self._dyn_groups[key] = priced_route(self.prep, self.platform, self.cost.transfer_time,
+                                                       p, k, dp, di)
         return hit
 
     # ---------------------------------------------------------- transfer events

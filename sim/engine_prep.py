@@ -40,8 +40,8 @@ __all__ = [
     "Prepared",
     "build_fanout",
     "check_time",
-    "hop_time",
     "prepare",
+    "priced_route",
     "route",
 ]
 
@@ -412,7 +412,8 @@ def build_fanout(
         if dv >= 0 and not same[dv]:
             g = groups.get((k, dv))
             if g is None:
-                g = groups[(k, dv)] = _group(prep, platform, transfer_time, u, k, du, dv)
+                route_k = priced_route(prep, platform, transfer_time, u, k, du, dv)
+                g = groups[(k, dv)] = Group(k, dv, *route_k, [], False, _NO_RANK)
                 refs[k] = refs.get(k, 0) + 1  # the transfer reads the source copy
             g.consumers.append(v)
             if rank[v] < g.rank:
@@ -433,7 +434,8 @@ def build_fanout(
             continue
         g = groups.get((k, prep.host))
         if g is None:
-            g = groups[(k, prep.host)] = _group(prep, platform, transfer_time, u, k, du, prep.host)
+            route_k = priced_route(prep, platform, transfer_time, u, k, du, prep.host)
+            g = groups[(k, prep.host)] = Group(k, prep.host, *route_k, [], False, _NO_RANK)
             refs[k] = refs.get(k, 0) + 1
         g.is_output = True
     alloc: list[tuple[int, int, int]] = []
@@ -453,7 +455,7 @@ def build_fanout(
                   total, dead_total)
 
 
-def _group(
+def priced_route(
     prep: Prepared,
     platform: Platform,
     transfer_time: Callable[[int, Any], float],
@@ -461,15 +463,19 @@ def _group(
     k: int,
     du: int,
     dv: int,
-) -> Group:
+) -> tuple[tuple[int, ...], tuple[float, ...], int]:
+    """The link-direction resources output ``k`` of node ``u`` crosses from device
+    ``du`` to ``dv`` (:func:`route`), each hop's time (``transfer_time(nbytes, link)``,
+    checked by :func:`check_time`) and the tensor's bytes."""
     hops, links = route(prep, platform, du, dv)
     nbytes = prep.out_size[u].get(k, 0)
-    times = tuple(hop_time(transfer_time, nbytes, lk) for lk in links)
-    return Group(k, dv, hops, times, nbytes, [], False, _NO_RANK)
+    times = tuple(_hop_time(transfer_time, nbytes, lk) for lk in links)
+    return hops, times, nbytes
 
 
-def hop_time(transfer_time: Callable[[int, Any], float], nbytes: int, link: Link) -> float:
-    """``transfer_time(nbytes, link)``, checked (:func:`check_time`)."""
+def _hop_time(transfer_time: Callable[[int, Any], float], nbytes: int, link: Link) -> float:
+    """``transfer_time(nbytes, link)``, checked (:func:`check_time`) where it is not
+    already a finite float >= 0 (the message is built only then)."""
     t = transfer_time(nbytes, link)
     if type(t) is float and 0.0 <= t < math.inf:
         return t

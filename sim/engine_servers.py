@@ -110,7 +110,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
         schedule(due, NORMAL, 0)
 
     def pull(_ev: Any = None) -> None:
-        nonlocal req, u, t, ds, slot, t0
+        nonlocal req, u, t, ds, slot
         if not heap:
             idle.append(poke)
             return
@@ -128,11 +128,8 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
         start(req, u, di)
         if ds > 0.0:
             if free:
-                slot, t0 = free.pop(), env.now
-                if dynamic:
-                    ends[s] = t0 + ds + t
-                due.callbacks = dispatched_cbs
-                schedule(due, NORMAL, ds)
+                slot = free.pop()
+                dispatch(None)
             else:
                 waiters.append(give)
         else:
@@ -172,7 +169,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
             contention.run(draws, t, node_data[u].get("bytes", 0)).callbacks.append(ran)
 
     def ran(_ev: Any) -> None:
-        nonlocal t, hold, slot, t0
+        nonlocal t, hold, slot
         if draws is not None:
             t = env.now - t0
         busy[di] += t
@@ -190,9 +187,8 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
             if batch:  # this worker places the ops u made placeable, holding a dispatch slot
                 hold = len(batch) * decision
                 if free:
-                    slot, t0 = free.pop(), env.now
-                    due.callbacks = decided_cbs
-                    schedule(due, NORMAL, hold)
+                    slot = free.pop()
+                    decide(None)
                 else:
                     waiters.append(give_decide)
                 return
