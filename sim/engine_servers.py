@@ -143,16 +143,19 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
         due.callbacks = dispatched_cbs
         schedule(due, NORMAL, ds)
 
-    def dispatched(_ev: Any) -> None:
+    def release(kind: str, held: float) -> None:  # the dispatch slot, held from t0 for ``held``
         if waiters:
             waiters.popleft()(slot)
         else:
             free.append(slot)
-        run.disp_busy += ds
+        run.disp_busy += held
         if records is not None:
             name = names[u]
-            records.append(("dispatch", name, name, req.r, "dispatch", slot, t0, t0 + ds, 0,
+            records.append((kind, name, name, req.r, "dispatch", slot, t0, t0 + held, 0,
                             None, None, None))
+
+    def dispatched(_ev: Any) -> None:
+        release("dispatch", ds)
         launch()
 
     def launch() -> None:
@@ -207,15 +210,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
         schedule(due, NORMAL, hold)
 
     def decided(_ev: Any) -> None:
-        if waiters:
-            waiters.popleft()(slot)
-        else:
-            free.append(slot)
-        run.disp_busy += hold
-        if records is not None:
-            name = names[u]
-            records.append(("decision", name, name, req.r, "dispatch", slot, t0, t0 + hold, 0,
-                            None, None, None))
+        release("decision", hold)
         handed = run._handed
         for rq, v, h in batch:
             if h > 0.0:

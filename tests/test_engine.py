@@ -296,6 +296,22 @@ def test_multi_hop_route_and_shared_memory():
     assert free.makespan == 3.0 and free.total_bytes_moved == 0
 
 
+class Placed:
+    """A dynamic policy that places each node where ``placement`` says (``default``
+    for the others), whatever the view: the engine's timing of placed ops, alone."""
+
+    name = "placed"
+
+    def __init__(self, placement: dict, default: str = "cpu0") -> None:
+        self.placement, self.default = placement, default
+
+    def select(self, node: str, view) -> str:  # noqa: ANN001
+        return self.placement.get(node, self.default)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "params": {}}
+
+
 def shared_pair(handoff: float, bandwidth: float | None = None) -> Platform:
     """Two workers of one memory (cpu0, cpu1); cpu1 wakes ``handoff`` s after an input
     from cpu0 and reads it at ``bandwidth`` bytes/s."""
@@ -319,16 +335,7 @@ def test_reading_another_workers_output_lengthens_the_op():
     assert t[("d", 0)] == (7.25, 8.25) and res.makespan == 8.25
     assert res.device_busy == {"cpu0": 2.0, "cpu1": 6.0} and res.total_bytes_moved == 0
     # the same plan placed by a policy pays the same, priced when each op is ready
-    class Fixed:
-        name = "fixed"
-
-        def select(self, node: str, view) -> str:  # noqa: ANN001
-            return plan.placement[node]
-
-        def to_dict(self) -> dict:
-            return {"name": self.name, "params": {}}
-
-    dyn = simulate(g, shared_pair(0.25, KB / 4), Plan({}, policy=Fixed()), cost, record=True)
+    dyn = simulate(g, shared_pair(0.25, KB / 4), Plan({}, policy=Placed(plan.placement)), cost, record=True)
     assert op_times(dyn) == t and dyn.device_busy == res.device_busy
     # two requests: each one's b pays its own read
     two = simulate(g, shared_pair(0.25, KB / 4), plan, cost, requests=2)
@@ -352,24 +359,15 @@ def test_handoff_delays_an_input_from_another_worker_of_the_same_memory():
 
 
 def test_handoff_applies_to_dynamically_placed_ops():
-    class Alternate:
-        name = "alternate"
-
-        def select(self, node: str, view) -> str:  # noqa: ANN001
-            return "cpu1" if node == "b" else "cpu0"
-
-        def to_dict(self) -> dict:
-            return {"name": self.name, "params": {}}
-
     g = graph(["a", "b", "c"], [("a", "b"), ("b", "c")])
-    res = simulate(g, shared_pair(0.5), Plan({}, policy=Alternate()), ConstantCost(dict.fromkeys("abc", 1)),
+    res = simulate(g, shared_pair(0.5), Plan({}, policy=Placed({"b": "cpu1"})), ConstantCost(dict.fromkeys("abc", 1)),
                    record=True)
     t = op_times(res)
     # a 0-1 on cpu0; b on cpu1 from 1.5; c back on cpu0 (cpu0 has no handoff) from 2.5
     assert t[("b", 0)] == (1.5, 2.5) and t[("c", 0)] == (2.5, 3.5)
     # the platform's decision time delays every dynamically placed op, the root included
     slow = dataclasses.replace(shared_pair(0.5), decision_s=0.125)
-    t = op_times(simulate(g, slow, Plan({}, policy=Alternate()), ConstantCost(dict.fromkeys("abc", 1)),
+    t = op_times(simulate(g, slow, Plan({}, policy=Placed({"b": "cpu1"})), ConstantCost(dict.fromkeys("abc", 1)),
                           record=True))
     assert t[("a", 0)] == (0.125, 1.125) and t[("b", 0)] == (1.75, 2.75) and t[("c", 0)] == (2.875, 3.875)
     # a static plan asks no policy: no decision time
@@ -381,19 +379,10 @@ def test_the_worker_that_finished_an_op_places_its_successors_holding_the_dispat
     """As the executor does: the worker whose op made others placeable runs the policy
     for each of them, one decision_s apiece, holding the host dispatcher (the
     interpreter) meanwhile; they are ready when it is done."""
-    class Split:
-        name = "split"
-
-        def select(self, node: str, view) -> str:  # noqa: ANN001
-            return "cpu1" if node == "c" else "cpu0"
-
-        def to_dict(self) -> dict:
-            return {"name": self.name, "params": {}}
-
     g = graph(["a", "b", "c"], [("a", "b"), ("a", "c")])
     plat = dataclasses.replace(shared_pair(0.0), decision_s=0.125)
     cost = ConstantCost(dict.fromkeys("abc", 1), dispatch=0.0625)
-    res = simulate(g, plat, Plan({}, policy=Split()), cost, record=True)
+    res = simulate(g, plat, Plan({}, policy=Placed({"c": "cpu1"})), cost, record=True)
     t = op_times(res)
     # a: placed on arrival (0.125), dispatched 0.125-0.1875, runs to 1.1875; cpu0 then decides
     # b and c until 1.4375; b's dispatch 1.4375-1.5, c's waits for the slot: 1.5-1.5625
@@ -402,7 +391,7 @@ def test_the_worker_that_finished_an_op_places_its_successors_holding_the_dispat
     (held,) = by_kind(res, "decision")
     assert (held["node"], held["resource"], held["start"], held["end"]) == ("a", "dispatch", 1.1875, 1.4375)
     assert res.makespan == 2.5625 and res.dispatch_busy == 3 * 0.0625 + 0.25
-    assert simulate(g, plat, Plan({}, policy=Split()), cost).makespan == 2.5625
+    assert simulate(g, plat, Plan({}, policy=Placed({"c": "cpu1"})), cost).makespan == 2.5625
 
 
 def test_zero_cost_view_op_skips_the_busy_device():
