@@ -360,6 +360,13 @@ class EngineRun:
 
     # --------------------------------------------------------------- op events
     # _start, _fan, _finish, _ready, _drain: sim.engine_ops.bind_op_handlers
+    def _handed_after(self, req: Request, v: int, delay: float) -> None:
+        """:meth:`_handed` ``delay`` seconds from now (a decision, a handoff), or now."""
+        if delay > 0.0:
+            self.env.timeout(delay).callbacks.append(lambda _e: self._handed(req, v))
+        else:
+            self._handed(req, v)
+
     def _handed(self, req: Request, v: int) -> None:
         """An input from another device of ``v``'s memory domain, after the handoff."""
         c = req.pending[v] - 1
@@ -423,7 +430,7 @@ class EngineRun:
             self.deciding.append((req, v, h))
         elif (delay := self.decision + h) > 0.0:
             count += 1
-            self.env.timeout(delay).callbacks.append(lambda _e, req=req, v=v: self._handed(req, v))
+            self._handed_after(req, v, delay)
         req.pending[v] = count
         if count == 0:
             self._ready(req, v)

@@ -98,6 +98,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
     req: Any = None
     u = slot = 0
     t = ds = t0 = hold = 0.0
+    then: tuple = ()  # what a stream waiting for a dispatch slot does when given one
 
     def poke() -> None:  # an idle stream, woken at the current time
         due.callbacks = pull_cbs
@@ -106,11 +107,11 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
     def give(taken: int) -> None:  # a dispatch slot handed over at the current time
         nonlocal slot
         slot = taken
-        due.callbacks = dispatch_cbs
+        due.callbacks = then
         schedule(due, NORMAL, 0)
 
     def pull(_ev: Any = None) -> None:
-        nonlocal req, u, t, ds, slot
+        nonlocal req, u, t, ds, slot, then
         if not heap:
             idle.append(poke)
             return
@@ -131,6 +132,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
                 slot = free.pop()
                 dispatch(None)
             else:
+                then = dispatch_cbs
                 waiters.append(give)
         else:
             launch()
@@ -172,7 +174,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
             contention.run(draws, t, node_data[u].get("bytes", 0)).callbacks.append(ran)
 
     def ran(_ev: Any) -> None:
-        nonlocal t, hold, slot
+        nonlocal t, hold, slot, then
         if draws is not None:
             t = env.now - t0
         busy[di] += t
@@ -193,15 +195,10 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
                     slot = free.pop()
                     decide(None)
                 else:
-                    waiters.append(give_decide)
+                    then = decide_cbs
+                    waiters.append(give)
                 return
         pull()
-
-    def give_decide(taken: int) -> None:  # a dispatch slot handed over for the decisions
-        nonlocal slot
-        slot = taken
-        due.callbacks = decide_cbs
-        schedule(due, NORMAL, 0)
 
     def decide(_ev: Any) -> None:
         nonlocal t0
@@ -211,12 +208,8 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
 
     def decided(_ev: Any) -> None:
         release("decision", hold)
-        handed = run._handed
         for rq, v, h in batch:
-            if h > 0.0:
-                Timeout(env, h).callbacks.append(lambda _e, rq=rq, v=v: handed(rq, v))
-            else:
-                handed(rq, v)
+            run._handed_after(rq, v, h)
         batch.clear()
         pull()
 
