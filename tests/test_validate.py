@@ -333,6 +333,27 @@ def test_measure_handoff_on_cpu2(squeeze):
         measure_handoff(g, Plan(dict.fromkeys(g.nx, "cpu0")), "cpu2", warmup=0, repeats=1)
 
 
+def test_the_handoff_is_the_mean_gap_so_that_a_heavy_tail_is_charged() -> None:
+    """A makespan adds up its handoffs: with one gap in ten a 1 ms wait for the core,
+    the handoff charged is the mean (about 145 us more than a median would say),
+    and a single preemption far beyond the rest is clipped at the 99th percentile."""
+    from hetsim.runtime.handoff import handoff_stats
+
+    cross = [60e-6] * 90 + [1e-3] * 10
+    gaps = pd.DataFrame({"cross": [True] * 100 + [False] * 100, "gap_s": cross + [10e-6] * 100})
+    stats = handoff_stats(gaps)
+    assert stats["cross_s"] == pytest.approx(0.9 * 60e-6 + 0.1 * 1e-3)
+    assert stats["handoff_s"] == pytest.approx(0.9 * 60e-6 + 0.1 * 1e-3 - 10e-6)
+    assert (stats["n_cross"], stats["n_same"]) == (100, 100)
+    spiky = pd.DataFrame({"cross": [True] * 200, "gap_s": [60e-6] * 199 + [5.0]})  # one 5 s preemption
+    assert handoff_stats(spiky)["handoff_s"] == pytest.approx(60e-6)
+    assert handoff_stats(spiky, clip=1.0)["handoff_s"] == pytest.approx((199 * 60e-6 + 5.0) / 200)
+    with pytest.raises(ValueError, match="no op waited"):
+        handoff_stats(gaps[~gaps["cross"]])
+    with pytest.raises(ValueError, match="clip must be a quantile"):
+        handoff_stats(gaps, clip=0.2)
+
+
 def test_measure_read_bandwidth_on_cpu2(squeeze):
     from hetsim.runtime.validate import measure_read_bandwidth
 
