@@ -100,6 +100,8 @@ def resimulated(out: Path, models: list[str], how: str) -> tuple[float, int] | N
     for m in models:
         plat = base if how == "preset" else calibrated_platform(base, cal.loc[m], "cpu0", contention=False)
         cost = costmodel.from_spec(str(out / "profile"), platform=plat)
+        if how != "preset" and "second_worker_ratio" in cal.columns:  # as validate_all simulated
+            cost = costmodel.DeviceScaled(cost, {"cpu1": float(cal.loc[m, "second_worker_ratio"])})
         graph = import_model(m, **MODEL_ARGS.get(m, {})).graph
         for r in table[table["model"] == m].itertuples():
             # the graph the plan was made for: planned as validate_all plans (cpu2 as given,

@@ -34,6 +34,7 @@ _LAZY = {
     "GPUCostModel": "hetsim.costmodel.gpu_model",
     "CalibratedRoofline": "hetsim.costmodel.gpu_roofline",
     "PlatformCostModel": "hetsim.costmodel.composite",
+    "DeviceScaled": "hetsim.costmodel.device_scaled",
     "builtin_profiles": "hetsim.costmodel.builtin",
     "builtin_profile": "hetsim.costmodel.builtin",
     "import_neusight": "hetsim.costmodel.neusight",
@@ -47,6 +48,7 @@ _LAZY = {
 __all__ = [
     "DEFAULT_EFFICIENCY",
     "CalibratedRoofline",
+    "DeviceScaled",
     "GPUBank",
     "GPUCostModel",
     "PlatformCostModel",

@@ -186,9 +186,11 @@ def handoff_stats(gaps: pd.DataFrame, *, empty: str = "no op waited for an input
             "same_s": same_s, "n_cross": int(len(cross)), "n_same": int(len(same))}
 
 
-def _busy(records: Iterable[Mapping[str, Any]]) -> float:
-    """Kernel time of a run: the summed durations of its ``op`` records."""
-    return sum(r["end"] - r["start"] for r in records if r["kind"] == "op")
+def _busy(records: Iterable[Mapping[str, Any]], nodes: frozenset[str] | None = None, *, prefix: str = "") -> float:
+    """Kernel time of a run: the summed durations of its ``op`` records (of ``nodes``
+    only, when given; of nodes whose name starts with ``prefix``)."""
+    return sum(r["end"] - r["start"] for r in records if r["kind"] == "op"
+               and (nodes is None or r["node"] in nodes) and str(r["node"]).startswith(prefix))
 
 
 def _one_and_crossing(graph: Graph, platform: Platform, devices: tuple[str, str] | None) -> tuple[Plan, Plan, int]:
@@ -323,17 +325,23 @@ class HostCalibration:
     other core's thread costs 20 us in a quiet hour and 50 us in a busy one.
 
     A third execution runs two copies of ``graph`` side by side, one per worker
-    (:func:`side_by_side`): both workers busy at once.
+    (:func:`side_by_side`): both workers busy at once. A fourth runs every node but
+    the first on the second worker: that worker alone, on its own core.
 
     :meth:`result` pools the crossing runs' :func:`handoff_gaps` (:func:`handoff_stats`:
     ``handoff_s``, the mean gap after an input from the other worker less the mean
     after one from the same worker), divides the crossing runs' extra kernel time over the
     one-worker runs' by the bytes that crossed (``handoff_bandwidth_bytes_per_s``,
-    as :func:`measure_read_bandwidth`), and divides the workers' mean kernel time
-    side by side by the kernel time of one alone (``slowdown``: the two workers' contention
-    for the memory, the caches and the interpreter); :meth:`apply` writes the
-    handoff and read rate into a platform's devices and the slowdown as a memory
-    domain (:mod:`sim.contention`).
+    as :func:`measure_read_bandwidth`), divides the second worker's kernel time alone
+    by the first's on the same ops (``second_worker_ratio``: on a shared VM the two
+    virtual cores are not equally fast; in six validation runs here the second
+    ran the same ops 1.5-8 % slower on average, by model, and 18 % in one run), and divides
+    each worker's kernel time side by side by its own time alone (``slowdown``: the
+    two workers' contention for the memory, the caches and the interpreter);
+    :meth:`apply` writes the handoff and read rate into a platform's devices and the
+    slowdown as a memory domain (:mod:`sim.contention`). The second worker's ratio
+    is for the cost model: :class:`costmodel.DeviceScaled` prices that worker's ops
+    (a profile measured on the first worker's core) by it.
 
     Parameters
     ----------
@@ -352,12 +360,18 @@ class HostCalibration:
                  backend: str = "torch", warmup: int = 3) -> None:
         from hetsim.runtime.executor import Execution
         from hetsim.runtime.executor_setup import wire
+        from hetsim.sim.plan import Plan
 
         one, crossing, self.cross_bytes = _one_and_crossing(graph, platform, devices)
         self.graph = graph
         self.worker = next(iter(one.placement.values()))
         self.workers = (self.worker, next(d for d in crossing.placement.values() if d != self.worker))
-        self.one = self.crossing = self.pair = None
+        order = graph.topological_order()
+        # the second worker alone on every node but the first (which keeps the first
+        # worker active, so that the second is pinned to its own core, not the first's)
+        second = Plan({n: self.workers[0] if i == 0 else self.workers[1] for i, n in enumerate(order)})
+        self.second_nodes = frozenset(order[1:])
+        self.one = self.crossing = self.pair = self.second = None
         try:
             self.one = Execution(graph, one, platform, wire(graph, relax), backend=backend, model=relax,
                                  check=False)
@@ -365,6 +379,8 @@ class HostCalibration:
                                       model=relax, check=False)
             pair_graph, pair_wiring, pair_plan = side_by_side(graph, wire(graph, relax), self.workers)
             self.pair = Execution(pair_graph, pair_plan, platform, pair_wiring, backend=backend, check=False)
+            self.second = Execution(graph, second, platform, wire(graph, relax), backend=backend, model=relax,
+                                    check=False)
             for ex in self.executions:
                 ex.run(warmup, timed=False)
         except BaseException:
@@ -373,13 +389,14 @@ class HostCalibration:
 
     @property
     def executions(self) -> list[Any]:
-        """The one-worker, the crossing and the side-by-side execution (run each once
-        per round)."""
-        return [self.one, self.crossing, self.pair]
+        """The one-worker, the crossing, the side-by-side and the second-worker
+        execution (run each once per round)."""
+        return [self.one, self.crossing, self.pair, self.second]
 
     def result(self, since: int = 0) -> dict[str, Any]:
         """``handoff_s``, ``handoff_bandwidth_bytes_per_s`` (inf when the crossing runs
-        were not slower), ``cross_s``/``same_s`` (mean gaps, :func:`handoff_stats`), ``n_cross``,
+        were not slower), ``slowdown``, ``second_worker_ratio`` (median over the rounds),
+        ``cross_s``/``same_s`` (mean gaps, :func:`handoff_stats`), ``n_cross``,
         ``extra_s`` (crossing less one-worker kernel time, per round) and ``rounds``,
         from the timed runs from number ``since`` on."""
         import pandas as pd
@@ -391,10 +408,22 @@ class HostCalibration:
         stats = handoff_stats(gaps, empty=f"calibration on {self.graph.name!r}: no op waited for the other worker")
         del stats["n_same"]
         extra = [_busy(c) - _busy(o) for c, o in zip(runs_c, runs_o)]
-        # both workers busy (side by side) against one alone: mean kernel time per worker
-        ratios = [_busy(p) / 2 / _busy(o) for p, o in zip(self.pair.runs[since:], runs_o) if _busy(o) > 0]
+        # the second worker alone against the first alone, on the same ops
+        nodes = self.second_nodes
+        speed = [_busy(r, nodes) / _busy(o, nodes) for r, o in zip(self.second.runs[since:], runs_o)
+                 if _busy(o, nodes) > 0]
+        second = float(np.median(speed)) if speed else 1.0
+        # both workers busy (side by side) against each alone: each copy's kernel time
+        # over that worker's own time alone (the second's: the first's times its ratio)
+        ratios = []
+        for p, o in zip(self.pair.runs[since:], runs_o):
+            alone = _busy(o)
+            if alone > 0:
+                a = _busy(p, prefix="a/") / alone
+                b = _busy(p, prefix="b/") / (alone * second)
+                ratios.append((a + b) / 2)
         return {**stats, "handoff_bandwidth_bytes_per_s": _read_rate(extra, self.cross_bytes)[1],
-                "slowdown": float(np.median(ratios)) if ratios else 1.0,
+                "slowdown": float(np.median(ratios)) if ratios else 1.0, "second_worker_ratio": second,
                 "extra_s": extra, "rounds": len(extra)}
 
     def apply(self, platform: Platform, result: Mapping[str, Any] | None = None, *,
@@ -410,7 +439,7 @@ class HostCalibration:
 
     def close(self) -> None:
         """Stop both executions' workers."""
-        for ex in (self.one, self.crossing, self.pair):
+        for ex in (self.one, self.crossing, self.pair, self.second):
             if ex is not None:
                 ex.close()
 

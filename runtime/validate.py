@@ -472,11 +472,14 @@ def _validate_model(
                                  **{k: v for k, v in res.items() if k != "extra_s"}})
             _say(progress, f"{mname}: host calibration on {calibration.graph.name}: handoff "
                            f"{res['handoff_s'] * 1e6:.1f} us, read {res['handoff_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, "
-                           f"two workers busy {res['slowdown']:.3f}x slower")
+                           f"two workers busy {res['slowdown']:.3f}x slower, {calibration.workers[1]} "
+                           f"alone {res['second_worker_ratio']:.3f}x {calibration.workers[0]}'s time")
         if profiler is not None:
             from hetsim import costmodel
 
             cost = costmodel.from_spec(str(profiler.write()), platform=platform)
+            if calibration is not None and live:  # the profile ran on the first worker's core
+                cost = costmodel.DeviceScaled(cost, {calibration.workers[1]: res["second_worker_ratio"]})
             cost_name = f"in-context {profiler.path} (planned with {cost_name})"
         for name, run, ex in live:
             measured_run = ex.result()

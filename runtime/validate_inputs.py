@@ -144,7 +144,9 @@ class InRunInputs:
             out["host costs"] = (
                 f"measured in this run on {self.calibration.graph.name}: handoff {calibrated['handoff_s'] * 1e6:.1f} us, "
                 f"read rate {'-' if bw == float('inf') else f'{bw / 1e9:.2f} GB/s'}, two workers busy "
-                f"{calibrated['slowdown']:.3f}x slower (memory contention)")
+                f"{calibrated['slowdown']:.3f}x slower (memory contention)"
+                + (f", the second worker alone {calibrated['second_worker_ratio']:.3f}x the first's op times"
+                   if "second_worker_ratio" in calibrated else ""))
         else:
             out["host costs"] = f"from the platform {platform.name!r} (preset or file values)"
         if decisions:

@@ -18,6 +18,7 @@ import shutil
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -176,7 +177,7 @@ def test_context_profiler_writes_op_times_and_overhead_of_its_runs(squeeze, tmp_
 def test_validate_all_in_context_and_calibrated(squeeze, tmp_path):
     """Op times and host costs measured in the validation's own rounds, and the
     plans simulated with them."""
-    from hetsim.costmodel import from_spec
+    from hetsim.costmodel import DeviceScaled, from_spec
     from hetsim.graphs.features import features
     from hetsim.sim.contention import MemoryDomain
     from hetsim.sim.engine import simulate
@@ -212,7 +213,10 @@ def test_validate_all_in_context_and_calibrated(squeeze, tmp_path):
         dataclasses.replace(d, handoff_s=float(cal["handoff_s"].iloc[0]),
                             handoff_bandwidth_bytes_per_s=None if math.isinf(bw) else bw)
         for d in base.devices), memory_domains=domains if slowdown > 1 else ())
-    cost = from_spec(str(ctx), platform=plat)
+    # ... with the second worker's op times scaled by its measured ratio to the first's
+    second = float(cal["second_worker_ratio"].iloc[0])
+    assert 0.5 < second < 2.0
+    cost = DeviceScaled(from_spec(str(ctx), platform=plat), {"cpu1": second})
     for name in ("all-cpu", "round-robin"):
         plan = Plan.from_json(tmp_path / "v" / squeeze.graph.name / name / "plan.json")
         want = simulate(squeeze.graph, plat, plan, cost).makespan
@@ -400,3 +404,29 @@ def test_calibrated_platform_models_the_measured_two_worker_slowdown():
     assert calibrated_platform(base, res, "cpu0", contention=False).memory_domains == ()
     inf = calibrated_platform(base, {**res, "handoff_bandwidth_bytes_per_s": math.inf}, "cpu0")
     assert inf.devices[0].handoff_bandwidth_bytes_per_s is None
+
+
+def test_host_calibration_measures_the_second_worker_against_the_first_on_the_same_ops(squeeze):
+    """The second worker runs every op but the first, alone on its own core; its ratio
+    is its kernel time over the first worker's on those ops, and the side-by-side
+    slowdown is each worker's time over its own time alone."""
+    from hetsim.runtime.handoff import HostCalibration
+
+    cal = HostCalibration(squeeze.graph, squeeze, _cpu2(), warmup=1)
+    try:
+        for _ in range(3):
+            for ex in cal.executions:
+                ex.run(1)
+        second = cal.second.runs[-1]
+        # the first op on the first worker, every other op on the second
+        by_node = {r["node"]: r["resource"] for r in second if r["kind"] == "op"}
+        first = squeeze.graph.topological_order()[0]
+        assert by_node.pop(first) == "cpu0" and set(by_node.values()) == {"cpu1"}
+        res = cal.result()
+        busy = [(sum(r["end"] - r["start"] for r in s if r["kind"] == "op" and r["node"] != first),
+                 sum(r["end"] - r["start"] for r in o if r["kind"] == "op" and r["node"] != first))
+                for s, o in zip(cal.second.runs, cal.one.runs)]
+        assert res["second_worker_ratio"] == pytest.approx(float(np.median([s / o for s, o in busy])))
+        assert res["rounds"] == 3 and res["slowdown"] > 0
+    finally:
+        cal.close()
