@@ -371,6 +371,7 @@ class HostCalibration:
         # worker active, so that the second is pinned to its own core, not the first's)
         second = Plan({n: self.workers[0] if i == 0 else self.workers[1] for i, n in enumerate(order)})
         self.second_nodes = frozenset(order[1:])
+        self.on_second = frozenset(n for n, d in crossing.placement.items() if d == self.workers[1])
         self.one = self.crossing = self.pair = self.second = None
         try:
             self.one = Execution(graph, one, platform, wire(graph, relax), backend=backend, model=relax,
@@ -395,9 +396,10 @@ class HostCalibration:
 
     def result(self, since: int = 0) -> dict[str, Any]:
         """``handoff_s``, ``handoff_bandwidth_bytes_per_s`` (inf when the crossing runs
-        were not slower), ``slowdown``, ``second_worker_ratio`` (median over the rounds),
+        were not slower than their ops alone on their workers, the second worker's at
+        its ratio), ``slowdown``, ``second_worker_ratio`` (median over the rounds),
         ``cross_s``/``same_s`` (mean gaps, :func:`handoff_stats`), ``n_cross``,
-        ``extra_s`` (crossing less one-worker kernel time, per round) and ``rounds``,
+        ``extra_s`` (that extra kernel time of the crossing run, per round) and ``rounds``,
         from the timed runs from number ``since`` on."""
         import pandas as pd
 
@@ -407,12 +409,15 @@ class HostCalibration:
         gaps = pd.concat([handoff_gaps(recs, self.graph) for recs in runs_c], ignore_index=True)
         stats = handoff_stats(gaps, empty=f"calibration on {self.graph.name!r}: no op waited for the other worker")
         del stats["n_same"]
-        extra = [_busy(c) - _busy(o) for c, o in zip(runs_c, runs_o)]
         # the second worker alone against the first alone, on the same ops
         nodes = self.second_nodes
         speed = [_busy(r, nodes) / _busy(o, nodes) for r, o in zip(self.second.runs[since:], runs_o)
                  if _busy(o, nodes) > 0]
         second = float(np.median(speed)) if speed else 1.0
+        # reading crossing inputs: the crossing run's kernel time over what its ops take
+        # alone on their workers (the second worker's at its ratio)
+        on_b = self.on_second
+        extra = [_busy(c) - (_busy(o) + (second - 1.0) * _busy(o, on_b)) for c, o in zip(runs_c, runs_o)]
         # both workers busy (side by side) against each alone: each copy's kernel time
         # over that worker's own time alone (the second's: the first's times its ratio)
         ratios = []

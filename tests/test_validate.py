@@ -427,6 +427,15 @@ def test_host_calibration_measures_the_second_worker_against_the_first_on_the_sa
                  sum(r["end"] - r["start"] for r in o if r["kind"] == "op" and r["node"] != first))
                 for s, o in zip(cal.second.runs, cal.one.runs)]
         assert res["second_worker_ratio"] == pytest.approx(float(np.median([s / o for s, o in busy])))
+        # the crossing runs' extra kernel time: over their ops alone, the second worker's at its ratio
+        on_b = {r["node"] for r in cal.crossing.runs[0] if r["kind"] == "op" and r["resource"] == "cpu1"}
+
+        def kernel(recs, nodes=None) -> float:  # noqa: ANN001
+            return sum(r["end"] - r["start"] for r in recs if r["kind"] == "op" and (nodes is None or r["node"] in nodes))
+
+        want = [kernel(c) - kernel(o) - (res["second_worker_ratio"] - 1) * kernel(o, on_b)
+                for c, o in zip(cal.crossing.runs, cal.one.runs)]
+        assert res["extra_s"] == pytest.approx(want)
         assert res["rounds"] == 3 and res["slowdown"] > 0
     finally:
         cal.close()
