@@ -409,24 +409,20 @@ class HostCalibration:
         gaps = pd.concat([handoff_gaps(recs, self.graph) for recs in runs_c], ignore_index=True)
         stats = handoff_stats(gaps, empty=f"calibration on {self.graph.name!r}: no op waited for the other worker")
         del stats["n_same"]
+        alone = [_busy(o) for o in runs_o]  # the first worker alone, per round
         # the second worker alone against the first alone, on the same ops
         nodes = self.second_nodes
-        speed = [_busy(r, nodes) / _busy(o, nodes) for r, o in zip(self.second.runs[since:], runs_o)
-                 if _busy(o, nodes) > 0]
+        speed = [_busy(r, nodes) / a for r, a in zip(self.second.runs[since:], (_busy(o, nodes) for o in runs_o))
+                 if a > 0]
         second = float(np.median(speed)) if speed else 1.0
         # reading crossing inputs: the crossing run's kernel time over what its ops take
         # alone on their workers (the second worker's at its ratio)
         on_b = self.on_second
-        extra = [_busy(c) - (_busy(o) + (second - 1.0) * _busy(o, on_b)) for c, o in zip(runs_c, runs_o)]
+        extra = [_busy(c) - (a + (second - 1.0) * _busy(o, on_b)) for c, o, a in zip(runs_c, runs_o, alone)]
         # both workers busy (side by side) against each alone: each copy's kernel time
         # over that worker's own time alone (the second's: the first's times its ratio)
-        ratios = []
-        for p, o in zip(self.pair.runs[since:], runs_o):
-            alone = _busy(o)
-            if alone > 0:
-                a = _busy(p, prefix="a/") / alone
-                b = _busy(p, prefix="b/") / (alone * second)
-                ratios.append((a + b) / 2)
+        ratios = [(_busy(p, prefix="a/") / a + _busy(p, prefix="b/") / (a * second)) / 2
+                  for p, a in zip(self.pair.runs[since:], alone) if a > 0]
         return {**stats, "handoff_bandwidth_bytes_per_s": _read_rate(extra, self.cross_bytes)[1],
                 "slowdown": float(np.median(ratios)) if ratios else 1.0, "second_worker_ratio": second,
                 "extra_s": extra, "rounds": len(extra)}
