@@ -228,7 +228,7 @@ def _plan_run(graph: Graph, platform: Platform, how: Any, cost: Any, args: Mappi
 def validate_all(
     models: Sequence[str | Graph],
     platform: Platform | str = "cpu2",
-    schedulers: Sequence[str] | None = None,
+    schedulers: Sequence[str | tuple[str, Any]] | None = None,
     cost: Any = None,
     *,
     backend: str = "torch",
@@ -252,8 +252,12 @@ def validate_all(
     platform
         Platform, preset name or TOML path.
     schedulers
-        Scheduler names; default every registered one that applies (the others get a
-        ``skipped`` row with the reason).
+        Scheduler names, or ``(label, how)`` with ``how`` a scheduler or a
+        :class:`~sim.plan.Plan`; default every registered one that applies (the
+        others get a ``skipped`` row with the reason). Plans that are one execution
+        (the same graph, order and placement, no run-time policy) are measured once,
+        and their rows share that measurement (``note``: "the same plan as ..."):
+        their order in the measurements would be noise.
     cost
         As :func:`validate` (one model for all): None (with neither ``in_context``
         nor ``calibrate``) measures the op times and host costs in the run's own
@@ -411,6 +415,8 @@ def _validate_model(
     late = profiler is not None or calibration is not None  # simulated after the runs, with what they measured
     live: list[tuple[str, PlanRun, Execution]] = []
     profiling: list[tuple[str, Graph, Execution]] = []
+    first_of: dict[tuple[Any, ...], str] = {}  # execution key -> the plan measured for it
+    twins: list[tuple[str, PlanRun, str]] = []  # (plan, its run, the plan whose measurement it shares)
     try:
         for item in names:
             name, how = item if isinstance(item, tuple) else (item, item)
@@ -436,12 +442,19 @@ def _validate_model(
                 row.update(status="failed", note=str(e))
                 _say(progress, f"{mname} {name}: FAILED: {e}")
                 continue
+            key = _execution_key(run)
+            if key is not None and key in first_of:  # the same execution as an earlier plan's: measured once
+                twins.append((name, run, first_of[key]))
+                _say(progress, f"{mname} {name}: the same plan as {first_of[key]}, measured with it")
+                continue
             try:
                 ex = Execution(run.graph, run.plan, platform, wire(run.graph, relax_model), backend=backend,
                                cost=cost, model=relax_model, device_map=device_map, requests=requests,
                                seed=seed)  # fmt: skip
                 live.append((name, run, ex))
                 ex.run(warmup, timed=False)
+                if key is not None:
+                    first_of[key] = name
             except (ExecutionError, BackendError) as e:
                 if live and live[-1][0] == name:
                     live.pop()
@@ -481,7 +494,13 @@ def _validate_model(
             if calibration is not None and live:  # the profile ran on the first worker's core
                 cost = costmodel.DeviceScaled(cost, {calibration.workers[1]: res["second_worker_ratio"]})
             cost_name = f"in-context {profiler.path} (planned with {cost_name})"
-        for name, run, ex in live:
+        measured = {name: ex for name, _, ex in live}
+        for name, _, first in twins:
+            if first not in measured:  # the execution it shares failed
+                rows[name].update(status="failed", note=f"the same plan as {first}: {rows[first].get('note', '')}")
+        shared = [(name, run, measured[first], f"the same plan as {first}, measured once")
+                  for name, run, first in twins if first in measured]
+        for name, run, ex, note in [*((*item, "") for item in live), *shared]:
             measured_run = ex.result()
             if late:  # with what the rounds measured: the calibrated platform, the in-context profile
                 plat = platform
@@ -492,7 +511,7 @@ def _validate_model(
             res = ValidationResult(run.graph, run.plan, run.result, measured_run, cost_name)
             if results is not None:
                 results.append(res)
-            rows[name] = {**res.row(), "cost": cost_name}
+            rows[name] = {**res.row(), "scheduler": name, "cost": cost_name, "note": note}
             if out_dir is not None:
                 res.write(out_dir / mname / name)
             _say(progress, f"{mname} {name}: simulated {res.simulated_s * 1e3:.2f} ms, measured "
@@ -508,6 +527,18 @@ def _validate_model(
 def _say(progress: Callable[[str], None] | None, text: str) -> None:
     if progress is not None:
         progress(text)
+
+
+def _execution_key(run: PlanRun) -> tuple[Any, ...] | None:
+    """What makes two plans one execution: the same graph object, the same order
+    (the executor and the simulator both take ready ops by ``(priority, topological
+    index)``) and the same device for every op. None for a plan that decides at run
+    time or pipelines: those are always measured on their own."""
+    plan, graph = run.plan, run.graph
+    if plan.policy is not None or plan.stages is not None or plan.microbatches is not None:
+        return None
+    order = plan.order(graph)
+    return (id(graph), tuple(order), tuple(plan.placement.get(n) for n in order))
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:

@@ -132,6 +132,7 @@ def format_table(table: pd.DataFrame) -> str:
             f"{f'{r.measured_p10_s * 1e3:.2f}-{r.measured_p90_s * 1e3:.2f}':>17}"
             f"{'in' if r.in_band else 'out':>6}{r.error_pct:>+8.1f}%"
             f"{_pct(r.relative_error_pct):>9}  {int(r.simulated_rank)}/{int(r.measured_rank)}"
+            + (f"  ({r.note})" if isinstance(r.note, str) and r.note else "")
         )
     rank = table.attrs.get("ranking")
     if rank is not None and len(rank):

@@ -439,3 +439,30 @@ def test_host_calibration_measures_the_second_worker_against_the_first_on_the_sa
         assert res["rounds"] == 3 and res["slowdown"] > 0
     finally:
         cal.close()
+
+
+def test_plans_that_are_one_execution_are_measured_once(squeeze, tmp_path):
+    """Two plans with the same order and placement are one execution: measured once,
+    both rows show that measurement (tied, as their simulations are); a plan that
+    differs is measured on its own."""
+    from hetsim import schedulers
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
+
+    graph = squeeze.graph
+    plan = schedulers.get("all-cpu").run(graph, Platform.load("cpu2"), "roofline", simulate=False).plan
+    order = plan.order(graph)
+    same = Plan(placement=dict(plan.placement), priority={n: 10.0 + 2 * i for i, n in enumerate(order)})
+    other = Plan(placement={n: "cpu1" for n in plan.placement})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = validate_all([graph], "cpu2", [("a", plan), ("b", same), ("c", other)], "roofline", warmup=1,
+                             repeats=2, out=tmp_path)
+    t = table.set_index("scheduler")
+    assert (t["status"] == "ok").all()
+    assert t.loc["b", "measured_s"] == t.loc["a", "measured_s"]
+    assert t.loc["b", "measured_p90_s"] == t.loc["a", "measured_p90_s"]
+    assert t.loc["b", "simulated_s"] == t.loc["a", "simulated_s"]
+    assert t.loc["b", "note"] == "the same plan as a, measured once" and not t.loc["a", "note"]
+    assert t.loc["c", "measured_s"] != t.loc["a", "measured_s"] and not t.loc["c", "note"]
+    assert (tmp_path / graph.name / "b" / "plan.json").is_file()  # each row keeps its own files
