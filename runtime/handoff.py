@@ -418,13 +418,22 @@ class HostCalibration:
         # reading crossing inputs: the crossing run's kernel time over what its ops take
         # alone on their workers (the second worker's at its ratio)
         on_b = self.on_second
-        extra = [_busy(c) - (a + (second - 1.0) * _busy(o, on_b)) for c, o, a in zip(runs_c, runs_o, alone)]
+        expected = [a + (second - 1.0) * _busy(o, on_b) for o, a in zip(runs_o, alone)]
+        extra = [_busy(c) - e for c, e in zip(runs_c, expected)]
         # both workers busy (side by side) against each alone: each copy's kernel time
         # over that worker's own time alone (the second's: the first's times its ratio)
         ratios = [(_busy(p, prefix="a/") / a + _busy(p, prefix="b/") / (a * second)) / 2
                   for p, a in zip(self.pair.runs[since:], alone) if a > 0]
-        return {**stats, "handoff_bandwidth_bytes_per_s": _read_rate(extra, self.cross_bytes)[1],
-                "slowdown": float(np.median(ratios)) if ratios else 1.0, "second_worker_ratio": second,
+        slowdown = float(np.median(ratios)) if ratios else 1.0
+        # the workers spin this long for their next op: with the contention model, the
+        # crossing run's idle worker lingers between its ops, so every op of that run
+        # is charged the slowdown, and only the rest of its extra time is reading
+        engine = self.crossing.engine
+        linger = float(engine.spin_s) if any(engine.pins.values()) else 0.0
+        charged = [_busy(c) - max(slowdown, 1.0) * e for c, e in zip(runs_c, expected)] if linger else extra
+        return {**stats, "handoff_bandwidth_bytes_per_s": _read_rate(charged, self.cross_bytes)[1],
+                "handoff_bandwidth_alone_bytes_per_s": _read_rate(extra, self.cross_bytes)[1],
+                "slowdown": slowdown, "second_worker_ratio": second, "linger_s": linger,
                 "extra_s": extra, "rounds": len(extra)}
 
     def apply(self, platform: Platform, result: Mapping[str, Any] | None = None, *,
@@ -448,16 +457,25 @@ class HostCalibration:
 def calibrated_platform(platform: Platform, result: Mapping[str, Any], worker: str, *,
                         contention: bool = True) -> Platform:
     """``platform`` with a calibration's host costs (:meth:`HostCalibration.result`:
-    ``handoff_s``, ``handoff_bandwidth_bytes_per_s``, ``slowdown``) on every device
-    sharing memory with ``worker``; with ``contention`` and a slowdown above 1, a
-    memory domain of those devices (named after their ``memory_domain``, replacing a
-    domain of that name) in which two busy at once run ``slowdown`` times slower:
-    each draws ``slowdown * B / 2`` of ``B``, ``worker``'s memory bandwidth."""
+    ``handoff_s``, ``handoff_bandwidth_bytes_per_s``, ``slowdown``, ``linger_s``) on
+    every device sharing memory with ``worker``; with ``contention`` and a slowdown
+    above 1, a memory domain of those devices (named after their ``memory_domain``,
+    replacing a domain of that name) in which two busy at once run ``slowdown``
+    times slower (each draws ``slowdown * B / 2`` of ``B``, ``worker``'s memory
+    bandwidth) and a worker keeps drawing for ``linger_s`` after its op (it spins
+    for its next one). Without the contention model, the read rate is the one that
+    charges the crossing runs' whole extra time to reading
+    (``handoff_bandwidth_alone_bytes_per_s``, where the result has it)."""
     from dataclasses import replace
 
     from hetsim.sim.contention import MemoryDomain
 
-    bw = float(result["handoff_bandwidth_bytes_per_s"])
+    slowdown = float(result.get("slowdown", 1.0))
+    modelled = contention and slowdown > 1.0
+    key = "handoff_bandwidth_bytes_per_s"
+    if not modelled and "handoff_bandwidth_alone_bytes_per_s" in result:
+        key = "handoff_bandwidth_alone_bytes_per_s"
+    bw = float(result[key])
     members = [d.name for d in platform.devices if platform.shares_memory(worker, d.name)]
     devices = tuple(
         replace(d, handoff_s=float(result["handoff_s"]),
@@ -465,9 +483,11 @@ def calibrated_platform(platform: Platform, result: Mapping[str, Any], worker: s
         if d.name in members else d
         for d in platform.devices)
     domains = platform.memory_domains
-    slowdown = float(result.get("slowdown", 1.0))
-    if contention and slowdown > 1.0:
+    if modelled:
         name = platform.device(worker).memory_domain
         b = platform.device(worker).mem_bandwidth_bytes_per_s
-        domains = (*(d for d in domains if d.name != name), MemoryDomain(name, b, dict.fromkeys(members, slowdown * b / 2)))
+        linger = float(result.get("linger_s", 0.0))
+        linger = 0.0 if math.isnan(linger) else linger
+        domains = (*(d for d in domains if d.name != name),
+                   MemoryDomain(name, b, dict.fromkeys(members, slowdown * b / 2), linger))
     return platform.replace(devices=devices, memory_domains=domains)

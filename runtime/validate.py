@@ -37,8 +37,9 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
+    from hetsim.runtime.executor import RunResult
     from hetsim.schedulers.run import PlanRun
     from hetsim.sim.platform import Platform
 
@@ -255,9 +257,9 @@ def validate_all(
         Scheduler names, or ``(label, how)`` with ``how`` a scheduler or a
         :class:`~sim.plan.Plan`; default every registered one that applies (the
         others get a ``skipped`` row with the reason). Plans that are one execution
-        (the same graph, order and placement, no run-time policy) are measured once,
-        and their rows share that measurement (``note``: "the same plan as ..."):
-        their order in the measurements would be noise.
+        (the same graph, order and placement, no run-time policy) are each measured,
+        and their timed runs pooled: their rows agree (``note``: "one execution with
+        ..."), as their simulations do, instead of being ranked by noise.
     cost
         As :func:`validate` (one model for all): None (with neither ``in_context``
         nor ``calibrate``) measures the op times and host costs in the run's own
@@ -415,8 +417,7 @@ def _validate_model(
     late = profiler is not None or calibration is not None  # simulated after the runs, with what they measured
     live: list[tuple[str, PlanRun, Execution]] = []
     profiling: list[tuple[str, Graph, Execution]] = []
-    first_of: dict[tuple[Any, ...], str] = {}  # execution key -> the plan measured for it
-    twins: list[tuple[str, PlanRun, str]] = []  # (plan, its run, the plan whose measurement it shares)
+    same: dict[tuple[Any, ...], list[str]] = {}  # execution key -> the plans that are that execution
     try:
         for item in names:
             name, how = item if isinstance(item, tuple) else (item, item)
@@ -442,19 +443,15 @@ def _validate_model(
                 row.update(status="failed", note=str(e))
                 _say(progress, f"{mname} {name}: FAILED: {e}")
                 continue
-            key = _execution_key(run)
-            if key is not None and key in first_of:  # the same execution as an earlier plan's: measured once
-                twins.append((name, run, first_of[key]))
-                _say(progress, f"{mname} {name}: the same plan as {first_of[key]}, measured with it")
-                continue
             try:
                 ex = Execution(run.graph, run.plan, platform, wire(run.graph, relax_model), backend=backend,
                                cost=cost, model=relax_model, device_map=device_map, requests=requests,
                                seed=seed)  # fmt: skip
                 live.append((name, run, ex))
                 ex.run(warmup, timed=False)
+                key = _execution_key(run)
                 if key is not None:
-                    first_of[key] = name
+                    same.setdefault(key, []).append(name)
             except (ExecutionError, BackendError) as e:
                 if live and live[-1][0] == name:
                     live.pop()
@@ -494,14 +491,10 @@ def _validate_model(
             if calibration is not None and live:  # the profile ran on the first worker's core
                 cost = costmodel.DeviceScaled(cost, {calibration.workers[1]: res["second_worker_ratio"]})
             cost_name = f"in-context {profiler.path} (planned with {cost_name})"
-        measured = {name: ex for name, _, ex in live}
-        for name, _, first in twins:
-            if first not in measured:  # the execution it shares failed
-                rows[name].update(status="failed", note=f"the same plan as {first}: {rows[first].get('note', '')}")
-        shared = [(name, run, measured[first], f"the same plan as {first}, measured once")
-                  for name, run, first in twins if first in measured]
-        for name, run, ex, note in [*((*item, "") for item in live), *shared]:
-            measured_run = ex.result()
+        measured = {name: ex.result() for name, _, ex in live}
+        notes = _pool_same_plans(measured, same.values())
+        for name, run, _ex in live:
+            measured_run, note = measured[name], notes.get(name, "")
             if late:  # with what the rounds measured: the calibrated platform, the in-context profile
                 plat = platform
                 if decisions is not None and run.plan.policy is not None and measured_run.decision_s is not None:
@@ -527,6 +520,25 @@ def _validate_model(
 def _say(progress: Callable[[str], None] | None, text: str) -> None:
     if progress is not None:
         progress(text)
+
+
+def _pool_same_plans(measured: dict[str, RunResult], groups: Iterable[list[str]]) -> dict[str, str]:
+    """Pool, in ``measured``, the timed runs of plans that are one execution (each
+    was measured as its own execution, interleaved with the others): each gets the
+    makespans of all, so that their rows agree and the noise of one execution (one
+    placement of its buffers in memory, one unlucky minute) weighs less. Returns
+    each pooled plan's note."""
+    notes = {}
+    for names in groups:
+        names = [n for n in names if n in measured]  # an execution that failed in the rounds is left out
+        if len(names) < 2:
+            continue
+        pooled = [t for n in names for t in measured[n].makespans]
+        first = measured[names[0]]
+        for n in names:
+            measured[n] = dataclasses.replace(first, makespans=list(pooled))
+            notes[n] = f"one execution with {', '.join(o for o in names if o != n)}: runs pooled"
+    return notes
 
 
 def _execution_key(run: PlanRun) -> tuple[Any, ...] | None:

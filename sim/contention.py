@@ -18,6 +18,14 @@ starts or finishes, the remaining work of every other busy member of its domains
 re-timed at the new rate (processor sharing), so the order in which two
 overlapping ops started does not matter.
 
+A domain may also declare ``linger_s``: a device stream keeps drawing its demand
+for that long after its op ends, unless its next op starts sooner. This is a
+worker that spin-waits for its next op (the executor's workers spin for 2 ms
+before they block): on a machine where another process wants a core, a spinning
+worker holds its core just as a working one does, so the other worker's ops slow
+down as if both were busy. Link directions never linger. With ``linger_s = 0`` (the
+default) a member draws only while its work runs.
+
 Assumption: an op's or transfer's uncontended time (the cost model's) was measured
 or modelled with its device alone on the memory, and the slowdown is the same for
 all of an op's work. For a pair of identical workers, a slowdown ``s`` measured
@@ -87,11 +95,15 @@ class MemoryDomain:
         stream of it draws the demand), a link direction resource (``"a->b"``, a
         half-duplex ``"a--b"``) or a duplex link's name ``"a<->b"`` (both
         directions).
+    linger_s
+        Seconds a device stream keeps drawing its demand after its op ends, unless
+        its next op starts sooner (a worker spin-waiting for its next op); 0: none.
     """
 
     name: str
     bandwidth_bytes_per_s: float
     demand: Mapping[str, float | str] = field(default_factory=dict)
+    linger_s: float = 0.0
 
     def __post_init__(self) -> None:
         where = f"memory domain {self.name!r}"
@@ -111,16 +123,21 @@ class MemoryDomain:
                                         f"bytes/s or {RATE!r}, got {d!r}")
             else:
                 clean[str(member)] = float(d)
+        lg = self.linger_s
+        if isinstance(lg, bool) or not isinstance(lg, int | float) or not (0 <= lg < math.inf):
+            raise MemoryDomainError(f"{where}: 'linger_s' must be a number of seconds >= 0, got {lg!r}")
         object.__setattr__(self, "bandwidth_bytes_per_s", float(b))
         object.__setattr__(self, "demand", MappingProxyType(clean))
+        object.__setattr__(self, "linger_s", float(lg))
 
     def __hash__(self) -> int:
-        return hash((self.name, self.bandwidth_bytes_per_s, tuple(sorted(self.demand.items(), key=str))))
+        return hash((self.name, self.bandwidth_bytes_per_s, tuple(sorted(self.demand.items(), key=str)),
+                     self.linger_s))
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, MemoryDomain) and self.name == other.name
                 and self.bandwidth_bytes_per_s == other.bandwidth_bytes_per_s
-                and dict(self.demand) == dict(other.demand))
+                and dict(self.demand) == dict(other.demand) and self.linger_s == other.linger_s)
 
     def rate(self, busy: Iterable[str]) -> float:
         """Speed (0..1] of each busy member when ``busy`` (member names, each once;
@@ -131,7 +148,7 @@ class MemoryDomain:
 
     @classmethod
     def from_slowdown(cls, name: str, members: Iterable[str], *, slowdown: float,
-                      bandwidth_bytes_per_s: float) -> MemoryDomain:
+                      bandwidth_bytes_per_s: float, linger_s: float = 0.0) -> MemoryDomain:
         """The domain whose ``members`` (identical workers), all busy, run ``slowdown``
         times slower than one alone: each draws ``max(slowdown, 1) * B / n``."""
         members = list(members)
@@ -140,12 +157,15 @@ class MemoryDomain:
         if not (isinstance(slowdown, int | float) and math.isfinite(slowdown) and slowdown > 0):
             raise MemoryDomainError(f"memory domain {name!r}: slowdown must be a positive number, got {slowdown!r}")
         d = max(float(slowdown), 1.0) * bandwidth_bytes_per_s / len(members)
-        return cls(name, bandwidth_bytes_per_s, dict.fromkeys(members, d))
+        return cls(name, bandwidth_bytes_per_s, dict.fromkeys(members, d), linger_s)
 
     def to_dict(self) -> dict[str, Any]:
         """The TOML table (``[[memory_domains]]``)."""
-        return {"name": self.name, "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
-                "demand_bytes_per_s": dict(self.demand)}
+        out = {"name": self.name, "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+               "demand_bytes_per_s": dict(self.demand)}
+        if self.linger_s:
+            out["linger_s"] = self.linger_s
+        return out
 
 
 def domains_from_dicts(data: Any, source: str) -> tuple[MemoryDomain, ...]:
@@ -157,16 +177,18 @@ def domains_from_dicts(data: Any, source: str) -> tuple[MemoryDomain, ...]:
     for i, t in enumerate(data):
         if not isinstance(t, Mapping):
             raise MemoryDomainError(f"{source}: memory_domains[{i}] must be a table, got {t!r:.60}")
-        allowed = {"name", "bandwidth_bytes_per_s", "demand_bytes_per_s"}
+        required = {"name", "bandwidth_bytes_per_s", "demand_bytes_per_s"}
+        allowed = required | {"linger_s"}
         unknown = sorted(set(t) - allowed)
         if unknown:
             raise MemoryDomainError(f"{source}: memory_domains[{i}] has unknown key(s) {unknown}; "
                                     f"allowed: {sorted(allowed)}")
-        missing = sorted(allowed - set(t))
+        missing = sorted(required - set(t))
         if missing:
             raise MemoryDomainError(f"{source}: memory_domains[{i}] misses {missing}")
         try:
-            out.append(MemoryDomain(t["name"], t["bandwidth_bytes_per_s"], t["demand_bytes_per_s"]))
+            out.append(MemoryDomain(t["name"], t["bandwidth_bytes_per_s"], t["demand_bytes_per_s"],
+                                    t.get("linger_s", 0.0)))
         except MemoryDomainError as e:
             raise MemoryDomainError(f"{source}: {e}") from None
     names = [d.name for d in out]
@@ -195,11 +217,11 @@ def member_resources(platform: Platform, member: str) -> tuple[list[str], list[s
 class _Work:
     """One busy member: an op on a stream or a hop on a link direction."""
 
-    __slots__ = ("left", "rate", "since", "done", "version", "domains", "demand")
+    __slots__ = ("left", "rate", "since", "done", "version", "domains", "demand", "key")
 
-    def __init__(self, left: float, done: Any, domains: list[int], demand: list[float]) -> None:
+    def __init__(self, left: float, done: Any, domains: list[int], demand: list[float], key: Any = None) -> None:
         self.left, self.rate, self.since, self.done = left, 1.0, 0.0, done
-        self.version, self.domains, self.demand = 0, domains, demand
+        self.version, self.domains, self.demand, self.key = 0, domains, demand, key
 
 
 class Contention:
@@ -216,6 +238,9 @@ class Contention:
         self.bandwidth = [d.bandwidth_bytes_per_s for d in platform.memory_domains]
         self.total = [0.0] * len(self.bandwidth)  # demand of the busy members
         self.busy: list[dict[_Work, None]] = [{} for _ in self.bandwidth]  # in arrival order
+        self.linger = [d.linger_s for d in platform.memory_domains]
+        # per domain: stream key -> (demand, token) of a stream whose op ended less than linger_s ago
+        self.lingering: list[dict[Any, tuple[float, object]]] = [{} for _ in self.bandwidth]
         dev_of: dict[str, list[tuple[int, float | str]]] = {}
         res_of: dict[str, list[tuple[int, float | str]]] = {}
         for i, dom in enumerate(platform.memory_domains):
@@ -228,22 +253,40 @@ class Contention:
         self.device = [dev_of.get(n) for n in dev_names]
         self.link = [res_of.get(n) for n in res_names]
 
-    def run(self, draws: list[tuple[int, float | str]], t: float, nbytes: float) -> Any:
+    def run(self, draws: list[tuple[int, float | str]], t: float, nbytes: float, key: Any = None) -> Any:
         """An event that fires when work of uncontended time ``t`` (moving ``nbytes``)
-        is done on a member that ``draws`` on its domains."""
+        is done on a member that ``draws`` on its domains. ``key`` names a device
+        stream: in a domain with ``linger_s`` it keeps drawing after the work ends
+        until its next work (same key) starts or ``linger_s`` has passed."""
         env = self.env
         done = env.event()
         if t <= 0.0:
             done.succeed()
             return done
         demand = [(nbytes / t if d == RATE else d) for _, d in draws]
-        w = _Work(t, done, [i for i, _ in draws], demand)
+        w = _Work(t, done, [i for i, _ in draws], demand, key)
         w.since = env.now
         for i, d in zip(w.domains, demand):
+            held = self.lingering[i].pop(key, None) if key is not None else None
+            if held is not None:  # the stream's linger ends as its next work starts
+                self.total[i] -= held[0]
             self.total[i] += d
             self.busy[i][w] = None
         self._retime(w.domains)
         return done
+
+    def _end_linger(self, i: int, key: Any, token: object) -> Callable[[Any], None]:
+        def end(_event: Any) -> None:
+            held = self.lingering[i].get(key)
+            if held is None or held[1] is not token:  # ended already by the stream's next work
+                return
+            del self.lingering[i][key]
+            self.total[i] -= held[0]
+            if not self.busy[i] and not self.lingering[i]:
+                self.total[i] = 0.0
+            self._retime([i])
+
+        return end
 
     def _retime(self, domains: list[int]) -> None:
         """Re-rate every busy member of ``domains`` (after one joined or left)."""
@@ -269,8 +312,13 @@ class Contention:
                 return
             for i, d in zip(w.domains, w.demand):
                 del self.busy[i][w]
+                if w.key is not None and self.linger[i] > 0.0:  # the stream keeps drawing a while
+                    token = object()
+                    self.lingering[i][w.key] = (d, token)
+                    self.env.timeout(self.linger[i]).callbacks.append(self._end_linger(i, w.key, token))
+                    continue
                 self.total[i] -= d
-                if not self.busy[i]:
+                if not self.busy[i] and not self.lingering[i]:
                     self.total[i] = 0.0  # no drift from float sums
             self._retime(w.domains)
             w.done.succeed()

@@ -171,7 +171,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
             due.callbacks = ran_cbs
             schedule(due, NORMAL, t)
         else:  # memory contention: slower while the memory is oversubscribed
-            contention.run(draws, t, node_data[u].get("bytes", 0)).callbacks.append(ran)
+            contention.run(draws, t, node_data[u].get("bytes", 0), (di, s)).callbacks.append(ran)
 
     def ran(_ev: Any) -> None:
         nonlocal t, hold, slot, then

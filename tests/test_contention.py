@@ -164,3 +164,36 @@ def test_from_slowdown_reproduces_the_measured_slowdown():
     # a slowdown below one (noise) models no contention
     assert MemoryDomain.from_slowdown("host", ["c0", "c1"], slowdown=0.9,
                                       bandwidth_bytes_per_s=16.0).rate({"c0", "c1"}) == 1.0
+
+
+def test_a_worker_lingers_after_its_op_and_slows_the_other_meanwhile():
+    # a (c0, 1 s) hands to b (c1, 1 s). With linger_s = 0.5, c0 keeps drawing until
+    # 1.5: b runs at 0.75 for 0.5 s (0.375 done), then alone: ends at 1.5 + 0.625.
+    g = chains(["a", "b"], [])
+    plan = Plan({"a": "c0", "b": "c1"})
+    cost = ConstantCost({"a": 1.0, "b": 1.0})
+    assert simulate(g, cpus(HOST), plan, cost).makespan == 2.0
+    lingering = MemoryDomain("dram", 15.0, {"c0": 10.0, "c1": 10.0}, linger_s=0.5)
+    res = simulate(g, cpus(lingering), plan, cost, record=True)
+    ends = {r["node"]: (r["start"], r["end"]) for r in res.records if r["kind"] == "op"}
+    assert ends["a"] == (0.0, 1.0)
+    assert ends["b"] == pytest.approx((1.0, 2.125))
+    # the same worker's next op ends its linger: a chain on one worker never slows itself
+    one = Plan({"a": "c0", "b": "c0"})
+    assert simulate(g, cpus(lingering), one, cost).makespan == 2.0
+    # a linger longer than the gap: c1's op starts while c0 lingers, c0's next op
+    # (a2, after b) starts while c1 lingers: both slowed for their first 0.5 s
+    g3 = chains(["a", "b", "a2"], [])
+    res3 = simulate(g3, cpus(lingering), Plan({"a": "c0", "b": "c1", "a2": "c0"}),
+                    ConstantCost({"a": 1.0, "b": 1.0, "a2": 1.0}))
+    assert res3.makespan == pytest.approx(2.125 + 1.125)
+
+
+def test_linger_round_trips_and_rejects_a_negative_time():
+    p = cpus(MemoryDomain("dram", 15.0, {"c0": 10.0, "c1": 10.0}, linger_s=0.002))
+    data = p.to_dict()
+    assert data["memory_domains"][0]["linger_s"] == 0.002
+    assert Platform.from_dict(data) == p
+    data["memory_domains"][0]["linger_s"] = -1
+    with pytest.raises(PlatformError, match=r"'linger_s' must be a number of seconds >= 0, got -1"):
+        Platform.from_dict(data, source="box.toml")
