@@ -406,7 +406,8 @@ def _validate_model(
     (a dict, when the simulator's inputs are measured in the run), a dynamic plan is
     simulated with the time per run-time placement its own timed runs measured
     (:attr:`RunResult.decision_s <runtime.executor.RunResult>`), recorded there
-    under the model's name, instead of the platform's ``decision_s``."""
+    under ``"<model> <plan>"`` (each dynamic plan of a model its own), instead of
+    the platform's ``decision_s``."""
     from hetsim import schedulers as sched_mod
     from hetsim.runtime.executor import Execution
     from hetsim.runtime.executor_setup import wire
@@ -499,7 +500,7 @@ def _validate_model(
                 plat = platform
                 if decisions is not None and run.plan.policy is not None and measured_run.decision_s is not None:
                     plat = platform.replace(decision_s=measured_run.decision_s)
-                    decisions[mname] = measured_run.decision_s
+                    decisions[f"{mname} {name}"] = measured_run.decision_s
                 run = run.simulate(platform=plat, cost=cost, record=True, requests=requests, seed=seed)
             res = ValidationResult(run.graph, run.plan, run.result, measured_run, cost_name)
             if results is not None:

@@ -133,7 +133,7 @@ class InRunInputs:
     def describe(self, platform: Platform, calibrated: dict[str, Any] | None, *, rounds: int,
                  dispatch_s: float | None = None, decisions: Mapping[str, float] | None = None) -> dict[str, str]:
         """Provenance lines: which inputs were measured in this run, which came from a file
-        (``decisions``: model -> the dynamic plan's measured time per placement)."""
+        (``decisions``: ``"<model> <plan>"`` -> that dynamic plan's measured time per placement)."""
         out = {"plan": f"made with op times measured in context just before the rounds ({self.plan_profile})",
                "op times": f"measured in this run: each graph node by node on one worker, once per round, "
                            f"{rounds} rounds interleaved with the plans' runs ({self.profiler_path})"}

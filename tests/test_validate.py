@@ -114,7 +114,8 @@ def test_validate_all_googlenet_resnet18_measured_here(tmp_path):
     assert inputs["op times"].startswith("measured in this run") and inputs["plan"].startswith("made with op times")
     assert inputs["host costs"].startswith("measured in this run")
     # the dynamic plan is simulated with the time per placement its own timed runs measured
-    assert inputs["decision"].startswith("measured in this run") and "googlenet" in inputs["decision"]
+    assert inputs["decision"].startswith("measured in this run") and "googlenet dynamic " in inputs["decision"]
+    assert "resnet18 dynamic " in inputs["decision"]  # each dynamic plan its own, named
     summary = json.loads((tmp_path / "googlenet" / "dynamic" / "summary.json").read_text())
     assert 0.0 < summary["run"]["decision_s"] < summary["run"]["makespan_s"]
     assert "decision_s" not in json.loads((tmp_path / "googlenet" / "heft" / "summary.json").read_text())["run"]
