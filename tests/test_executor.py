@@ -7,6 +7,7 @@ imported once per module. GPU tests skip when CUDA is absent.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections import defaultdict
 
@@ -438,6 +439,10 @@ def test_tvm_backend_runs_a_plan():
     g = model.graph
     topo = g.topological_order()
     plan = Plan({n: f"cpu{i % 2}" for i, n in enumerate(topo)})
+    cores = os.sched_getaffinity(0)
     run = execute(g, plan, CPU2, backend="tvm", model=model, warmup=1, repeats=2)
     assert run.backend == "tvm" and run.check["error"] <= 1.0 and run.check["node_error"] <= 1.0
     _check_records(run, g, plan)
+    # TVM's thread pool left the caller's cores alone (TVM_BIND_THREADS=0): pinned to
+    # one, it would leave every later execution in the process unable to pin its workers
+    assert os.sched_getaffinity(0) == cores
