@@ -147,10 +147,12 @@ class Plan:
                 raise PlanError(f"node {n!r}: priority must be a number, got {p!r}")
         # memory: one op's working set, and the weights resident on each device
         weights: dict[str, int] = {}
-        attrs = dict(nodes.nodes(data=True))  # node -> attributes (nodes[n] is the adjacency)
         caps = {d.name: d.memory_bytes for d in platform.devices}
-        for n, dev in self.placement.items():
-            d = attrs[n]
+        placement = self.placement
+        for n, d in nodes.nodes(data=True):  # graph order: one look-up per node
+            dev = placement.get(n)
+            if dev is None:
+                continue
             cap = caps[dev]
             if d["bytes"] > cap:
                 raise PlanError(f"node {n!r} needs {size_text(d['bytes'])} but device {dev!r} has {size_text(cap)}")
