@@ -189,12 +189,15 @@ def _link(
     return succs, preds
 
 
-def _sizes(data: list[dict[str, Any]]) -> list[dict[int, int]]:
-    """Output index -> bytes of each node's declared outputs (:func:`tensor_bytes`)."""
+def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int]]:
+    """Output index -> bytes of each node's declared outputs (:func:`tensor_bytes`),
+    and each node's ``param_bytes``: one pass over the attribute dicts."""
     width, prod = DTYPE_BYTES, math.prod
     out: list[dict[int, int]] = []
-    append = out.append
+    params: list[int] = []
+    append, append_param = out.append, params.append
     for d in data:
+        append_param(d["param_bytes"])
         outs = d["outputs"]
         if len(outs) == 1:
             spec = outs[0]
@@ -203,7 +206,9 @@ def _sizes(data: list[dict[str, Any]]) -> list[dict[int, int]]:
                 append({0: w * prod(spec["shape"])})
                 continue
         append({k: tensor_bytes(spec["shape"], spec["dtype"]) for k, spec in enumerate(outs)})
-    return out
+    if not all(type(b) is int for b in params):
+        params = [int(b) for b in params]
+    return out, params
 
 
 def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
@@ -218,7 +223,7 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     n = len(topo)
     index = dict(zip(topo, range(n)))
     data = [d for _, d in nxg.nodes(data=True)]
-    out_size = _sizes(data)
+    out_size, params = _columns(data)
     linked = _link((nbrs for _, nbrs in nxg.adjacency()), index, out_size)
     if linked is None:  # an edge goes backwards: renumber in topological order
         adj = [nbrs for _, nbrs in nxg.adjacency()]
@@ -226,7 +231,7 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
         topo = [topo[i] for i in order]
         data = [data[i] for i in order]
         index = dict(zip(topo, range(n)))
-        out_size = _sizes(data)
+        out_size, params = _columns(data)
         linked = _link((adj[i] for i in order), index, out_size)
         assert linked is not None  # every edge goes forward in a topological order
     succs, preds = linked
@@ -278,14 +283,13 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     dev_index = {d: i for i, d in enumerate(dev_names)}
     host = dev_index[platform.host]
     placement = plan.placement
-    if len(placement) == n and plan.policy is None:  # validated: every node placed
+    if len(placement) == n and plan.policy is None and list(placement) == topo:
+        loc0 = [dev_index[d] for d in placement.values()]  # placed in this order: no look-up
+    elif len(placement) == n and plan.policy is None:  # validated: every node placed
         loc0 = [dev_index[placement[u]] for u in topo]
     else:
         loc0 = [dev_index[placement[u]] if u in placement else -1 for u in topo]
     loc0 += [host] * (n_all - n)
-    params = [d["param_bytes"] for d in data]
-    if not all(type(b) is int for b in params):
-        params = [int(b) for b in params]
     params += [0] * (n_all - n)
     domain_same = [[platform.shares_memory(a, b) for b in dev_names] for a in dev_names]
 
