@@ -357,10 +357,11 @@ def static_fanouts(
             append(None)
             continue
         if u < n_ops and u not in graph_outputs:
-            local = [v for v, _ in lst]
-            for v in local:
+            local = []
+            for v, _ in lst:
                 if loc[v] != du:
                     break
+                local.append(v)
             else:  # every reader on u's own device: no transfer, no handoff
                 sizes = out_size[u]
                 base = u * n_out * n_dev + du  # + k * n_dev: the buffer of output k
