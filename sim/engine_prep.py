@@ -199,6 +199,9 @@ def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int
     for d in data:
         append_param(d["param_bytes"])
         outs = d["outputs"]
+        if not outs:  # none declared (synthetic graphs): the edges give the sizes
+            append({})
+            continue
         if len(outs) == 1:
             spec = outs[0]
             w = width.get(spec["dtype"])
