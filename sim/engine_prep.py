@@ -455,7 +455,10 @@ def build_fanout(
             alloc.append((prep.buffer(u, k, du), sizes[k], refs[k]))
         else:
             dead_total += sizes[k]
-    ordered = [groups[key] for key in sorted(groups)] if groups else EMPTY
+    if len(groups) > 1:
+        ordered = [groups[key] for key in sorted(groups)]
+    else:
+        ordered = list(groups.values()) if groups else EMPTY
     for g in ordered:  # an output-only transfer queues with its producer's priority
         if g.rank == _NO_RANK:
             g.rank = rank[u] if u < prep.n_ops else 0
@@ -477,7 +480,7 @@ def priced_route(
     checked by :func:`check_time`) and the tensor's bytes."""
     hops, links = route(prep, platform, du, dv)
     nbytes = prep.out_size[u].get(k, 0)
-    times = tuple(_hop_time(transfer_time, nbytes, lk) for lk in links)
+    times = tuple([_hop_time(transfer_time, nbytes, lk) for lk in links])
     return hops, times, nbytes
 
 
