@@ -76,10 +76,11 @@ def price_nodes(
 ) -> tuple[list[Any], list[Any]]:
     """Op and host dispatch times of ``nodes`` on ``device``, as the model returns them.
 
-    One call of ``cost.op_and_dispatch_times`` when the model has it (and defines it
-    where it defines both of the next), else of ``cost.op_times`` /
-    ``cost.dispatch_times`` when it has them, else ``op_time`` and :func:`host_dispatch` node by node (in that order, node
-    after node). The answers are not checked: callers check them.
+    One call of ``cost.op_and_dispatch_times`` when the model has it (defined in
+    the class that defines ``op_times`` and ``dispatch_times``, or below it), else
+    of ``cost.op_times`` / ``cost.dispatch_times`` when it has them, else
+    ``op_time`` and :func:`host_dispatch` node by node (in that order, node after
+    node). The answers are not checked: callers check them.
 
     Examples
     --------
