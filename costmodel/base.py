@@ -38,7 +38,8 @@ class CostModel(Protocol):
     numbers as the one-node methods: ``op_times(graph, nodes, device)`` and
     ``dispatch_times(graph, nodes, device)`` (lists of seconds, in ``nodes``
     order). The simulator and the schedulers' cost tables use them when they exist
-    (:func:`price_nodes`); :class:`~costmodel.roofline.Roofline` has both.
+    (:func:`price_nodes`); :class:`~costmodel.roofline.Roofline` has both, and
+    ``op_and_dispatch_times`` (both lists at once, each node read once).
     """
 
     def op_time(self, graph: Graph, node: str, device: Device) -> float: ...
@@ -75,9 +76,11 @@ def price_nodes(
 ) -> tuple[list[Any], list[Any]]:
     """Op and host dispatch times of ``nodes`` on ``device``, as the model returns them.
 
-    One call of ``cost.op_times`` / ``cost.dispatch_times`` when the model has them,
-    else ``op_time`` and :func:`host_dispatch` node by node (in that order, node
-    after node). The answers are not checked: callers check them.
+    One call of ``cost.op_and_dispatch_times`` when the model has it (defined in
+    the class that defines ``op_times`` and ``dispatch_times``, or below it), else
+    of ``cost.op_times`` / ``cost.dispatch_times`` when it has them, else
+    ``op_time`` and :func:`host_dispatch` node by node (in that order, node after
+    node). The answers are not checked: callers check them.
 
     Examples
     --------
@@ -93,6 +96,13 @@ def price_nodes(
     """
     many_ops = _batched(cost, "op_times", "op_time")
     many_disp = _batched(cost, "dispatch_times", "dispatch_time")
+    both = getattr(cost, "op_and_dispatch_times", None)
+    if both is not None and many_ops is not None and many_disp is not None:
+        mro = type(cost).__mro__
+        if _defined_in(mro, "op_and_dispatch_times") <= min(_defined_in(mro, "op_times"),
+                                                           _defined_in(mro, "dispatch_times")):
+            ops, disp = both(graph, nodes, device)
+            return list(ops), list(disp)
     if many_ops is None or (many_disp is None and hasattr(cost, "dispatch_time")):
         ops, disp = [], []
         for n in nodes:
@@ -113,8 +123,12 @@ def _batched(cost: Any, many: str, one: str) -> Any:
     if method is None:
         return None
     mro = type(cost).__mro__
-    where = {name: next((i for i, c in enumerate(mro) if name in vars(c)), len(mro)) for name in (many, one)}
-    return method if where[many] <= where[one] else None
+    return method if _defined_in(mro, many) <= _defined_in(mro, one) else None
+
+
+def _defined_in(mro: tuple[type, ...], name: str) -> int:
+    """Position in ``mro`` of the class that defines ``name`` (``len(mro)``: none)."""
+    return next((i for i, c in enumerate(mro) if name in vars(c)), len(mro))
 
 
 def as_cost_model(cost: Any = None, *, platform: Platform | None = None) -> Any:

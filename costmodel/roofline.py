@@ -338,19 +338,34 @@ class Roofline:
     def op_times(self, graph: Graph, nodes: Iterable[str], device: Device) -> list[float]:
         """:meth:`op_time` of each of ``nodes`` on ``device`` (the same numbers), in one
         pass: the simulator and the schedulers price whole graphs with it."""
+        return self.op_and_dispatch_times(graph, nodes, device)[0]
+
+    def dispatch_times(self, graph: Graph, nodes: Iterable[str], device: Device) -> list[float]:
+        """:meth:`dispatch_time` of each of ``nodes`` on ``device``."""
+        data, classify, ds = graph.nx.nodes, self._classify, device.dispatch_s
+        return [0.0 if classify(data[n])[0] else ds for n in nodes]
+
+    def op_and_dispatch_times(
+        self, graph: Graph, nodes: Iterable[str], device: Device
+    ) -> tuple[list[float], list[float]]:
+        """:meth:`op_times` and :meth:`dispatch_times` together, reading each node's
+        attributes once (:func:`costmodel.price_nodes` prefers it)."""
         data = graph.nx.nodes
-        classify = self._classify
+        classify, plain = self._classify, self._plain
         mem_rate = device.mem_bandwidth_bytes_per_s * self.memory_efficiency(device)
-        peak, launch = device.peak_flops, device.launch_overhead_s
+        peak, launch, ds = device.peak_flops, device.launch_overhead_s, device.dispatch_s
         curves: dict[str, Any] = {}  # efficiency key -> constant or curve, on this device
         out: list[float] = []
-        append = out.append
+        disp: list[float] = []
+        append, append_disp = out.append, disp.append
         for n in nodes:
             d = data[n]
-            view, key = classify(d)
+            view, key = plain.get(d["op"]) or classify(d)  # _classify's first look-up, inline
             if view:
                 append(0.0)
+                append_disp(0.0)
                 continue
+            append_disp(ds)
             flops = float(d["flops"])
             t_mem = float(d["bytes"]) / mem_rate
             if flops > 0:
@@ -363,12 +378,7 @@ class Roofline:
                 append((t_cmp if t_cmp >= t_mem else t_mem) + launch)
             else:
                 append((0.0 if 0.0 >= t_mem else t_mem) + launch)
-        return out
-
-    def dispatch_times(self, graph: Graph, nodes: Iterable[str], device: Device) -> list[float]:
-        """:meth:`dispatch_time` of each of ``nodes`` on ``device``."""
-        data, classify, ds = graph.nx.nodes, self._classify, device.dispatch_s
-        return [0.0 if classify(data[n])[0] else ds for n in nodes]
+        return out, disp
 
     def transfer_time(self, nbytes: int, link: Link) -> float:
         """One hop: ``latency_s + nbytes / bandwidth_bytes_per_s``."""

@@ -189,13 +189,19 @@ def _link(
     return succs, preds
 
 
-def _sizes(data: list[dict[str, Any]]) -> list[dict[int, int]]:
-    """Output index -> bytes of each node's declared outputs (:func:`tensor_bytes`)."""
+def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int]]:
+    """Output index -> bytes of each node's declared outputs (:func:`tensor_bytes`),
+    and each node's ``param_bytes``: one pass over the attribute dicts."""
     width, prod = DTYPE_BYTES, math.prod
     out: list[dict[int, int]] = []
-    append = out.append
+    params: list[int] = []
+    append, append_param = out.append, params.append
     for d in data:
+        append_param(d["param_bytes"])
         outs = d["outputs"]
+        if not outs:  # none declared (synthetic graphs): the edges give the sizes
+            append({})
+            continue
         if len(outs) == 1:
             spec = outs[0]
             w = width.get(spec["dtype"])
@@ -203,7 +209,9 @@ def _sizes(data: list[dict[str, Any]]) -> list[dict[int, int]]:
                 append({0: w * prod(spec["shape"])})
                 continue
         append({k: tensor_bytes(spec["shape"], spec["dtype"]) for k, spec in enumerate(outs)})
-    return out
+    if not all(type(b) is int for b in params):
+        params = [int(b) for b in params]
+    return out, params
 
 
 def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
@@ -218,7 +226,7 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     n = len(topo)
     index = dict(zip(topo, range(n)))
     data = [d for _, d in nxg.nodes(data=True)]
-    out_size = _sizes(data)
+    out_size, params = _columns(data)
     linked = _link((nbrs for _, nbrs in nxg.adjacency()), index, out_size)
     if linked is None:  # an edge goes backwards: renumber in topological order
         adj = [nbrs for _, nbrs in nxg.adjacency()]
@@ -226,7 +234,7 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
         topo = [topo[i] for i in order]
         data = [data[i] for i in order]
         index = dict(zip(topo, range(n)))
-        out_size = _sizes(data)
+        out_size, params = _columns(data)
         linked = _link((adj[i] for i in order), index, out_size)
         assert linked is not None  # every edge goes forward in a topological order
     succs, preds = linked
@@ -278,14 +286,13 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     dev_index = {d: i for i, d in enumerate(dev_names)}
     host = dev_index[platform.host]
     placement = plan.placement
-    if len(placement) == n and plan.policy is None:  # validated: every node placed
+    if len(placement) == n and plan.policy is None and list(placement) == topo:
+        loc0 = [dev_index[d] for d in placement.values()]  # placed in this order: no look-up
+    elif len(placement) == n and plan.policy is None:  # validated: every node placed
         loc0 = [dev_index[placement[u]] for u in topo]
     else:
         loc0 = [dev_index[placement[u]] if u in placement else -1 for u in topo]
     loc0 += [host] * (n_all - n)
-    params = [d["param_bytes"] for d in data]
-    if not all(type(b) is int for b in params):
-        params = [int(b) for b in params]
     params += [0] * (n_all - n)
     domain_same = [[platform.shares_memory(a, b) for b in dev_names] for a in dev_names]
 
@@ -353,10 +360,11 @@ def static_fanouts(
             append(None)
             continue
         if u < n_ops and u not in graph_outputs:
-            local = [v for v, _ in lst]
-            for v in local:
+            local = []
+            for v, _ in lst:
                 if loc[v] != du:
                     break
+                local.append(v)
             else:  # every reader on u's own device: no transfer, no handoff
                 sizes = out_size[u]
                 base = u * n_out * n_dev + du  # + k * n_dev: the buffer of output k
@@ -447,7 +455,10 @@ def build_fanout(
             alloc.append((prep.buffer(u, k, du), sizes[k], refs[k]))
         else:
             dead_total += sizes[k]
-    ordered = [groups[key] for key in sorted(groups)] if groups else EMPTY
+    if len(groups) > 1:
+        ordered = [groups[key] for key in sorted(groups)]
+    else:
+        ordered = list(groups.values()) if groups else EMPTY
     for g in ordered:  # an output-only transfer queues with its producer's priority
         if g.rank == _NO_RANK:
             g.rank = rank[u] if u < prep.n_ops else 0
@@ -469,7 +480,7 @@ def priced_route(
     checked by :func:`check_time`) and the tensor's bytes."""
     hops, links = route(prep, platform, du, dv)
     nbytes = prep.out_size[u].get(k, 0)
-    times = tuple(_hop_time(transfer_time, nbytes, lk) for lk in links)
+    times = tuple([_hop_time(transfer_time, nbytes, lk) for lk in links])
     return hops, times, nbytes
 
 

@@ -29,12 +29,13 @@ __all__ = ["Prices"]
 _INF = math.inf
 
 
-def _all_good(times: list[Any]) -> bool:
-    """Every time a float, finite and >= 0 (checked in C: sets and numpy, no Python loop)."""
+def _all_good(times: list[Any]) -> np.ndarray | None:
+    """``times`` as an array when every time is a float, finite and >= 0, else None
+    (checked in C: sets and numpy, no Python loop)."""
     if set(map(type, times)) != {float}:
-        return False
+        return None
     arr = np.array(times)
-    return bool(((arr >= 0.0) & (arr < _INF)).all())
+    return arr if ((arr >= 0.0) & (arr < _INF)).all() else None
 
 
 class Prices:
@@ -59,8 +60,9 @@ class Prices:
                 continue
             ops, disp = price_nodes(cost, graph, [names[u] for u in nodes.tolist()], platform.devices[d])
             for times, out, what in ((ops, op, "op"), (disp, dispatch, "dispatch")):
-                if len(times) == len(nodes) and _all_good(times):
-                    out[nodes] = times
+                good = _all_good(times) if len(times) == len(nodes) else None
+                if good is not None:
+                    out[nodes] = good
                     continue
                 try:  # one by one: convert, or name the first bad answer
                     for u, t in zip(nodes.tolist(), times):

@@ -125,9 +125,12 @@ class Plan:
         """
         nodes = graph.nx
         names = set(platform.device_names)
-        node_set = set(nodes)  # set operations below check whole graphs in C
-        placed_ok = self.placement.keys() <= node_set and set(self.placement.values()) <= names
-        for n, dev in () if placed_ok else self.placement.items():
+        placement = self.placement
+        # a placement listing the graph's nodes in its order (as schedulers write it) is
+        # read alongside the nodes; else set operations check whole graphs in C
+        in_order = list(placement) == list(nodes)
+        placed_ok = (in_order or placement.keys() <= set(nodes)) and set(placement.values()) <= names
+        for n, dev in () if placed_ok else placement.items():
             if n not in nodes:
                 raise PlanError(f"plan places unknown node {n!r} (not in graph {graph.name!r})")
             if dev not in names:
@@ -135,7 +138,7 @@ class Plan:
                     f"plan places node {n!r} on unknown device {dev!r}; "
                     f"platform {platform.name!r} has {sorted(names)}"
                 )
-        if self.policy is None and not (placed_ok and len(self.placement) == len(node_set)):
+        if self.policy is None and not (placed_ok and len(placement) == len(nodes)):
             missing = [n for n in nodes if n not in self.placement]
             if missing:
                 more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
@@ -147,10 +150,12 @@ class Plan:
                 raise PlanError(f"node {n!r}: priority must be a number, got {p!r}")
         # memory: one op's working set, and the weights resident on each device
         weights: dict[str, int] = {}
-        attrs = dict(nodes.nodes(data=True))  # node -> attributes (nodes[n] is the adjacency)
         caps = {d.name: d.memory_bytes for d in platform.devices}
-        for n, dev in self.placement.items():
-            d = attrs[n]
+        pairs = (zip(nodes.nodes(data=True), placement.values()) if in_order
+                 else ((nd, placement.get(nd[0])) for nd in nodes.nodes(data=True)))
+        for (n, d), dev in pairs:  # graph order
+            if dev is None:
+                continue
             cap = caps[dev]
             if d["bytes"] > cap:
                 raise PlanError(f"node {n!r} needs {size_text(d['bytes'])} but device {dev!r} has {size_text(cap)}")

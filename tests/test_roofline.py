@@ -235,3 +235,31 @@ def test_a_subclass_overriding_one_node_pricing_is_priced_by_it() -> None:
     assert disp == [gpu.dispatch_s] and disp[0] > 0
     assert price_nodes(NoDispatch(), g, ["mm"], gpu) == (ops, [0.0])
     assert price_nodes(Slow(), g, ["mm"], gpu)[0] == [2 * ops[0]]
+
+
+def test_op_and_dispatch_times_are_the_one_node_prices_and_yield_to_a_batch_override() -> None:
+    """Roofline prices a device's nodes in one pass (op_and_dispatch_times), with the
+    numbers of op_time and dispatch_time; price_nodes does not use it for a subclass
+    that overrides op_times or dispatch_times."""
+    from hetsim.costmodel.base import price_nodes
+
+    g = Graph()
+    g.add_op("mm", "matmul", flops=2e9, bytes=12_000_000)
+    g.add_op("view", "reshape", bytes=0)
+    g.add_op("add", "add", bytes=4_000)
+    g.add_op("f", "fused:conv2d+relu", flops=1e8, bytes=10**6)
+    nodes = list(g)
+    cost = Roofline()
+    for dev in Platform.preset("xeon-p2200").devices:
+        ops, disp = cost.op_and_dispatch_times(g, nodes, dev)
+        assert ops == [cost.op_time(g, n, dev) for n in nodes] == cost.op_times(g, nodes, dev)
+        assert disp == [cost.dispatch_time(g, n, dev) for n in nodes] == cost.dispatch_times(g, nodes, dev)
+        assert price_nodes(cost, g, nodes, dev) == (ops, disp)
+
+    class HalfBatch(Roofline):
+        def op_times(self, graph, nodes, device):
+            return [t / 2 for t in super().op_times(graph, nodes, device)]
+
+    gpu = Platform.preset("xeon-p2200").device("gpu")
+    ops, disp = price_nodes(cost, g, nodes, gpu)
+    assert price_nodes(HalfBatch(), g, nodes, gpu) == ([t / 2 for t in ops], disp)
