@@ -11,10 +11,11 @@ Model
   (:mod:`sim.engine_servers`). (One server per resource rather than a
   ``simpy.Resource`` request per op, and callbacks rather than processes: a
   request/release pair costs ~11 us per op, a generator resume ~0.3 us per event.
-  The whole call runs 58 000-61 000 ops/s at 100 000 nodes, 50 000-55 000 with
-  records, on the project's 2-core VM under shared load: ``python
-  benchmarks/sim_speed.py``; 8-11x a bare heapq replay of the same plan; about
-  half of the call is preparation: plan validation, pricing and the integer tables.)
+  The whole call runs about 130 000 ops/s at 100 000 nodes, 102 000 with
+  records, on the project's 2-core VM on a quiet hour (half that on a busy one):
+  ``python benchmarks/sim_speed.py``; 10x a bare heapq replay of the same plan;
+  about 60 % of the call is preparation: plan validation, pricing and the integer
+  tables.)
 * An op is ready when every input tensor is on its device. A tensor crossing memory
   domains is a transfer over the links of ``platform.route(src, dst)``, hop by hop
   (store and forward); a tensor ``(producer, output)`` moves once per destination
