@@ -79,6 +79,13 @@ class DeviceScaled:
         f = self.factors.get(device.name)
         return ops if f is None else [float(t) * f for t in ops]
 
+    def op_and_dispatch_times(self, graph: Graph, nodes: Sequence[str], device: Device) -> tuple[list[Any], list[Any]]:
+        """:meth:`op_times` and :meth:`dispatch_times` from one batch pricing of the
+        wrapped model (what :func:`~costmodel.base.price_nodes` calls)."""
+        ops, disp = price_nodes(self.cost, graph, nodes, device)
+        f = self.factors.get(device.name)
+        return (ops if f is None else [float(t) * f for t in ops]), disp
+
     def dispatch_time(self, graph: Graph, node: str, device: Device) -> float:
         return host_dispatch(self.cost, graph, node, device)
 

@@ -53,3 +53,26 @@ def test_a_simulation_with_the_second_worker_slower_prices_its_ops_by_the_factor
 def test_a_factor_that_is_not_a_finite_positive_number_is_refused_naming_the_device(factor) -> None:  # noqa: ANN001
     with pytest.raises(CostModelError, match="factor of device 'cpu1'"):
         DeviceScaled(Roofline(), {"cpu1": factor})
+
+
+def test_a_simulation_prices_each_device_once_through_the_wrapped_model() -> None:
+    """price_nodes (what the simulator calls) asks DeviceScaled for both op and dispatch
+    times at once, and DeviceScaled asks the wrapped model once per device."""
+    from hetsim.costmodel.base import price_nodes
+
+    calls: list[str] = []
+
+    class Counting(Roofline):
+        def op_and_dispatch_times(self, graph, nodes, device):  # noqa: ANN001, ANN202
+            calls.append(device.name)
+            return super().op_and_dispatch_times(graph, nodes, device)
+
+    g, plat = _graph(), Platform.preset("cpu2")
+    scaled = DeviceScaled(Counting(), {"cpu1": 1.25})
+    ops, disp = price_nodes(scaled, g, ["a", "b", "c"], plat.device("cpu1"))
+    assert calls == ["cpu1"]
+    assert ops == pytest.approx([Roofline().op_time(g, n, plat.device("cpu1")) * 1.25 for n in "abc"], rel=1e-12)
+    assert disp == [Roofline().dispatch_time(g, n, plat.device("cpu1")) for n in "abc"]
+    calls.clear()
+    simulate(g, plat, Plan({"a": "cpu0", "b": "cpu1", "c": "cpu1"}), scaled)
+    assert sorted(calls) == ["cpu0", "cpu1"]
