@@ -103,19 +103,24 @@ class RunView:
 
 
 def pin_cores(specs: list[DeviceSpec], streams: list[int], active: Any) -> dict[tuple[int, int], set[int]]:
-    """Cores for each CPU worker ``(device, stream)``: consecutive cores of this
-    process's affinity mask, ``threads`` each, in platform order -- when they all fit
-    (else nothing is pinned and the OS places the threads)."""
+    """Cores for each active CPU worker ``(device, stream)``: consecutive cores of this
+    process's affinity mask, ``threads`` each, laid out in platform order over every
+    CPU device, so that a device keeps its cores whichever others a plan uses (``cpu1``
+    runs on the second core even when ``cpu0`` has no op). When the platform's CPU
+    workers do not all fit, the active ones' consecutively; when those do not fit
+    either, nothing is pinned and the OS places the threads."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    want = [(d, s, spec.cpu_threads()) for d, spec in enumerate(specs)
-            if spec.kind == "cpu" and d in active for s in range(streams[d])]
-    if not cores or sum(t for _, _, t in want) > len(cores):
-        return {}
-    out, i = {}, 0
-    for d, s, t in want:
-        out[(d, s)] = set(cores[i:i + t])
-        i += t
-    return out
+    every = [(d, s, spec.cpu_threads()) for d, spec in enumerate(specs) if spec.kind == "cpu"
+             for s in range(streams[d])]
+    for want in (every, [w for w in every if w[0] in active]):
+        if cores and sum(t for _, _, t in want) <= len(cores):
+            out, i = {}, 0
+            for d, s, t in want:
+                if d in active:
+                    out[(d, s)] = set(cores[i:i + t])
+                i += t
+            return out
+    return {}
 
 
 def link_resource(platform: Platform, src: str, dst: str) -> str:

@@ -446,3 +446,20 @@ def test_tvm_backend_runs_a_plan():
     # TVM's thread pool left the caller's cores alone (TVM_BIND_THREADS=0): pinned to
     # one, it would leave every later execution in the process unable to pin its workers
     assert os.sched_getaffinity(0) == cores
+
+
+def test_a_cpu_worker_keeps_its_cores_whichever_others_a_plan_uses(monkeypatch):
+    from types import SimpleNamespace
+
+    from hetsim.runtime import executor_view
+
+    def spec(kind: str, threads: int) -> SimpleNamespace:
+        return SimpleNamespace(kind=kind, cpu_threads=lambda: threads)
+
+    specs = [spec("cpu", 1), spec("cpu", 1), spec("gpu", 1)]
+    monkeypatch.setattr(executor_view.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
+    assert executor_view.pin_cores(specs, [1, 1, 1], {0, 1}) == {(0, 0): {0}, (1, 0): {1}}
+    assert executor_view.pin_cores(specs, [1, 1, 1], {1}) == {(1, 0): {1}}  # cpu1 alone: still core 1
+    # more workers than cores: the active ones consecutively, else none
+    assert executor_view.pin_cores(specs, [3, 2, 1], {1}) == {(1, 0): {0}, (1, 1): {1}}
+    assert executor_view.pin_cores(specs, [3, 2, 1], {0, 1}) == {}
