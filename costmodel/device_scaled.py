@@ -75,9 +75,7 @@ class DeviceScaled:
 
     def op_times(self, graph: Graph, nodes: Sequence[str], device: Device) -> list[Any]:
         """The op times of ``nodes`` on ``device`` (the wrapped model's batch pricing, scaled)."""
-        ops, _ = price_nodes(self.cost, graph, nodes, device)
-        f = self.factors.get(device.name)
-        return ops if f is None else [float(t) * f for t in ops]
+        return self.op_and_dispatch_times(graph, nodes, device)[0]
 
     def op_and_dispatch_times(self, graph: Graph, nodes: Sequence[str], device: Device) -> tuple[list[Any], list[Any]]:
         """:meth:`op_times` and :meth:`dispatch_times` from one batch pricing of the
@@ -91,7 +89,7 @@ class DeviceScaled:
 
     def dispatch_times(self, graph: Graph, nodes: Sequence[str], device: Device) -> list[Any]:
         """Host dispatch times of ``nodes`` on ``device``: the wrapped model's, unscaled."""
-        return price_nodes(self.cost, graph, nodes, device)[1]
+        return self.op_and_dispatch_times(graph, nodes, device)[1]
 
     def transfer_time(self, nbytes: int, link: Link) -> float:
         return self.cost.transfer_time(nbytes, link)

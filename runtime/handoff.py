@@ -418,8 +418,9 @@ class HostCalibration:
         # reading crossing inputs: the crossing run's kernel time over what its ops take
         # alone on their workers (the second worker's at its ratio)
         on_b = self.on_second
+        crossing = [_busy(c) for c in runs_c]
         expected = [a + (second - 1.0) * _busy(o, on_b) for o, a in zip(runs_o, alone)]
-        extra = [_busy(c) - e for c, e in zip(runs_c, expected)]
+        extra = [c - e for c, e in zip(crossing, expected)]
         # both workers busy (side by side) against each alone: each copy's kernel time
         # over that worker's own time alone (the second's: the first's times its ratio)
         ratios = [(_busy(p, prefix="a/") / a + _busy(p, prefix="b/") / (a * second)) / 2
@@ -430,7 +431,7 @@ class HostCalibration:
         # is charged the slowdown, and only the rest of its extra time is reading
         engine = self.crossing.engine
         linger = float(engine.spin_s) if any(engine.pins.values()) else 0.0
-        charged = [_busy(c) - max(slowdown, 1.0) * e for c, e in zip(runs_c, expected)] if linger else extra
+        charged = [c - max(slowdown, 1.0) * e for c, e in zip(crossing, expected)] if linger else extra
         return {**stats, "handoff_bandwidth_bytes_per_s": _read_rate(charged, self.cross_bytes)[1],
                 "handoff_bandwidth_alone_bytes_per_s": _read_rate(extra, self.cross_bytes)[1],
                 "slowdown": slowdown, "second_worker_ratio": second, "linger_s": linger,

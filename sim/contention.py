@@ -148,7 +148,7 @@ class MemoryDomain:
 
     @classmethod
     def from_slowdown(cls, name: str, members: Iterable[str], *, slowdown: float,
-                      bandwidth_bytes_per_s: float, linger_s: float = 0.0) -> MemoryDomain:
+                      bandwidth_bytes_per_s: float) -> MemoryDomain:
         """The domain whose ``members`` (identical workers), all busy, run ``slowdown``
         times slower than one alone: each draws ``max(slowdown, 1) * B / n``."""
         members = list(members)
@@ -157,7 +157,7 @@ class MemoryDomain:
         if not (isinstance(slowdown, int | float) and math.isfinite(slowdown) and slowdown > 0):
             raise MemoryDomainError(f"memory domain {name!r}: slowdown must be a positive number, got {slowdown!r}")
         d = max(float(slowdown), 1.0) * bandwidth_bytes_per_s / len(members)
-        return cls(name, bandwidth_bytes_per_s, dict.fromkeys(members, d), linger_s)
+        return cls(name, bandwidth_bytes_per_s, dict.fromkeys(members, d))
 
     def to_dict(self) -> dict[str, Any]:
         """The TOML table (``[[memory_domains]]``)."""

@@ -29,7 +29,7 @@ __all__ = ["Prices"]
 _INF = math.inf
 
 
-def _all_good(times: list[Any]) -> np.ndarray | None:
+def _checked_array(times: list[Any]) -> np.ndarray | None:
     """``times`` as an array when every time is a float, finite and >= 0, else None
     (checked in C: sets and numpy, no Python loop)."""
     if set(map(type, times)) != {float}:
@@ -60,7 +60,7 @@ class Prices:
                 continue
             ops, disp = price_nodes(cost, graph, [names[u] for u in nodes.tolist()], platform.devices[d])
             for times, out, what in ((ops, op, "op"), (disp, dispatch, "dispatch")):
-                good = _all_good(times) if len(times) == len(nodes) else None
+                good = _checked_array(times) if len(times) == len(nodes) else None
                 if good is not None:
                     out[nodes] = good
                     continue
