@@ -58,7 +58,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--cost", default=None, metavar="PROFILE|SPEC",
                    help="cost model the scheduler and the simulator use: roofline, a profile folder, "
                    "DIR:KIND, or a saved model (default: measure the op times and host costs in this run's "
-                   "own rounds, on a platform of this machine's CPU workers; roofline on one with GPUs)")
+                   "own rounds, on a platform of this machine's CPU workers and CUDA GPUs; roofline on one "
+                   "with GPUs this machine lacks)")
     p.add_argument("--backend", choices=["torch", "tvm"], default=None,
                    help="kernels: torch (vendor libraries) or tvm (default torch; with --calibrate: "
                    "the profile's backend)")

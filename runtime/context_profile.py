@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.backends.tvm_backend import RelaxModel
     from hetsim.sim.platform import Platform
 
-__all__ = ["ContextProfiler", "calibrate_dispatch", "measure_overhead", "profile_in_context"]
+__all__ = ["ContextProfiler", "DeviceProfilers", "calibrate_dispatch", "measure_overhead", "profile_in_context"]
 
 
 def _one_device(device: str) -> tuple[Platform, dict[str, str]]:
@@ -274,6 +274,73 @@ class ContextProfiler:
         """Close the added executions (their timed runs are dropped)."""
         live, self._live = self._live, []
         for *_, ex in live:
+            ex.close()
+
+
+
+class DeviceProfilers:
+    """One :class:`ContextProfiler` per device of a platform with GPUs: each graph run
+    node by node on each device alone (the CPU worker with its threads, each GPU),
+    once per round, each device's op times and per-op work around the calls
+    written to its own profile folder (``out/<device>``).
+
+    It has :class:`ContextProfiler`'s interface: :meth:`add` returns one object
+    whose ``run(n)`` runs every device's execution, and :meth:`write` returns the
+    cost spec that prices each device from its folder (``"cpu=out/cpu,gpu=out/gpu"``).
+
+    Parameters
+    ----------
+    out
+        Folder of the profile folders.
+    devices
+        Platform device name -> the real device it runs on (``{"cpu": "cpu@8",
+        "gpu": "cuda:0"}``; :func:`runtime.executor_setup.map_devices`).
+    backend, granularity
+        As :class:`ContextProfiler`.
+    """
+
+    def __init__(self, out: str | os.PathLike[str], devices: Mapping[str, str], *, backend: str = "torch",
+                 granularity: str = "op") -> None:
+        bad = [name for name in devices if not name or any(c in name for c in ",=/")]
+        if bad:
+            raise ValueError(f"device names {bad} cannot name a profile folder in a cost spec")
+        self.path = Path(out)
+        self.profilers: dict[str, ContextProfiler] = {}
+        try:
+            for name, device in devices.items():
+                self.profilers[name] = ContextProfiler(self.path / name, device=device, backend=backend,
+                                                       granularity=granularity, name=name)
+        except BaseException:
+            self.close()
+            raise
+
+    def add(self, graph: Graph, relax: RelaxModel, *, warmup: int = 3) -> _Together:
+        """Prepare ``graph``'s single-device execution on every device (``warmup``
+        untimed runs each); ``run(n)`` of the result runs them all."""
+        return _Together([p.add(graph, relax, warmup=warmup) for p in self.profilers.values()])
+
+    def write(self) -> str:
+        """:meth:`ContextProfiler.write` on every device; the cost spec of the folders."""
+        return ",".join(f"{name}={p.write()}" for name, p in self.profilers.items())
+
+    def close(self) -> None:
+        """Close every device's executions."""
+        for p in self.profilers.values():
+            p.close()
+
+
+class _Together:
+    """Executions run together, one after the other (:meth:`DeviceProfilers.add`)."""
+
+    def __init__(self, executions: Sequence[Any]) -> None:
+        self.executions = list(executions)
+
+    def run(self, n: int = 1, **kw: Any) -> None:
+        for ex in self.executions:
+            ex.run(n, **kw)
+
+    def close(self) -> None:
+        for ex in self.executions:
             ex.close()
 
 

@@ -448,6 +448,15 @@ class HostCalibration:
         res = result if result is not None else self.result()
         return calibrated_platform(platform, res, self.worker, contention=contention)
 
+    def describe(self, result: Mapping[str, Any]) -> str:
+        """One line of what was measured."""
+        bw = result["handoff_bandwidth_bytes_per_s"]
+        return (f"handoff {result['handoff_s'] * 1e6:.1f} us, read rate "
+                f"{'-' if bw == float('inf') else f'{bw / 1e9:.2f} GB/s'}, two workers busy "
+                f"{result['slowdown']:.3f}x slower (memory contention)"
+                + (f", the second worker alone {result['second_worker_ratio']:.3f}x the first's op times"
+                   if "second_worker_ratio" in result else ""))
+
     def close(self) -> None:
         """Stop both executions' workers."""
         for ex in (self.one, self.crossing, self.pair, self.second):

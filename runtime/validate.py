@@ -146,8 +146,11 @@ def validate(
         (:class:`~runtime.validate_inputs.InRunInputs`: op times in context, the
         host costs and the two workers' contention on a calibration model, in
         rounds interleaved with the plan's runs; the scheduler plans with a short
-        in-context profile taken first). Needs a platform of CPU workers; on one
-        with GPUs, None is the roofline. Otherwise the cost model the scheduler
+        in-context profile taken first). Needs a platform of this machine's
+        devices: on one with GPUs, each device is profiled alone and the
+        calibration measures the copies and the two workers' slowdown
+        (:class:`~runtime.link_calibration.LinkCalibration`); on one with GPUs this
+        machine lacks, None is the roofline. Otherwise the cost model the scheduler
         plans with and the simulator prices with: a model, or a spec
         (``"roofline"``, a profile folder, ``"DIR:KIND"``), with the platform's
         host costs.
@@ -183,7 +186,7 @@ def validate(
                if isinstance(scheduler_or_plan, str) else scheduler_or_plan)
         label = str(getattr(how, "name", None) or how.meta.get("scheduler", "plan"))
         inputs = InRunInputs([(graph, relax)], platform, folder, backend=backend, warmup=warmup,
-                             calibrate=calibrate)
+                             calibrate=calibrate, device_map=device_map)
         results: list[ValidationResult] = []
         cal_rows: list[dict[str, Any]] = []
         decisions: dict[str, float] = {}
@@ -335,7 +338,7 @@ def validate_all(
     if cost is None and why_not_measured(platform) is None:
         _say(progress, "measuring the op times to plan with (in context, before the rounds)")
         measured = InRunInputs(items, platform, out_dir, backend=backend, warmup=warmup, batch=batch,
-                               calibrate=calibrate, profile=in_context)
+                               calibrate=calibrate, profile=in_context, device_map=device_map)
         cost_model, cost_name = measured.plan_cost, "in-context, measured in this run"
         profiler, calibration = measured.profiler, measured.calibration
     else:
@@ -481,15 +484,12 @@ def _validate_model(
             if cal_rows is not None:
                 cal_rows.append({"model": mname, "calibration": calibration.graph.name,
                                  **{k: v for k, v in res.items() if k != "extra_s"}})
-            _say(progress, f"{mname}: host calibration on {calibration.graph.name}: handoff "
-                           f"{res['handoff_s'] * 1e6:.1f} us, read {res['handoff_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, "
-                           f"two workers busy {res['slowdown']:.3f}x slower, {calibration.workers[1]} "
-                           f"alone {res['second_worker_ratio']:.3f}x {calibration.workers[0]}'s time")
+            _say(progress, f"{mname}: host calibration on {calibration.graph.name}: {calibration.describe(res)}")
         if profiler is not None:
             from hetsim import costmodel
 
             cost = costmodel.from_spec(str(profiler.write()), platform=platform)
-            if calibration is not None and live:  # the profile ran on the first worker's core
+            if calibration is not None and live and "second_worker_ratio" in res:  # profiled on the first worker's core
                 cost = costmodel.DeviceScaled(cost, {calibration.workers[1]: res["second_worker_ratio"]})
             cost_name = f"in-context {profiler.path} (planned with {cost_name})"
         measured = {name: ex.result() for name, _, ex in live}

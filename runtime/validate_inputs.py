@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
-    from hetsim.runtime.context_profile import ContextProfiler
+    from hetsim.runtime.context_profile import ContextProfiler, DeviceProfilers
     from hetsim.runtime.handoff import HostCalibration
+    from hetsim.runtime.link_calibration import LinkCalibration
     from hetsim.sim.platform import Platform
 
 __all__ = ["CALIBRATION_MODEL", "InRunInputs", "file_inputs", "why_not_measured"]
@@ -45,10 +46,15 @@ CALIBRATION_FALLBACK = "mobilenet_v2"
 
 def why_not_measured(platform: Platform) -> str | None:
     """Why the op times cannot be measured in the run on ``platform`` (None: they can:
-    every device is a CPU worker of this machine)."""
+    every device is a CPU worker or a CUDA GPU of this machine)."""
     gpus = [d.name for d in platform.devices if d.kind != "cpu"]
     if gpus:
-        return f"platform {platform.name!r} has GPU devices {gpus}: op times are measured on one CPU worker only"
+        import torch
+
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if have < len(gpus):
+            return (f"platform {platform.name!r} has GPU devices {gpus} and this machine "
+                    f"{have} CUDA GPU(s): op times are measured on this machine's devices only")
     return None
 
 
@@ -63,9 +69,12 @@ def file_inputs(platform: Platform, cost_name: str) -> dict[str, str]:
 
 def _fresh(folder: Path) -> Path:
     """``folder`` emptied of a profile an earlier run left (a folder with a
-    ``manifest.json``); anything else there is refused rather than deleted."""
+    ``manifest.json``, or one of such folders only, one per device); anything else
+    there is refused rather than deleted."""
     if folder.exists():
-        if not (folder / "manifest.json").is_file():
+        inside = list(folder.iterdir()) if folder.is_dir() else []
+        per_device = bool(inside) and all(p.is_dir() and (p / "manifest.json").is_file() for p in inside)
+        if not (folder / "manifest.json").is_file() and not per_device:
             raise ValueError(f"{folder}: exists and is not a profile folder; give another --out")
         shutil.rmtree(folder)
     return folder
@@ -95,34 +104,63 @@ class InRunInputs:
         Batch of the calibration model.
     profile
         Folder of the in-run profile (default ``folder/profile``).
+    device_map
+        As :func:`runtime.execute`.
+
+    On a platform with GPUs, every device is profiled alone (one profile folder per
+    device, :class:`~runtime.context_profile.DeviceProfilers`), and the calibration
+    model measures the copies between the first CPU device and the first GPU
+    (:class:`~runtime.link_calibration.LinkCalibration`) instead of two CPU workers'
+    host costs.
     """
 
     def __init__(self, graphs: Sequence[tuple[Graph, RelaxModel]], platform: Platform,
                  folder: str | Path | None = None, *, backend: str = "torch", warmup: int = 3,
                  calibrate: str | None = None, plan_runs: int = 5, batch: int = 1,
-                 profile: str | Path | None = None) -> None:
+                 profile: str | Path | None = None, device_map: Mapping[str, str] | None = None) -> None:
         from hetsim import costmodel
         from hetsim.runtime.backends.tvm_backend import import_model
-        from hetsim.runtime.context_profile import ContextProfiler, profile_in_context
+        from hetsim.runtime.context_profile import (
+            ContextProfiler,
+            DeviceProfilers,
+            profile_in_context,
+        )
+        from hetsim.runtime.executor_setup import map_devices
         from hetsim.runtime.handoff import HostCalibration
+        from hetsim.runtime.link_calibration import LinkCalibration
 
         self._temp = folder is None
         self.folder = Path(tempfile.mkdtemp(prefix="hetsim-validate-")) if folder is None else Path(folder)
         self.platform = platform
         self.profiler_path = Path(profile) if profile is not None else self.folder / "profile"
-        self.profiler: ContextProfiler | None = None
-        self.calibration: HostCalibration | None = None
+        self.profiler: ContextProfiler | DeviceProfilers | None = None
+        self.calibration: HostCalibration | LinkCalibration | None = None
+        gpus = [d.name for d in platform.devices if d.kind == "gpu"]
         try:
             models = {g.name: m for g, m in graphs}
-            self.plan_profile = profile_in_context(
-                [g for g, _ in graphs], _fresh(self.folder / "plan-profile"), warmup=2, runs=plan_runs,
-                models=models, backend=backend)  # graphs a scheduler rewrites: priced by the fallback
-            self.plan_cost = costmodel.from_spec(str(self.plan_profile), platform=platform)
-            self.profiler = ContextProfiler(_fresh(self.profiler_path), backend=backend)
+            plan_graphs = [g for g, _ in graphs]
+            if gpus:  # each device alone, its own profile folder
+                devices = {n: spec.name for n, spec in map_devices(platform, device_map).items()}
+                root = _fresh(self.folder / "plan-profile")
+                folders = {n: profile_in_context(plan_graphs, root / n, device=dev, warmup=2, runs=plan_runs,
+                                                 models=models, backend=backend) for n, dev in devices.items()}
+                self.plan_profile = ",".join(f"{n}={path}" for n, path in folders.items())
+                self.profiler = DeviceProfilers(_fresh(self.profiler_path), devices, backend=backend)
+            else:
+                self.plan_profile = str(profile_in_context(
+                    plan_graphs, _fresh(self.folder / "plan-profile"), warmup=2, runs=plan_runs,
+                    models=models, backend=backend))  # graphs a scheduler rewrites: priced by the fallback
+                self.profiler = ContextProfiler(_fresh(self.profiler_path), backend=backend)
+            self.plan_cost = costmodel.from_spec(self.plan_profile, platform=platform)
             validated = {str(g.meta.get("model") or g.name) for g, _ in graphs}
             name = calibrate or (CALIBRATION_FALLBACK if CALIBRATION_MODEL in validated else CALIBRATION_MODEL)
             shared = [d.name for d in platform.devices if platform.shares_memory(platform.devices[0].name, d.name)]
-            if name != "none" and len(shared) >= 2:
+            cpus = [d.name for d in platform.devices if d.kind == "cpu"]
+            if name != "none" and gpus and cpus:
+                cal = import_model(name, batch=batch)
+                self.calibration = LinkCalibration(cal.graph, cal, platform, devices=(cpus[0], gpus[0]),
+                                                   backend=backend, warmup=warmup, device_map=device_map)
+            elif name != "none" and len(shared) >= 2:
                 cal = import_model(name, batch=batch)
                 self.calibration = HostCalibration(cal.graph, cal, platform, devices=(shared[0], shared[1]),
                                                    backend=backend, warmup=warmup)
@@ -134,19 +172,17 @@ class InRunInputs:
                  dispatch_s: float | None = None, decisions: Mapping[str, float] | None = None) -> dict[str, str]:
         """Provenance lines: which inputs were measured in this run, which came from a file
         (``decisions``: ``"<model> <plan>"`` -> that dynamic plan's measured time per placement)."""
+        from hetsim.runtime.context_profile import DeviceProfilers
+
         out = {"plan": f"made with op times measured in context just before the rounds ({self.plan_profile})",
-               "op times": f"measured in this run: each graph node by node on one worker, once per round, "
+               "op times": f"measured in this run: each graph node by node on "
+                           f"{'each device alone' if isinstance(self.profiler, DeviceProfilers) else 'one worker'}, once per round, "
                            f"{rounds} rounds interleaved with the plans' runs ({self.profiler_path})"}
         if dispatch_s is not None:
             out["dispatch"] = f"measured in this run: {dispatch_s * 1e6:.1f} us per op (the executor's work around a call)"
         if calibrated is not None and self.calibration is not None:
-            bw = calibrated["handoff_bandwidth_bytes_per_s"]
-            out["host costs"] = (
-                f"measured in this run on {self.calibration.graph.name}: handoff {calibrated['handoff_s'] * 1e6:.1f} us, "
-                f"read rate {'-' if bw == float('inf') else f'{bw / 1e9:.2f} GB/s'}, two workers busy "
-                f"{calibrated['slowdown']:.3f}x slower (memory contention)"
-                + (f", the second worker alone {calibrated['second_worker_ratio']:.3f}x the first's op times"
-                   if "second_worker_ratio" in calibrated else ""))
+            out["host costs"] = (f"measured in this run on {self.calibration.graph.name}: "
+                                 f"{self.calibration.describe(calibrated)}")
         else:
             out["host costs"] = f"from the platform {platform.name!r} (preset or file values)"
         if decisions:

@@ -8,14 +8,20 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from ortools.sat.python import cp_model
-
 from hetsim.schedulers.base import INPUT_PREFIX, CostTable
 
 __all__ = ["INT_LIMIT", "CPSATModel", "HorizonTooLong", "build_model"]
 
 #: largest value the model's keys may reach (2**62: headroom in int64 for the sums)
 INT_LIMIT = 1 << 62
+
+
+def _cp_model() -> Any:
+    """OR-Tools' CP-SAT module, imported when a model is built (not when the schedulers
+    are: it costs ~45 ms of every ``import hetsim.schedulers``)."""
+    from ortools.sat.python import cp_model
+
+    return cp_model
 
 
 class HorizonTooLong(Exception):
@@ -67,7 +73,7 @@ class CPSATModel:
         self.q = q = lambda t: int(round(t / unit))  # noqa: E731
         self.release = {k: q(v) for k, v in (release or {}).items() if v > 0}
         devs, topo = table.devices, table.topo
-        self.m = m = cp_model.CpModel()
+        self.m = m = _cp_model().CpModel()
         self.dur = dur = {
             (n, d): q(table.w[n][d] + table.disp[n][d]) for n in topo for d in devs if math.isfinite(table.w[n][d])
         }
@@ -327,6 +333,7 @@ class CPSATModel:
 
     # ------------------------------------------------------------- solving
     def solve(self, seconds: float, workers: int) -> dict[str, Any] | None:
+        cp_model = _cp_model()
         solver = cp_model.CpSolver()
         solver.parameters.max_time_in_seconds = float(seconds)
         solver.parameters.num_search_workers = int(workers)

@@ -1,0 +1,178 @@
+"""Inputs a validation measures on a platform with GPUs: each device profiled alone
+(:class:`runtime.context_profile.DeviceProfilers`) and the executor's copies
+(:mod:`runtime.link_calibration`). The CUDA runs themselves need a GPU; what is
+checked here is the arithmetic on their records and the per-device profiling,
+with CPU workers standing in for the devices."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from hetsim.graphs import Graph  # noqa: E402
+from hetsim.runtime.link_calibration import crossing_plan, link_costs  # noqa: E402
+from hetsim.sim.platform import Platform  # noqa: E402
+
+BW = 1.2e10  # xeon-p2200's link
+
+
+def _op(node, device, start, end):  # noqa: ANN001, ANN202
+    return {"kind": "op", "node": node, "resource": device, "start": start, "end": end, "bytes": 0, "dst": None}
+
+
+def _copy(node, dst, start, end, nbytes):  # noqa: ANN001, ANN202
+    return {"kind": "transfer", "node": node, "resource": "cpu<->gpu", "start": start, "end": end,
+            "bytes": nbytes, "dst": dst}
+
+
+def _chain() -> Graph:
+    g = Graph(name="chain")
+    for n in "abcd":
+        g.add_op(n, "relu")
+    for u, v in [("a", "b"), ("b", "c"), ("c", "d")]:
+        g.add_edge(u, v, bytes=1_200_000)
+    return g
+
+
+def test_crossing_plan_alternates_in_topological_order():
+    plan = crossing_plan(_chain(), ("cpu", "gpu"))
+    assert [plan.placement[n] for n in "abcd"] == ["cpu", "gpu", "cpu", "gpu"]
+
+
+def test_link_costs_from_records():
+    g, plat = _chain(), Platform.preset("xeon-p2200")
+    # 1.2 MB copies at 12 GB/s take 100 us of bandwidth: the rest is the latency
+    run1 = [
+        _op("a", "cpu", 0.0, 1e-3),
+        _copy("a", "gpu", 1e-3, 1e-3 + 140e-6, 1_200_000),       # latency 40 us
+        _op("b", "gpu", 1.2e-3, 1.3e-3),
+        _copy("b", "cpu", 1.3e-3, 1.3e-3 + 150e-6, 1_200_000),   # latency 50 us; arrives 1.45 ms
+        _op("c", "cpu", 1.48e-3, 2e-3),                           # cpu idle since 1 ms: waited 30 us
+        _copy("c", "gpu", 2e-3, 2e-3 + 160e-6, 1_200_000),       # latency 60 us
+        _op("d", "gpu", 2.2e-3, 2.3e-3),
+    ]
+    res = link_costs([run1], g, plat, "cpu", "gpu")
+    assert res["latency_s"] == pytest.approx(50e-6)
+    assert res["handoff_s"] == pytest.approx(30e-6)
+    assert res["n_copies"] == 3 and res["n_handoffs"] == 1 and res["rounds"] == 1
+    assert res["copy_s"] == pytest.approx(150e-6)
+    # a CPU op whose worker was still busy when its input arrived waited for the worker, not the hand-over
+    busy = [dict(r) for r in run1]
+    busy[2] = _op("b", "gpu", 1.2e-3, 1.3e-3)
+    busy.insert(4, _op("x", "cpu", 1.4e-3, 1.47e-3))
+    g.add_op("x", "relu")
+    res2 = link_costs([busy], g, plat, "cpu", "gpu")
+    assert res2["n_handoffs"] == 0 and res2["handoff_s"] == 0.0
+    with pytest.raises(ValueError, match="no copy"):
+        link_costs([[r for r in run1 if r["kind"] == "op"]], g, plat, "cpu", "gpu")
+    assert res["slowdown"] == 1.0 and res["cpu_ratio"] == res["gpu_ratio"] == 1.0  # no one-device baseline
+
+
+def test_link_costs_count_a_copy_from_its_producers_end_and_the_workers_slowdown():
+    g, plat = _chain(), Platform.preset("xeon-p2200")
+    # a's copy is issued 80 us after a ends: the simulator starts it at a's end, so
+    # the latency it needs is 80 + 40 us
+    crossing = [
+        _op("a", "cpu", 0.0, 1e-3),
+        _copy("a", "gpu", 1.08e-3, 1.08e-3 + 140e-6, 1_200_000),
+        _op("b", "gpu", 1.3e-3, 1.4e-3),
+        _copy("b", "cpu", 1.4e-3, 1.4e-3 + 220e-6, 1_200_000),   # 120 us over its bytes
+        _op("c", "cpu", 1.7e-3, 2.3e-3),
+        _copy("c", "gpu", 2.3e-3, 2.3e-3 + 220e-6, 1_200_000),
+        _op("d", "gpu", 2.6e-3, 2.7e-3),
+    ]
+    cpu_alone = [_op(n, "cpu", 0.0, t) for n, t in zip("abcd", (0.8e-3, 0.4e-3, 0.4e-3, 0.4e-3))]
+    gpu_alone = [_op(n, "gpu", 0.0, t) for n, t in zip("abcd", (0.1e-3, 0.05e-3, 0.1e-3, 0.05e-3))]
+    res = link_costs([crossing], g, plat, "cpu", "gpu", alone={"cpu": [cpu_alone], "gpu": [gpu_alone]})
+    assert res["latency_s"] == pytest.approx(120e-6)
+    # cpu: a + c = 1.6 ms crossing, 1.2 ms alone; gpu: b + d = 0.2 ms, 0.1 ms alone
+    assert res["cpu_ratio"] == pytest.approx(4 / 3) and res["gpu_ratio"] == pytest.approx(2.0)
+    assert res["slowdown"] == pytest.approx((4 / 3 + 2.0) / 2)
+    slower = [_op(n, "gpu", 0.0, t) for n, t in zip("abcd", (0.1e-3, 0.01e-3, 0.1e-3, 0.01e-3))]
+    capped = link_costs([crossing], g, plat, "cpu", "gpu", alone={"cpu": [cpu_alone], "gpu": [slower]})
+    assert capped["gpu_ratio"] == pytest.approx(10.0) and capped["slowdown"] == 2.0  # two members: at most 2x
+
+
+def test_link_calibration_writes_latency_and_handoff_into_the_platform():
+    from hetsim.runtime.link_calibration import LinkCalibration
+
+    plat = Platform.preset("xeon-p2200")
+    cal = LinkCalibration.__new__(LinkCalibration)  # the arithmetic alone (its runs need a GPU)
+    cal.workers, cal.graph = ("cpu", "gpu"), _chain()
+    res = {"latency_s": 42e-6, "handoff_s": 17e-6, "n_copies": 9, "copy_s": 60e-6, "slowdown": 1.5,
+           "cpu_ratio": 1.4, "gpu_ratio": 1.6, "linger_s": 2e-3}
+    out = cal.apply(plat, res)
+    (dom,) = out.memory_domains
+    assert dom.name == "host" and set(dom.demand) == {"cpu", "gpu"} and dom.linger_s == 2e-3
+    assert dom.rate({"cpu", "gpu"}) == pytest.approx(1 / 1.5) and dom.rate({"gpu"}) == 1.0
+    assert not cal.apply(plat, res, contention=False).memory_domains
+    assert not cal.apply(plat, {**res, "slowdown": 1.0}).memory_domains
+    assert out.route("cpu", "gpu")[0].latency_s == pytest.approx(42e-6)
+    assert out.route("cpu", "gpu")[0].bandwidth_bytes_per_s == plat.route("cpu", "gpu")[0].bandwidth_bytes_per_s
+    assert out.device("cpu").handoff_s == pytest.approx(17e-6) and out.device("gpu").handoff_s == 0.0
+    assert plat.route("cpu", "gpu")[0].latency_s != pytest.approx(42e-6)  # the input platform is unchanged
+    text = cal.describe(res)
+    assert "copy latency 42.0 us" in text and "hand-over 17.0 us" in text and "1.500x slower" in text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_inputs_are_measured_on_a_gpu_platform_only_where_its_gpus_are():
+    from hetsim.runtime.validate_inputs import why_not_measured
+
+    assert why_not_measured(Platform.preset("cpu2")) is None
+    why = why_not_measured(Platform.preset("xeon-p2200"))
+    assert why is not None and "0 CUDA GPU" in why and "'gpu'" in why
+
+
+def test_device_profilers_profile_each_device_alone_into_a_cost_spec(tmp_path):
+    from hetsim import costmodel
+    from hetsim.runtime.backends.tvm_backend import import_model
+    from hetsim.runtime.context_profile import DeviceProfilers
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = import_model("squeezenet1_1", image_size=32)
+    profs = DeviceProfilers(tmp_path / "profile", {"cpu0": "cpu@1", "cpu1": "cpu@1"})
+    both = profs.add(model.graph, model, warmup=1)
+    both.run(2)
+    assert [len(ex.runs) for ex in both.executions] == [2, 2]  # one execution per device, each run
+    spec = profs.write()
+    assert spec == f"cpu0={tmp_path / 'profile' / 'cpu0'},cpu1={tmp_path / 'profile' / 'cpu1'}"
+    for name in ("cpu0", "cpu1"):
+        ops = pd.read_csv(tmp_path / "profile" / name / "ops.csv")
+        assert len(ops) > 0 and (ops["time_s"] > 0).all() and set(ops["timer"]) == {"in-context"}
+        assert json.loads((tmp_path / "profile" / name / "dispatch.json").read_text())["cpu@1"] > 0
+    cost = costmodel.from_spec(spec, platform=Platform.preset("cpu2"))
+    assert cost.describe() == spec
+    plat = Platform.preset("cpu2")
+    n = model.graph.topological_order()[0]
+    assert cost.op_time(model.graph, n, plat.device("cpu0")) > 0
+    with pytest.raises(ValueError, match="cannot name a profile folder"):
+        DeviceProfilers(tmp_path / "p2", {"a,b": "cpu@1"})
+
+
+def test_the_h100_validation_figure_redraws_from_its_results(tmp_path, capsys):
+    """``experiments/validation_h100``: the platform of the lent machine loads, and
+    plot.py draws the committed rows and prints each run's error statistics."""
+    import importlib.util
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parents[1] / "experiments" / "validation_h100"
+    box = Platform.load(here / "h100-box.toml")
+    assert box.device("cpu").threads == 8 and box.device("gpu").streams == 1 and box.device("gpu").cost is None
+    spec = importlib.util.spec_from_file_location("validation_h100_plot", here / "plot.py")
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    assert plot.main(["--out", str(tmp_path)]) == 0
+    assert (tmp_path / "validation_h100.png").stat().st_size > 10_000
+    df = pd.read_csv(here / "results.csv")
+    ok = df[(df["status"] == "ok") & (df["run"] == "3-in-run-host")]
+    mean = ok["error_pct"].abs().mean()
+    out = capsys.readouterr().out
+    assert f"3-in-run-host: {len(ok)} plans, mean |error| {mean:.1f} %" in out
+    assert set(df["run"]) == {"1-profile", "2-in-run", "3-in-run-host"}
