@@ -277,7 +277,6 @@ class ContextProfiler:
             ex.close()
 
 
-
 class DeviceProfilers:
     """One :class:`ContextProfiler` per device of a platform with GPUs: each graph run
     node by node on each device alone (the CPU worker with its threads, each GPU),

@@ -194,6 +194,12 @@ class Engine:
         self.pins: dict[tuple[int, int], set[int]] = (
             pin_cores(self.specs, self.streams, {self.dev_index[x] for x in self.active}) if pin else {})
 
+    @property
+    def idle_spin_s(self) -> float:
+        """How long an idle CPU worker of this engine polls for its next op before it
+        blocks: ``spin_s`` when its workers are pinned (only pinned workers spin), else 0."""
+        return float(self.spin_s) if any(self.pins.values()) else 0.0
+
     # ----------------------------------------------------------------- pricing
     def _price(self, u: int, d: int) -> float:
         key = (u, d)

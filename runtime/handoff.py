@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim.runtime.link_calibration import crossing_plan
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -204,7 +206,7 @@ def _one_and_crossing(graph: Graph, platform: Platform, devices: tuple[str, str]
         raise ValueError(f"{platform.name}: devices {a!r} and {b!r} do not share memory "
                          f"(a link moves their tensors)")
     order = graph.topological_order()
-    crossing = Plan({n: (a, b)[i % 2] for i, n in enumerate(order)})
+    crossing = crossing_plan(graph, (a, b))
     cross_bytes = sum(int(d["bytes"]) for u, v, d in graph.nx.edges(data=True)
                       if crossing.placement[u] != crossing.placement[v])
     if cross_bytes == 0:
@@ -429,8 +431,7 @@ class HostCalibration:
         # the workers spin this long for their next op: with the contention model, the
         # crossing run's idle worker lingers between its ops, so every op of that run
         # is charged the slowdown, and only the rest of its extra time is reading
-        engine = self.crossing.engine
-        linger = float(engine.spin_s) if any(engine.pins.values()) else 0.0
+        linger = self.crossing.engine.idle_spin_s
         charged = [c - max(slowdown, 1.0) * e for c, e in zip(crossing, expected)] if linger else extra
         return {**stats, "handoff_bandwidth_bytes_per_s": _read_rate(charged, self.cross_bytes)[1],
                 "handoff_bandwidth_alone_bytes_per_s": _read_rate(extra, self.cross_bytes)[1],

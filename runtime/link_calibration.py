@@ -204,8 +204,7 @@ class LinkCalibration:
             raise ValueError(f"calibration on {self.graph.name!r}: no timed run since run {since}")
         alone = {d: ex.runs[since:] for d, ex in zip(self.workers, self._executions[1:])}
         res = link_costs(runs, self.graph, self.platform, *self.workers, alone=alone)
-        engine = self.crossing.engine
-        res["linger_s"] = float(engine.spin_s) if any(engine.pins.values()) else 0.0
+        res["linger_s"] = self.crossing.engine.idle_spin_s
         return res
 
     def apply(self, platform: Platform, result: Mapping[str, Any] | None = None, *,
