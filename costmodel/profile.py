@@ -53,6 +53,7 @@ __all__ = [
     "Profile",
     "ProfileWriter",
     "fit_links",
+    "read_manifest",
     "read_profile",
     "write_profile",
 ]
@@ -205,7 +206,7 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
     folder = Path(path)
     if not folder.is_dir():
         raise CostModelError(f"profile folder {str(folder)!r} does not exist")
-    manifest = _read_manifest(folder / "manifest.json")
+    manifest = read_manifest(folder / "manifest.json")
     kinds = {d["name"]: d["kind"] for d in manifest["devices"]}
     ops_path = folder / "ops.csv"
     if not ops_path.is_file() and (folder / "ops.csv.gz").is_file():
@@ -236,7 +237,10 @@ def _read_json(path: Path) -> Any:
         raise CostModelError(f"{path}: not valid JSON ({e})") from None
 
 
-def _read_manifest(path: Path) -> dict[str, Any]:
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A profile's ``manifest.json``, checked (:func:`validate_manifest`); a
+    :class:`CostModelError` naming the file when it is missing or malformed."""
+    path = Path(path)
     data = _read_json(path)
     validate_manifest(data, where=str(path))
     return data
@@ -583,7 +587,7 @@ class ProfileWriter:
         validate_manifest(self.manifest, where=f"{self.path}/manifest.json (new)")
         mpath = self.path / "manifest.json"
         if mpath.is_file():
-            old = _read_manifest(mpath)
+            old = read_manifest(mpath)
             if old["devices"] != self.manifest["devices"]:
                 raise CostModelError(
                     f"{mpath}: devices {old['devices']} differ from the new run's "

@@ -199,6 +199,11 @@ def _run_all(args: argparse.Namespace) -> int:
     if cal is not None:
         print("\nhost costs measured in the rounds:\n" + cal.to_string(index=False))
     print(f"wrote {args.out}/validation.csv and {args.out}/ranking.csv")
+    if not (table["status"] == "ok").any():  # nothing validated: a script must not read success
+        counts = ", ".join(f"{n} {s}" for s, n in table["status"].value_counts().items())
+        print(f"hetsim validate: error: no plan was validated ({counts or 'no plans'}; the status "
+              f"and note columns of {args.out}/validation.csv say why)", file=sys.stderr)
+        return 1
     return 0
 
 

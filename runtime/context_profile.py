@@ -129,10 +129,14 @@ def calibrate_dispatch(
     dict
         Device -> seconds per op, as written.
     """
-    from hetsim.costmodel.profile import ProfileWriter
+    from hetsim.costmodel.base import CostModelError
+    from hetsim.costmodel.profile import ProfileWriter, read_manifest
 
     path = Path(profile)
-    manifest = json.loads((path / "manifest.json").read_text())
+    if not path.is_dir():
+        raise CostModelError(f"--calibrate: profile folder {str(path)!r} does not exist "
+                             "(take one with 'hetsim profile')")
+    manifest = read_manifest(path / "manifest.json")
     name = backend or str(manifest.get("backend", "torch"))
     in_context = str(manifest.get("timing", "")).startswith("in-context")
     new = json.loads((path / "dispatch.json").read_text()) if (path / "dispatch.json").is_file() else {}

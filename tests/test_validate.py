@@ -269,6 +269,27 @@ def test_cli_validate_all_and_errors(tmp_path, capsys):
         assert "cuda:0" in err
 
 
+def test_cli_validate_all_fails_when_no_plan_was_validated(tmp_path, capsys):
+    """Every plan skipped (the exact optimum does not take a 91-op graph): the table is
+    still written, and the exit status says that nothing was validated."""
+    rc = main(["validate", "--all", "--models", "squeezenet1_1", "--arg", "image_size=64", "--cost", "roofline",
+               "--platform", "cpu2", "--schedulers", "optimal", "--warmup", "0", "--repeats", "2",
+               "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "no plan was validated (1 skipped;" in err
+    table = pd.read_csv(tmp_path / "validation.csv")
+    assert list(table["status"]) == ["skipped"] and "optimal" in table["scheduler"].iloc[0]
+
+
+def test_cli_calibrate_names_a_missing_profile(tmp_path, capsys):
+    assert main(["validate", "--calibrate", str(tmp_path / "nowhere")]) == 2
+    assert "profile folder" in capsys.readouterr().err
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "manifest.json").write_text('{"devices": ')
+    assert main(["validate", "--calibrate", str(tmp_path / "half")]) == 2
+    assert "manifest.json: not valid JSON" in capsys.readouterr().err
+
+
 def test_cli_validate_all_in_context(tmp_path, capsys):
     ctx = tmp_path / "ctx"
     rc = main(["validate", "--all", "--models", "squeezenet1_1", "--arg", "image_size=64", "--platform", "cpu2",
