@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,7 +73,12 @@ def host_dispatch(cost: Any, graph: Graph, node: str, device: Device) -> float:
 
 
 def price_nodes(
-    cost: Any, graph: Graph, nodes: Sequence[str], device: Device
+    cost: Any,
+    graph: Graph,
+    nodes: Sequence[str],
+    device: Device,
+    *,
+    attrs: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[list[Any], list[Any]]:
     """Op and host dispatch times of ``nodes`` on ``device``, as the model returns them.
 
@@ -80,7 +86,9 @@ def price_nodes(
     the class that defines ``op_times`` and ``dispatch_times``, or below it), else
     of ``cost.op_times`` / ``cost.dispatch_times`` when it has them, else
     ``op_time`` and :func:`host_dispatch` node by node (in that order, node after
-    node). The answers are not checked: callers check them.
+    node). The answers are not checked: callers check them. ``attrs`` (the nodes'
+    attribute dicts, in ``nodes`` order) is handed to an ``op_and_dispatch_times``
+    that takes it, to save it the look-ups by name.
 
     Examples
     --------
@@ -101,7 +109,10 @@ def price_nodes(
         mro = type(cost).__mro__
         if _defined_in(mro, "op_and_dispatch_times") <= min(_defined_in(mro, "op_times"),
                                                            _defined_in(mro, "dispatch_times")):
-            ops, disp = both(graph, nodes, device)
+            if attrs is not None and _takes_attrs(both):
+                ops, disp = both(graph, nodes, device, attrs=attrs)
+            else:
+                ops, disp = both(graph, nodes, device)
             return list(ops), list(disp)
     if many_ops is None or (many_disp is None and hasattr(cost, "dispatch_time")):
         ops, disp = [], []
@@ -124,6 +135,14 @@ def _batched(cost: Any, many: str, one: str) -> Any:
         return None
     mro = type(cost).__mro__
     return method if _defined_in(mro, many) <= _defined_in(mro, one) else None
+
+
+def _takes_attrs(method: Any) -> bool:
+    """Whether a bound ``op_and_dispatch_times`` has an ``attrs`` keyword."""
+    try:
+        return "attrs" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin or C method)
+        return False
 
 
 def _defined_in(mro: tuple[type, ...], name: str) -> int:

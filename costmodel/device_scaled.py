@@ -77,10 +77,18 @@ class DeviceScaled:
         """The op times of ``nodes`` on ``device`` (the wrapped model's batch pricing, scaled)."""
         return self.op_and_dispatch_times(graph, nodes, device)[0]
 
-    def op_and_dispatch_times(self, graph: Graph, nodes: Sequence[str], device: Device) -> tuple[list[Any], list[Any]]:
+    def op_and_dispatch_times(
+        self,
+        graph: Graph,
+        nodes: Sequence[str],
+        device: Device,
+        *,
+        attrs: Sequence[Mapping[str, Any]] | None = None,
+    ) -> tuple[list[Any], list[Any]]:
         """:meth:`op_times` and :meth:`dispatch_times` from one batch pricing of the
-        wrapped model (what :func:`~costmodel.base.price_nodes` calls)."""
-        ops, disp = price_nodes(self.cost, graph, nodes, device)
+        wrapped model (what :func:`~costmodel.base.price_nodes` calls; ``attrs``
+        passed on to it)."""
+        ops, disp = price_nodes(self.cost, graph, nodes, device, attrs=attrs)
         f = self.factors.get(device.name)
         return (ops if f is None else [float(t) * f for t in ops]), disp
 

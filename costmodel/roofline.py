@@ -43,6 +43,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from hetsim.costmodel.base import CostModelError
 from hetsim.graphs.graph import VIEW_OPS
 
@@ -183,6 +185,10 @@ def _curve(
     if len(points) == 1:
         return points[0][1]
     return [math.log10(f) for f, _ in points], [e for _, e in points]
+
+
+#: below this many nodes, batch pricing goes node by node (arrays cost more than they save)
+_ARRAY_MIN = 16
 
 
 def _interp(curve: tuple[list[float], list[float]], flops: float) -> float:
@@ -346,39 +352,74 @@ class Roofline:
         return [0.0 if classify(data[n])[0] else ds for n in nodes]
 
     def op_and_dispatch_times(
-        self, graph: Graph, nodes: Iterable[str], device: Device
+        self,
+        graph: Graph,
+        nodes: Sequence[str],
+        device: Device,
+        *,
+        attrs: Sequence[Mapping[str, Any]] | None = None,
     ) -> tuple[list[float], list[float]]:
-        """:meth:`op_times` and :meth:`dispatch_times` together, reading each node's
-        attributes once (:func:`costmodel.price_nodes` prefers it)."""
-        data = graph.nx.nodes
+        """:meth:`op_times` and :meth:`dispatch_times` together (the numbers of
+        :meth:`op_time` and :meth:`dispatch_time`, bit for bit): each node's attributes
+        read once, the roofline computed over arrays (:func:`costmodel.price_nodes`
+        prefers it).
+
+        ``attrs``: the nodes' attribute dicts (``graph.nx.nodes[n]``) in ``nodes``
+        order, when the caller has them at hand (the simulator does): saves looking
+        each node up by name. Nodes whose attributes the array path cannot take (a
+        time that is not a number, an op without an efficiency entry) are priced node
+        by node, which raises the first error in ``nodes`` order.
+        """
+        if not isinstance(nodes, Sequence):
+            nodes = list(nodes)
+        if attrs is None:
+            data = graph.nx.nodes
+            attrs = [data[n] for n in nodes]
+        if len(attrs) < _ARRAY_MIN:
+            return self._one_by_one(graph, nodes, device)
         classify, plain = self._classify, self._plain
-        mem_rate = device.mem_bandwidth_bytes_per_s * self.memory_efficiency(device)
-        peak, launch, ds = device.peak_flops, device.launch_overhead_s, device.dispatch_s
-        curves: dict[str, Any] = {}  # efficiency key -> constant or curve, on this device
+        keys: list[tuple[bool, str]] = []
+        flops_l: list[Any] = []
+        bytes_l: list[Any] = []
+        add_key, add_flops, add_bytes = keys.append, flops_l.append, bytes_l.append
+        try:
+            for d in attrs:
+                add_key(plain.get(d["op"]) or classify(d))  # _classify's first look-up, inline
+                add_flops(d["flops"])
+                add_bytes(d["bytes"])
+            flops = np.array(flops_l, dtype=float)
+            nbytes = np.array(bytes_l, dtype=float)
+            view = np.fromiter([v for v, _ in keys], dtype=bool, count=len(keys))
+            compute = np.flatnonzero((flops > 0) & ~view)
+            effs = self._efficiencies([keys[i][1] for i in compute.tolist()], flops[compute].tolist(), device)
+        except (CostModelError, KeyError, TypeError, ValueError, OverflowError):
+            return self._one_by_one(graph, nodes, device)  # names the first bad node
+        t_mem = nbytes / (device.mem_bandwidth_bytes_per_s * self.memory_efficiency(device))
+        t = np.where(0.0 >= t_mem, 0.0, t_mem)
+        t_cmp = flops[compute] / (device.peak_flops * effs)
+        t_mem_c = t_mem[compute]
+        t[compute] = np.where(t_cmp >= t_mem_c, t_cmp, t_mem_c)
+        t += device.launch_overhead_s
+        t[view] = 0.0
+        return t.tolist(), np.where(view, 0.0, float(device.dispatch_s)).tolist()
+
+    def _efficiencies(self, keys: list[str], flops: list[float], device: Device) -> np.ndarray:
+        """:meth:`_efficiency` of each (key, flops), resolving each key's entry once."""
+        resolved: dict[str, Any] = {}  # efficiency key -> constant or curve, on this device
         out: list[float] = []
-        disp: list[float] = []
-        append, append_disp = out.append, disp.append
-        for n in nodes:
-            d = data[n]
-            view, key = plain.get(d["op"]) or classify(d)  # _classify's first look-up, inline
-            if view:
-                append(0.0)
-                append_disp(0.0)
-                continue
-            append_disp(ds)
-            flops = float(d["flops"])
-            t_mem = float(d["bytes"]) / mem_rate
-            if flops > 0:
-                curve = curves.get(key)
-                if curve is None:
-                    self._efficiency(key, flops, device)  # resolves the entry
-                    curve = curves[key] = self._resolved[(key, device.name, device.kind)]
-                eff = curve if type(curve) is float else _interp(curve, flops)
-                t_cmp = flops / (peak * eff)
-                append((t_cmp if t_cmp >= t_mem else t_mem) + launch)
-            else:
-                append((0.0 if 0.0 >= t_mem else t_mem) + launch)
-        return out, disp
+        add = out.append
+        for key, f in zip(keys, flops):
+            entry = resolved.get(key)
+            if entry is None:
+                self._efficiency(key, f, device)  # resolves the entry (or raises)
+                entry = resolved[key] = self._resolved[(key, device.name, device.kind)]
+            add(entry if type(entry) is float else _interp(entry, f))
+        return np.array(out, dtype=float)
+
+    def _one_by_one(self, graph: Graph, nodes: Sequence[str], device: Device) -> tuple[list[float], list[float]]:
+        """:meth:`op_time` and :meth:`dispatch_time` node by node (few nodes, or odd ones)."""
+        ops = [self.op_time(graph, n, device) for n in nodes]
+        return ops, [self.dispatch_time(graph, n, device) for n in nodes]
 
     def transfer_time(self, nbytes: int, link: Link) -> float:
         """One hop: ``latency_s + nbytes / bandwidth_bytes_per_s``."""

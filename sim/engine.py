@@ -157,16 +157,18 @@ def simulate(
         from hetsim.costmodel.roofline import Roofline
 
         cost = Roofline()
-    plan.validate(graph, platform)
-    n_req = requests if requests is not None else (plan.microbatches or 1)  # microbatches: checked by validate
-    check_arrivals(n_req, interval_s)
-    if not isinstance(noise, int | float) or not math.isfinite(noise) or noise < 0:
-        raise SimulationError(f"noise must be a finite number >= 0, got {noise!r}")
     # The run allocates many small objects that never form garbage cycles; pausing
-    # the cyclic collector during it saves a third of the time on large graphs.
+    # the cyclic collector during it saves a third of the time on large graphs (and
+    # the plan's check too: in a sweep, a full collection of a large graph's objects
+    # would otherwise fall in it).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        plan.validate(graph, platform)
+        n_req = requests if requests is not None else (plan.microbatches or 1)  # microbatches: checked by validate
+        check_arrivals(n_req, interval_s)
+        if not isinstance(noise, int | float) or not math.isfinite(noise) or noise < 0:
+            raise SimulationError(f"noise must be a finite number >= 0, got {noise!r}")
         prep = prepare(graph, platform, plan)
         run = EngineRun(graph, platform, plan, cost, prep, n_req=n_req, interval=float(interval_s))
         run.configure(record=record, seed=seed, noise=float(noise), check_memory=check_memory)

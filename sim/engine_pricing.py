@@ -48,7 +48,7 @@ class Prices:
     def __init__(self, graph: Graph, platform: Platform, cost: Any, prep: Prepared) -> None:
         self.graph, self.platform, self.cost, self.prep = graph, platform, cost, prep
         n = prep.n_ops
-        names = prep.names
+        names, node_data = prep.names, prep.node_data
         self._cache: dict[tuple[int, int], tuple[float, float]] = {}
         loc = np.fromiter(prep.loc0, dtype=np.int64, count=len(prep.loc0))[:n]
         op = np.zeros(n)
@@ -58,7 +58,9 @@ class Prices:
             nodes = np.flatnonzero(loc == d)
             if not len(nodes):
                 continue
-            ops, disp = price_nodes(cost, graph, [names[u] for u in nodes.tolist()], platform.devices[d])
+            members = nodes.tolist()
+            ops, disp = price_nodes(cost, graph, [names[u] for u in members], platform.devices[d],
+                                    attrs=[node_data[u] for u in members])
             for times, out, what in ((ops, op, "op"), (disp, dispatch, "dispatch")):
                 good = _checked_array(times) if len(times) == len(nodes) else None
                 if good is not None:

@@ -263,3 +263,33 @@ def test_op_and_dispatch_times_are_the_one_node_prices_and_yield_to_a_batch_over
     gpu = Platform.preset("xeon-p2200").device("gpu")
     ops, disp = price_nodes(cost, g, nodes, gpu)
     assert price_nodes(HalfBatch(), g, nodes, gpu) == ([t / 2 for t in ops], disp)
+
+
+def test_array_pricing_is_the_one_node_pricing_bit_for_bit() -> None:
+    """The array path of op_and_dispatch_times (many nodes) gives op_time's and
+    dispatch_time's numbers exactly, on every device of every preset, for ints,
+    floats, zero and huge sizes, views, fused ops and size-dependent efficiencies;
+    with ``attrs`` too; and a bad node still raises op_time's error, for the first one."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    kinds = ["matmul", "conv2d", "add", "relu", "softmax", "reshape", "fused:conv2d+relu", "dense", "layer_norm"]
+    g = Graph()
+    for i in range(300):
+        op = kinds[i % len(kinds)]
+        flops = [0, 1, int(rng.integers(1, 10**6)), float(10 ** rng.uniform(3, 12)), 2**70][i % 5]
+        nbytes = [0, int(rng.integers(1, 10**8)), float(10 ** rng.uniform(2, 9))][i % 3]
+        g.add_op(f"n{i}", op, flops=flops, bytes=nbytes)
+    nodes = list(g)
+    cost = Roofline(efficiency={"gpu:matmul": [[4.0, 0.1], [9.0, 0.6], [11.0, 0.8]]})
+    for name in Platform.presets():
+        for dev in Platform.preset(name).devices:
+            ops, disp = cost.op_and_dispatch_times(g, nodes, dev)
+            assert ops == [cost.op_time(g, n, dev) for n in nodes]
+            assert disp == [cost.dispatch_time(g, n, dev) for n in nodes]
+            attrs = [g.nx.nodes[n] for n in nodes]
+            assert cost.op_and_dispatch_times(g, nodes, dev, attrs=attrs) == (ops, disp)
+    g.nx.nodes["n40"]["flops"] = "lots"
+    gpu = Platform.preset("xeon-p2200").device("gpu")
+    with pytest.raises(ValueError, match="could not convert string to float: 'lots'"):
+        cost.op_and_dispatch_times(g, nodes, gpu)
