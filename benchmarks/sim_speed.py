@@ -8,7 +8,9 @@ the integer tables included), best of ``--repeats``, as CPU time of the process
 (``time.process_time``: what "per core" means, and robust to other load on the
 machine), with ``record=False`` and with ``record=True``; ``loop s`` is the
 median call when called back to back as a sweep calls it (record=False, the
-cyclic garbage collector left running, no collection forced between calls).
+cyclic garbage collector left running, no collection forced between calls);
+``read s`` the time to only read what a simulation needs from the graph's networkx
+dicts (:func:`read_graph`: a floor for the preparation).
 
 Each size runs in a fresh process, which reports its peak resident memory
 (``ru_maxrss``: the graph, the plan and the simulation together), and replays
@@ -92,6 +94,19 @@ def block_plan(graph: Any, devices: list[str], *, block: int = 50) -> Any:
     return Plan({n: devices[(i // block) % len(devices)] for i, n in enumerate(order)})
 
 
+def read_graph(graph: Any) -> tuple[int, int]:
+    """Read what any simulation of ``graph`` must read from its networkx dicts, and
+    nothing else: each node's op, FLOPs, bytes, weights and outputs, each edge's
+    bytes and output index with its consumer's position. Its time is a floor for
+    the preparation of a graph kept in networkx (each dict a cache miss when the
+    graph is larger than the cache); returns the numbers of nodes and edges read."""
+    nxg = graph.nx
+    index = {name: i for i, name in enumerate(nxg)}
+    nodes = [(d["op"], d["flops"], d["bytes"], d["param_bytes"], d["outputs"]) for _, d in nxg.nodes(data=True)]
+    edges = [(index[w], d.get("output", 0), d["bytes"]) for _, nbrs in nxg.adjacency() for w, d in nbrs.items()]
+    return len(nodes), len(edges)
+
+
 def measure(n: int, repeats: int) -> dict[str, Any]:
     """Best CPU seconds of ``repeats`` simulations of an ``n``-node graph (record off
     and on) and of the heapq floor replaying the same plan; this process's peak memory."""
@@ -117,6 +132,15 @@ def measure(n: int, repeats: int) -> dict[str, Any]:
         out["rec_s" if record else "cpu_s"] = best
         out["ops"], out["makespan"] = res.ops, res.makespan
         del res
+    best = float("inf")
+    for _ in range(repeats):
+        gc.collect()
+        gc.disable()
+        c0 = time.process_time()
+        read_graph(g)
+        best = min(best, time.process_time() - c0)
+        gc.enable()
+    out["read_s"] = best
     tb = tables(g, platform, plan, cost)
     best = float("inf")
     for _ in range(repeats):
@@ -168,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.before is not None:
         trees.insert(0, ("before", args.before.resolve()))
     print(f"{'tree':>6} {'nodes':>8} {'cpu s':>8} {'ops/s':>8} {'rec cpu s':>9} {'ops/s rec':>9} "
-          f"{'loop s':>8} {'floor s':>8} {'x floor':>7} {'peak MB':>8}")
+          f"{'loop s':>8} {'read s':>7} {'floor s':>8} {'x floor':>7} {'peak MB':>8}")
     results: dict[tuple[str, int], dict[str, Any]] = {}
     for n in args.sizes:
         for label, tree in trees:
@@ -178,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
             same = "" if r["floor_same"] else "  (floor makespan differs!)"
             print(f"{label:>6} {n:>8} {r['cpu_s']:>8.3f} {r['ops'] / r['cpu_s']:>8.0f} "
                   f"{r['rec_s']:>9.3f} {r['ops'] / r['rec_s']:>9.0f} {r.get('loop_s', math.nan):>8.3f} "
+                  f"{r.get('read_s', math.nan):>7.3f} "
                   f"{r['floor_s']:>8.3f} "
                   f"{r['cpu_s'] / r['floor_s']:>7.1f} {r['peak_mb']:>8.0f}{same}", flush=True)
     for label, _ in trees:

@@ -94,7 +94,10 @@ class Engine:
         GIL between polls) before it blocks: it owns its core, and waking a blocked
         thread on an idle core costs tens of microseconds (an inter-processor
         interrupt; a VM exit on virtual machines) for every dependency between ops
-        on different workers.
+        on different workers. Only while a run is in progress: once its last request
+        has completed, the workers block at once, since a worker still polling would
+        take its core (and the GIL) from whatever runs next, the next timed run
+        first of all.
     """
 
     def __init__(
@@ -276,9 +279,9 @@ class Engine:
         spin = self.spin_s if cores else 0.0
         sleep = time.sleep
         while True:
-            if spin and not heap:  # spin-then-block: waking an idle core costs tens of us
+            if spin and not heap and self.left:  # spin-then-block: waking an idle core costs tens of us
                 until = pc() + spin
-                while not heap and pc() < until:
+                while not heap and self.left and pc() < until:  # not past the run's end
                     sleep(0)  # releases the GIL
             lock.acquire()
             if not heap:

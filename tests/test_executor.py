@@ -180,6 +180,33 @@ def test_two_workers_are_faster_than_one():
     assert tried[-1][0] > 0, f"no overlap in {len(tried)} executions (overlap s, busy s of cpu0): {tried}"
 
 
+def test_workers_stop_polling_when_the_run_ends(monkeypatch):
+    """A pinned worker polls its queue for a while before it blocks, but not past the
+    end of the run: a worker still polling would take its core (and the GIL) from what
+    runs next, the next timed run first of all. With the poll made 30 s long, both
+    workers of a two-worker plan are blocked soon after each run returns."""
+    import functools
+    import time
+
+    from hetsim.runtime import executor_run
+    from hetsim.runtime.executor import Execution
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores: unpinned workers do not poll")
+    monkeypatch.setattr(executor_run.Engine, "__init__",
+                        functools.partialmethod(executor_run.Engine.__init__, spin_s=30.0))
+    g, wiring = _branches(chain=4, size=128)
+    plan = Plan({n: ("cpu0" if n.startswith("a") else "cpu1") for n in g.nx})
+    with Execution(g, plan, CPU2, wiring) as ex:
+        assert ex.engine.idle_spin_s == 30.0
+        for _ in range(2):
+            ex.run(1)
+            deadline = time.perf_counter() + 10.0
+            while time.perf_counter() < deadline and not all(ex.engine.idle):
+                time.sleep(0.01)
+            assert all(len(waiting) == 1 for waiting in ex.engine.idle), "a worker still polls after the run"
+
+
 def _branches(chain: int, size: int, branches: str = "ab") -> tuple[Graph, Wiring]:
     """x (64 x size) -> two chains of matmul with a size x size weight (a*, b*) -> add;
     with one branch (``branches="a"``), the chain alone."""
