@@ -164,34 +164,27 @@ def _link(
         if not nbrs:
             append([])
             continue
-        if len(nbrs) == 1:  # the common case, without the loop's bookkeeping
-            for w, d in nbrs.items():
-                v = index[w]
-                if v <= t:
-                    return None
-                k, b = d.get("output", 0), d["bytes"]
-                if type(k) is not int:
-                    k = int(k)
-                if type(b) is not int:
-                    b = int(b)
-                preds[v].append((t, k))
-                out_size[t][k] = b
-                append([(v, k)])
-            continue
         out = []
+        sizes = out_size[t]
+        several = len(nbrs) > 1
         edge_sizes: dict[int, int] = {}
-        for v, k, b in [(index[w], d.get("output", 0), d["bytes"]) for w, d in nbrs.items()]:
+        for w, d in nbrs.items():
+            v = index[w]
             if v <= t:
                 return None
+            k, b = d.get("output", 0), d["bytes"]
             if type(k) is not int:
                 k = int(k)
             if type(b) is not int:
                 b = int(b)
             out.append((v, k))
             preds[v].append((t, k))  # in increasing producer index: sorted
-            if b > edge_sizes.get(k, -1):
+            if not several:
+                sizes[k] = b
+            elif b > edge_sizes.get(k, -1):
                 edge_sizes[k] = b
-        out_size[t].update(edge_sizes)
+        if several:
+            sizes.update(edge_sizes)
         append(out)
     return succs, preds
 
