@@ -205,13 +205,12 @@ def _one_and_crossing(graph: Graph, platform: Platform, devices: tuple[str, str]
     if not platform.shares_memory(a, b):
         raise ValueError(f"{platform.name}: devices {a!r} and {b!r} do not share memory "
                          f"(a link moves their tensors)")
-    order = graph.topological_order()
-    crossing = crossing_plan(graph, (a, b))
+    crossing = crossing_plan(graph, (a, b))  # placed in topological order
     cross_bytes = sum(int(d["bytes"]) for u, v, d in graph.nx.edges(data=True)
                       if crossing.placement[u] != crossing.placement[v])
     if cross_bytes == 0:
         raise ValueError(f"graph {graph.name!r}: no edge crosses between {a!r} and {b!r}")
-    return Plan(dict.fromkeys(order, a)), crossing, cross_bytes
+    return Plan(dict.fromkeys(crossing.placement, a)), crossing, cross_bytes
 
 
 def side_by_side(graph: Graph, wiring: Wiring, devices: tuple[str, str]) -> tuple[Graph, Wiring, Plan]:
