@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hetsim.runtime.backends.base import BackendError
 from hetsim.runtime.context_profile import (
@@ -75,6 +76,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.schedulers.run import PlanRun
     from hetsim.sim.platform import Platform
 
+T = TypeVar("T")
+
 __all__ = [
     "VALIDATION_COLUMNS",
     "ContextProfiler",
@@ -88,6 +91,7 @@ __all__ = [
     "measure_read_bandwidth",
     "profile_in_context",
     "ranking",
+    "round_orders",
     "summary",
     "validate",
     "validate_all",
@@ -302,7 +306,8 @@ def validate_all(
     The plans of one model are prepared together and their timed runs interleaved
     (each round runs every plan once), so that slow drifts of the machine's speed
     (other tenants, clock changes) affect all plans alike: the ranking compares
-    like with like.
+    like with like. Each round runs them in a new order (:func:`round_orders`), so
+    that no plan always follows the same one.
 
     Returns
     -------
@@ -398,8 +403,9 @@ def _validate_model(
     requests: int | None = None, seed: int | None = None, decisions: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Plan and simulate with every scheduler, prepare every execution, then run them
-    interleaved (round ``r`` runs each plan once, starting at plan ``r``), so that
-    every plan is measured under the same machine conditions. With a ``profiler``,
+    interleaved (each round runs each plan once, in the order of
+    :func:`round_orders`), so that every plan is measured under the same machine
+    conditions. With a ``profiler``,
     each round also runs every planned graph on one worker, and the plans are
     simulated afterwards with the op times so measured; with a ``calibration``,
     each round also runs its two executions, and the plans are simulated on the
@@ -467,14 +473,17 @@ def _validate_model(
         if calibration is not None:
             since = len(calibration.crossing.runs)
             profiling += [("(host calibration)", calibration.graph, ex) for ex in calibration.executions]
-        for r in range(repeats):
-            both: list[tuple[Any, ...]] = [*live, *profiling]
-            for item in [both[(i + r) % len(both)] for i in range(len(both))]:
+        failed: set[int] = set()
+        for items in round_orders([*live, *profiling], repeats):
+            for item in items:
+                if id(item) in failed:
+                    continue
                 try:
                     item[-1].run(1)
                 except (ExecutionError, BackendError) as e:
                     if item in profiling:
                         raise
+                    failed.add(id(item))
                     live.remove(item)
                     rows[item[0]].update(status="failed", note=str(e))
                     _say(progress, f"{mname} {item[0]}: FAILED: {e}")
@@ -516,6 +525,29 @@ def _validate_model(
         if profiler is not None:
             profiler.close()
     return list(rows.values())
+
+
+def round_orders(items: Sequence[T], rounds: int, *, seed: int = 0) -> list[list[T]]:
+    """The order in which each of ``rounds`` rounds runs ``items`` (each once).
+
+    Each round is a permutation drawn from ``random.Random(seed)``, with the
+    first round in the given order: over the rounds, every item follows many
+    others, and runs early and late in a round. A fixed rotation (round ``r``
+    starting at item ``r``, as before) kept each item's predecessor the same in
+    every round, so whatever a run leaves for the next (the shared cache, the
+    second core's state) was a bias of the plan after it rather than noise that
+    the median over the rounds evens out. Deterministic: the same items and
+    rounds give the same orders.
+    """
+    rng = random.Random(seed)
+    out: list[list[T]] = []
+    order = list(items)
+    for r in range(rounds):
+        if r:
+            order = list(items)
+            rng.shuffle(order)
+        out.append(order)
+    return out
 
 
 def _say(progress: Callable[[str], None] | None, text: str) -> None:

@@ -30,6 +30,7 @@ from hetsim.runtime.validate import (  # noqa: E402
     ValidationResult,
     format_table,
     ranking,
+    round_orders,
     validate,
     validate_all,
 )
@@ -499,3 +500,54 @@ def test_plans_that_are_one_execution_pool_their_runs(squeeze, tmp_path):
     # the pooled runs are both executions' timed runs: six, of which the median
     spans = json.loads((tmp_path / graph.name / "b" / "summary.json").read_text())["makespans_s"]
     assert len(spans) == 6 and t.loc["a", "measured_s"] == pytest.approx(np.median(spans))
+
+
+def test_round_orders_change_each_plans_predecessor_from_round_to_round():
+    """Each round runs every item once; the first in the given order, the others
+    shuffled (deterministically), so that no item always follows the same one, as
+    it did with a fixed rotation (one predecessor per item but at round starts)."""
+    items = [f"plan{i}" for i in range(17)]
+    orders = round_orders(items, 20)
+    assert len(orders) == 20 and orders[0] == items
+    assert all(sorted(o) == sorted(items) for o in orders)
+    assert round_orders(items, 20) == orders  # the same orders again
+    before: dict[str, set[str]] = {x: set() for x in items}
+    for o in orders:
+        for a, b in zip(o, o[1:]):
+            before[b].add(a)
+    assert min(len(s) for s in before.values()) >= 6, before
+    # every item also runs early and late in a round
+    assert all(len({o.index(x) for o in orders}) >= 8 for x in items)
+    assert round_orders(items, 0) == [] and round_orders([], 3) == [[], [], []]
+
+
+def test_a_plan_that_fails_in_a_round_is_not_run_again(squeeze, tmp_path, monkeypatch):
+    """An execution error in the timed rounds marks that plan failed, with the error,
+    and the rounds go on without it; the other plans are validated."""
+    from hetsim.runtime.executor import Execution
+    from hetsim.runtime.executor_setup import ExecutionError
+    from hetsim.sim.plan import Plan
+
+    graph = squeeze.graph
+    on_cpu0 = Plan(placement={n: "cpu0" for n in graph.nodes})
+    on_cpu1 = Plan(placement={n: "cpu1" for n in graph.nodes})
+    timed_runs: dict[str, int] = {"cpu0": 0, "cpu1": 0}
+    run = Execution.run
+
+    def failing_run(self, n=1, *, timed=True):
+        dev = next(iter(self.plan.placement.values()))
+        if timed:
+            timed_runs[dev] += 1
+            if dev == "cpu1" and timed_runs[dev] == 2:
+                raise ExecutionError("worker cpu1 died (test)")
+        return run(self, n, timed=timed)
+
+    monkeypatch.setattr(Execution, "run", failing_run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = validate_all([graph], "cpu2", [("a", on_cpu0), ("b", on_cpu1)], "roofline", warmup=1,
+                             repeats=4, out=tmp_path)
+    t = table.set_index("scheduler")
+    assert t.loc["a", "status"] == "ok" and timed_runs["cpu0"] == 4
+    assert t.loc["b", "status"] == "failed" and "worker cpu1 died (test)" in t.loc["b", "note"]
+    assert timed_runs["cpu1"] == 2  # not run in the rounds after its failure
