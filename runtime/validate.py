@@ -405,9 +405,9 @@ def _validate_model(
     """Plan and simulate with every scheduler, prepare every execution, then run them
     interleaved (each round runs each plan once, in the order of
     :func:`round_orders`), so that every plan is measured under the same machine
-    conditions. With a ``profiler``,
-    each round also runs every planned graph on one worker, and the plans are
-    simulated afterwards with the op times so measured; with a ``calibration``,
+    conditions. With a ``profiler``, each round also runs every planned graph on
+    one worker, and the plans are simulated afterwards with the op times so
+    measured; with a ``calibration``,
     each round also runs its two executions, and the plans are simulated on the
     platform with the host costs so measured. ``names``: scheduler names, or
     ``(label, how)`` with ``how`` a scheduler (name or instance) or a plan;
@@ -541,10 +541,9 @@ def round_orders(items: Sequence[T], rounds: int, *, seed: int = 0) -> list[list
     """
     rng = random.Random(seed)
     out: list[list[T]] = []
-    order = list(items)
     for r in range(rounds):
+        order = list(items)
         if r:
-            order = list(items)
             rng.shuffle(order)
         out.append(order)
     return out
