@@ -8,10 +8,12 @@ first to plan with, then interleaved rounds that run every plan once, every grap
 node by node on one worker (the in-context profile the plans are simulated with,
 ``OUT/profile``) and the host calibration (``--calibrate``, squeezenet1_1: handoff,
 read rate, and two workers side by side against one, which sets the contention
-model's memory domain). Prints the error table, each plan's measured p10-p90 band,
-the targets' figures (mean and max |error|, plans inside their band or within 5 %,
-Kendall tau per model), the same runs simulated without the contention model and
-with the preset's host costs, the load average and the two-core contention probe.
+model's memory domain). Each plan is measured as three executions, each built
+apart (``--replicas``), their runs pooled. Prints the error table, each plan's
+measured p10-p90 band, the targets' figures (mean and max |error|, plans inside
+their band or within 5 %, Kendall tau per model), the same runs simulated without
+the contention model and with the preset's host costs, the load average and the
+two-core contention probe.
 
     python benchmarks/validate_cpu2.py [--out out/validate-cpu2] [--repeats 20]
     python benchmarks/validate_cpu2.py --profile profiles/cpu2-torch-ctx   # simulate with a profile taken earlier
@@ -121,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibrate", default="squeezenet1_1",
                     help="zoo model whose runs, interleaved with the rounds, give the handoff, read rate and "
                          "two-worker slowdown the simulation uses ('none': the preset's values)")
-    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=20, help="rounds (default 20)")
+    ap.add_argument("--replicas", type=int, default=3,
+                    help="executions of each plan, each built apart, their runs pooled (default 3)")
     ap.add_argument("--out", default=str(ROOT / "out" / "validate-cpu2"),
                     help="folder for validation.csv, ranking.csv, the traces and the in-run profiles")
     args = ap.parse_args(argv)
@@ -139,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("ignore")
         table = validate_all(models, "cpu2", None, args.profile, warmup=3, repeats=args.repeats, out=out,
                              model_kwargs={m: MODEL_ARGS[m] for m in models if m in MODEL_ARGS},
-                             calibrate=args.calibrate if args.profile is None else None,
+                             calibrate=args.calibrate if args.profile is None else None, replicas=args.replicas,
                              progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(format_table(table))
     print("\ninputs of the simulation:")

@@ -66,7 +66,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--device-map", action="append", metavar="DEV=SPEC",
                    help="run platform device DEV on SPEC (cpu, cpu@N, cuda:K); repeatable")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
-    p.add_argument("--repeats", type=int, default=10, help="timed runs (default 10)")
+    p.add_argument("--repeats", type=int, default=10, help="timed runs, or rounds, per execution (default 10)")
+    p.add_argument("--replicas", type=int, default=3, metavar="N",
+                   help="measure each plan as N executions, each built apart (its own buffers and threads), "
+                   "their runs interleaved and pooled: one execution's memory layout is an offset all its runs "
+                   "share (default 3)")
     p.add_argument("--batch", type=int, default=1, help="batch size (zoo models; default 1)")
     p.add_argument("--granularity", choices=["op", "fused"], default="op",
                    help="graph granularity (fused needs --backend tvm; default op)")
@@ -100,8 +104,10 @@ def run(args: argparse.Namespace) -> int:
     from hetsim.experiments.cli import CLIError
     from hetsim.runtime.backends import BackendError
     from hetsim.runtime.executor_setup import ExecutionError
+    from hetsim.runtime.measure_rounds import check_replicas
 
     try:
+        check_replicas(args.replicas)  # before any model import
         if args.calibrate:
             return _calibrate(args)
         if args.profile_in_context:
@@ -157,7 +163,7 @@ def _run_one(args: argparse.Namespace) -> int:
     res = validate(graph, platform, how, args.cost, backend=args.backend or "torch", warmup=args.warmup,
                    repeats=args.repeats, device_map=_device_map(args.device_map),
                    scheduler_args=parse_kv(args.scheduler_arg) if not args.plan else None,
-                   calibrate=args.host_calibration, folder=args.out,
+                   calibrate=args.host_calibration, folder=args.out, replicas=args.replicas,
                    progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(res)
     _hint_if_busy([res.run.spread])
@@ -189,7 +195,8 @@ def _run_all(args: argparse.Namespace) -> int:
                          warmup=args.warmup, repeats=args.repeats, batch=args.batch,
                          model_kwargs=_model_kwargs(models, args.arg),
                          device_map=_device_map(args.device_map), out=args.out, progress=say,
-                         in_context=args.in_context, calibrate=args.host_calibration)
+                         in_context=args.in_context, calibrate=args.host_calibration,
+                         replicas=args.replicas)
     print(format_table(table))
     print("\ninputs of the simulation:")
     for what, where in table.attrs.get("inputs", {}).items():

@@ -65,6 +65,7 @@ from hetsim.runtime.executor_setup import (
 )
 from hetsim.runtime.executor_view import torch_threads
 from hetsim.runtime.executor_view import tune_malloc as _tune_process_malloc
+from hetsim.runtime.measure_rounds import check_replicas, pool_runs, round_orders
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -245,6 +246,7 @@ def execute(
     timeout_s: float = 600.0,
     pin_threads: bool = True,
     tune_malloc: bool = True,
+    replicas: int = 1,
 ) -> RunResult:
     """Run ``plan`` for ``graph`` on the real devices of ``platform`` and time it.
 
@@ -290,6 +292,13 @@ def execute(
         tensor, no trimming) so that an op's output reuses warm, mapped pages as in
         the profiler's loop, instead of page-faulting fresh ones on every run; what
         PyTorch CPU deployments get from jemalloc/tcmalloc. Process-wide, kept.
+    replicas
+        Measure the plan as this many executions, each built apart (its own
+        buffers and worker threads), their runs interleaved in ``repeats`` rounds
+        (:func:`runtime.measure_rounds.round_orders`) and pooled
+        (:func:`~runtime.measure_rounds.pool_runs`: ``replicas * repeats``
+        makespans): one execution's memory layout is an offset that all its runs
+        share (see :mod:`runtime.measure_rounds`).
 
     Returns
     -------
@@ -309,6 +318,7 @@ def execute(
     from hetsim.sim.platform import Platform
 
     platform = Platform.load(platform)
+    check_replicas(replicas)
     t_setup = time.perf_counter()
     plan.validate(graph, platform)
     specs = map_devices(platform, device_map)
@@ -321,7 +331,7 @@ def execute(
         graph, plan, platform, wiring, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
         device_map=device_map, cost=cost, model=model, requests=requests, check=check, rtol=rtol,
         atol=atol, timeout_s=timeout_s, setup_start=t_setup, pin_threads=pin_threads,
-        tune_malloc=tune_malloc,
+        tune_malloc=tune_malloc, replicas=replicas,
     )
 
 
@@ -333,6 +343,7 @@ def execute_wired(
     *,
     warmup: int = 3,
     repeats: int = 10,
+    replicas: int = 1,
     **kw: Any,
 ) -> RunResult:
     """:func:`execute` with the dataflow given as a :class:`~runtime.executor_setup.Wiring`
@@ -342,10 +353,24 @@ def execute_wired(
     for name, v, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
-    with Execution(graph, plan, platform, wiring, **kw) as ex:
-        ex.run(warmup, timed=False)
-        ex.run(repeats)
-        return ex.result()
+    check_replicas(replicas)
+    if replicas == 1:
+        with Execution(graph, plan, platform, wiring, **kw) as ex:
+            ex.run(warmup, timed=False)
+            ex.run(repeats)
+            return ex.result()
+    executions: list[Execution] = []
+    try:  # each replica built apart (its own buffers and threads), their runs interleaved
+        for _ in range(replicas):
+            executions.append(Execution(graph, plan, platform, wiring, **kw))
+            executions[-1].run(warmup, timed=False)
+        for order in round_orders(executions, repeats):
+            for ex in order:
+                ex.run(1)
+        return pool_runs([ex.result() for ex in executions])
+    finally:
+        for ex in executions:
+            ex.close()
 
 
 class Execution:

@@ -39,10 +39,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from hetsim.runtime.backends.base import BackendError
 from hetsim.runtime.context_profile import (
@@ -58,6 +57,7 @@ from hetsim.runtime.handoff import (
     measure_handoff,
     measure_read_bandwidth,
 )
+from hetsim.runtime.measure_rounds import check_replicas, pool_runs, round_orders
 from hetsim.runtime.validate_result import ValidationResult
 from hetsim.runtime.validate_table import (
     VALIDATION_COLUMNS,
@@ -76,8 +76,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.schedulers.run import PlanRun
     from hetsim.sim.platform import Platform
 
-T = TypeVar("T")
-
 __all__ = [
     "VALIDATION_COLUMNS",
     "ContextProfiler",
@@ -91,7 +89,6 @@ __all__ = [
     "measure_read_bandwidth",
     "profile_in_context",
     "ranking",
-    "round_orders",
     "summary",
     "validate",
     "validate_all",
@@ -133,6 +130,7 @@ def validate(
     calibrate: str | None = None,
     folder: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    replicas: int = 3,
 ) -> ValidationResult:
     """Plan, simulate and execute ``graph`` on ``platform``; compare.
 
@@ -170,6 +168,11 @@ def validate(
         ``profile/``; default a temporary folder, removed afterwards).
     progress
         Called with a line of text as the measurement goes.
+    replicas
+        Measure the plan as this many executions, each built apart (its own
+        buffers and threads), run in the same interleaved rounds, their
+        ``replicas * repeats`` timed runs pooled: one execution's memory layout
+        is an offset all its runs share (:mod:`runtime.measure_rounds`).
 
     Returns
     -------
@@ -181,6 +184,7 @@ def validate(
     from hetsim.runtime.validate_inputs import InRunInputs, file_inputs, why_not_measured
 
     platform = _platform(platform)
+    check_replicas(replicas)
     if cost is None and why_not_measured(platform) is None:
         from hetsim import schedulers
         from hetsim.runtime.executor_setup import load_model
@@ -200,12 +204,12 @@ def validate(
                                    warmup=warmup, repeats=repeats, device_map=device_map, out_dir=None,
                                    progress=progress, profiler=inputs.profiler, calibration=inputs.calibration,
                                    cal_rows=cal_rows, results=results, requests=requests, seed=seed,
-                                   decisions=decisions)
+                                   decisions=decisions, replicas=replicas)
             if not results:
                 raise ExecutionError(f"{graph.name} {label}: {rows[0]['status']}: {rows[0].get('note', '')}")
             res = results[0]
             res.inputs = inputs.describe(platform, cal_rows[0] if cal_rows else None, rounds=repeats,
-                                         decisions=decisions)
+                                         decisions=decisions, replicas=replicas)
             return res
         finally:
             inputs.close()
@@ -213,8 +217,9 @@ def validate(
     run = _plan_run(graph, platform, scheduler_or_plan, cost_model, scheduler_args,
                     requests=requests, record=True, seed=seed)  # fmt: skip
     result = execute(run.graph, run.plan, platform, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
-                     device_map=device_map, cost=cost_model, model=model, requests=requests)  # fmt: skip
-    inputs = file_inputs(platform, cost_name)
+                     device_map=device_map, cost=cost_model, model=model, requests=requests,
+                     replicas=replicas)  # fmt: skip
+    inputs = file_inputs(platform, cost_name, replicas=replicas, rounds=repeats)
     if cost is None:
         inputs["op times"] += f" ({why_not_measured(platform)})"
     return ValidationResult(run.graph, run.plan, run.result, result, cost_name, inputs)
@@ -250,6 +255,7 @@ def validate_all(
     progress: Callable[[str], None] | None = None,
     in_context: str | os.PathLike[str] | None = None,
     calibrate: str | None = None,
+    replicas: int = 3,
 ) -> pd.DataFrame:
     """Validate every applicable scheduler on each model; one row per (model, scheduler).
 
@@ -300,14 +306,18 @@ def validate_all(
         rounds: the host costs of the same minutes, which on a shared VM vary
         2-3x with the other tenants' load. ``df.attrs["calibration"]`` (and
         ``calibration.csv`` under ``out``) holds them per model.
+    replicas
+        As :func:`validate`: each plan measured as this many executions, each
+        built apart, in the same rounds, their timed runs pooled.
 
     Notes
     -----
     The plans of one model are prepared together and their timed runs interleaved
-    (each round runs every plan once), so that slow drifts of the machine's speed
-    (other tenants, clock changes) affect all plans alike: the ranking compares
-    like with like. Each round runs them in a new order (:func:`round_orders`), so
-    that no plan always follows the same one.
+    (each round runs every execution of every plan once), so that slow drifts of
+    the machine's speed (other tenants, clock changes) affect all plans alike: the
+    ranking compares like with like. Each round runs them in a new order
+    (:func:`~runtime.measure_rounds.round_orders`), so that no plan always follows
+    the same one.
 
     Returns
     -------
@@ -329,6 +339,7 @@ def validate_all(
     from hetsim.runtime.validate_inputs import InRunInputs, file_inputs, why_not_measured
 
     platform = _platform(platform)
+    check_replicas(replicas)
     rows: list[dict[str, Any]] = []
     out_dir = Path(out) if out is not None else None
     items = []
@@ -362,7 +373,8 @@ def validate_all(
             rows += _validate_model(graph, relax_model, mname, names, platform, cost_model, cost_name,
                                     backend=backend, warmup=warmup, repeats=repeats, device_map=device_map,
                                     out_dir=out_dir, progress=progress, profiler=profiler,
-                                    calibration=calibration, cal_rows=cal_rows, decisions=decisions)
+                                    calibration=calibration, cal_rows=cal_rows, decisions=decisions,
+                                    replicas=replicas)
     finally:
         if measured is not None:
             measured.close()
@@ -371,11 +383,11 @@ def validate_all(
     table = pd.DataFrame(rows)
     if measured is not None:
         table.attrs["inputs"] = measured.describe(platform, cal_rows[0] if len(cal_rows) == 1 else None,
-                                                  rounds=repeats, decisions=decisions)
+                                                  rounds=repeats, decisions=decisions, replicas=replicas)
         if len(cal_rows) > 1:
             table.attrs["inputs"]["host costs"] = "measured in this run, per model (below)"
     else:
-        table.attrs["inputs"] = file_inputs(platform, cost_name)
+        table.attrs["inputs"] = file_inputs(platform, cost_name, replicas=replicas, rounds=repeats)
         if in_context is not None:
             table.attrs["inputs"]["op times"] = f"measured in this run ({in_context}); plans made with {cost_name}"
         if calibration is not None:
@@ -401,9 +413,10 @@ def _validate_model(
     profiler: ContextProfiler | None = None, calibration: HostCalibration | None = None,
     cal_rows: list[dict[str, Any]] | None = None, results: list[ValidationResult] | None = None,
     requests: int | None = None, seed: int | None = None, decisions: dict[str, float] | None = None,
+    replicas: int = 1,
 ) -> list[dict[str, Any]]:
     """Plan and simulate with every scheduler, prepare every execution, then run them
-    interleaved (each round runs each plan once, in the order of
+    interleaved (each round runs each execution once, in the order of
     :func:`round_orders`), so that every plan is measured under the same machine
     conditions. With a ``profiler``, each round also runs every planned graph on
     one worker, and the plans are simulated afterwards with the op times so
@@ -416,7 +429,8 @@ def _validate_model(
     simulated with the time per run-time placement its own timed runs measured
     (:attr:`RunResult.decision_s <runtime.executor.RunResult>`), recorded there
     under ``"<model> <plan>"`` (each dynamic plan of a model its own), instead of
-    the platform's ``decision_s``."""
+    the platform's ``decision_s``. Each plan is measured as ``replicas`` executions,
+    each built apart, and their timed runs pooled (:func:`pool_runs`)."""
     from hetsim import schedulers as sched_mod
     from hetsim.runtime.executor import Execution
     from hetsim.runtime.executor_setup import wire
@@ -454,17 +468,18 @@ def _validate_model(
                 _say(progress, f"{mname} {name}: FAILED: {e}")
                 continue
             try:
-                ex = Execution(run.graph, run.plan, platform, wire(run.graph, relax_model), backend=backend,
-                               cost=cost, model=relax_model, device_map=device_map, requests=requests,
-                               seed=seed)  # fmt: skip
-                live.append((name, run, ex))
-                ex.run(warmup, timed=False)
+                for _ in range(replicas):  # each built apart: its own buffers and threads
+                    ex = Execution(run.graph, run.plan, platform, wire(run.graph, relax_model), backend=backend,
+                                   cost=cost, model=relax_model, device_map=device_map, requests=requests,
+                                   seed=seed)  # fmt: skip
+                    live.append((name, run, ex))
+                    ex.run(warmup, timed=False)
                 key = _execution_key(run)
                 if key is not None:
                     same.setdefault(key, []).append(name)
             except (ExecutionError, BackendError) as e:
-                if live and live[-1][0] == name:
-                    live.pop()
+                while live and live[-1][0] == name:
+                    live.pop()[-1].close()
                 row.update(status="failed", note=str(e))
                 _say(progress, f"{mname} {name}: FAILED: {e}")
         if profiler is not None:
@@ -483,8 +498,9 @@ def _validate_model(
                 except (ExecutionError, BackendError) as e:
                     if item in profiling:
                         raise
-                    failed.add(id(item))
-                    live.remove(item)
+                    for other in [it for it in live if it[0] == item[0]]:
+                        failed.add(id(other))
+                        live.remove(other)
                     rows[item[0]].update(status="failed", note=str(e))
                     _say(progress, f"{mname} {item[0]}: FAILED: {e}")
         if calibration is not None and live:
@@ -501,9 +517,14 @@ def _validate_model(
             if calibration is not None and live and "second_worker_ratio" in res:  # profiled on the first worker's core
                 cost = costmodel.DeviceScaled(cost, {calibration.workers[1]: res["second_worker_ratio"]})
             cost_name = f"in-context {profiler.path} (planned with {cost_name})"
-        measured = {name: ex.result() for name, _, ex in live}
+        replica_runs: dict[str, list[RunResult]] = {}
+        plan_runs: dict[str, PlanRun] = {}
+        for name, run, ex in live:
+            replica_runs.setdefault(name, []).append(ex.result())
+            plan_runs[name] = run
+        measured = {name: pool_runs(runs) for name, runs in replica_runs.items()}
         notes = _pool_same_plans(measured, same.values())
-        for name, run, _ex in live:
+        for name, run in plan_runs.items():
             measured_run, note = measured[name], notes.get(name, "")
             if late:  # with what the rounds measured: the calibrated platform, the in-context profile
                 plat = platform
@@ -527,28 +548,6 @@ def _validate_model(
     return list(rows.values())
 
 
-def round_orders(items: Sequence[T], rounds: int, *, seed: int = 0) -> list[list[T]]:
-    """The order in which each of ``rounds`` rounds runs ``items`` (each once).
-
-    Each round is a permutation drawn from ``random.Random(seed)``, with the
-    first round in the given order: over the rounds, every item follows many
-    others, and runs early and late in a round. A fixed rotation (round ``r``
-    starting at item ``r``, as before) kept each item's predecessor the same in
-    every round, so whatever a run leaves for the next (the shared cache, the
-    second core's state) was a bias of the plan after it rather than noise that
-    the median over the rounds evens out. Deterministic: the same items and
-    rounds give the same orders.
-    """
-    rng = random.Random(seed)
-    out: list[list[T]] = []
-    for r in range(rounds):
-        order = list(items)
-        if r:
-            rng.shuffle(order)
-        out.append(order)
-    return out
-
-
 def _say(progress: Callable[[str], None] | None, text: str) -> None:
     if progress is not None:
         progress(text)
@@ -565,10 +564,9 @@ def _pool_same_plans(measured: dict[str, RunResult], groups: Iterable[list[str]]
         names = [n for n in names if n in measured]  # an execution that failed in the rounds is left out
         if len(names) < 2:
             continue
-        pooled = [t for n in names for t in measured[n].makespans]
-        first = measured[names[0]]
+        pooled = pool_runs([measured[n] for n in names])
         for n in names:
-            measured[n] = dataclasses.replace(first, makespans=list(pooled))
+            measured[n] = dataclasses.replace(pooled, makespans=list(pooled.makespans))
             notes[n] = f"one execution with {', '.join(o for o in names if o != n)}: runs pooled"
     return notes
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.link_calibration import LinkCalibration
     from hetsim.sim.platform import Platform
 
-__all__ = ["CALIBRATION_MODEL", "InRunInputs", "file_inputs", "why_not_measured"]
+__all__ = ["CALIBRATION_MODEL", "InRunInputs", "file_inputs", "timed_runs", "why_not_measured"]
 
 #: the zoo model whose runs measure the host costs (one that is rarely validated)
 CALIBRATION_MODEL = "squeezenet1_1"
@@ -58,13 +58,22 @@ def why_not_measured(platform: Platform) -> str | None:
     return None
 
 
-def file_inputs(platform: Platform, cost_name: str) -> dict[str, str]:
+def file_inputs(platform: Platform, cost_name: str, *, replicas: int, rounds: int) -> dict[str, str]:
     """The provenance lines of a validation that measured nothing in its run."""
     ops = ("roofline (analytic, from the platform's device specs)" if cost_name == "roofline"
            else f"from {cost_name} (a file, measured earlier)")
     return {"op times": ops,
             "host costs": f"from the platform {platform.name!r} (dispatch, handoff, read rate, decision: "
-                          f"preset or file values)"}
+                          f"preset or file values)",
+            "timed runs": timed_runs(rounds, replicas)}
+
+
+def timed_runs(rounds: int, replicas: int) -> str:
+    """The provenance line of the measured makespans: rounds and executions per plan."""
+    if replicas == 1:
+        return f"{rounds} per plan, one execution"
+    return (f"{rounds} rounds x {replicas} executions of each plan (each built apart, its own buffers and "
+            f"threads), {rounds * replicas} runs pooled")
 
 
 def _fresh(folder: Path) -> Path:
@@ -169,7 +178,8 @@ class InRunInputs:
             raise
 
     def describe(self, platform: Platform, calibrated: dict[str, Any] | None, *, rounds: int,
-                 dispatch_s: float | None = None, decisions: Mapping[str, float] | None = None) -> dict[str, str]:
+                 dispatch_s: float | None = None, decisions: Mapping[str, float] | None = None,
+                 replicas: int = 1) -> dict[str, str]:
         """Provenance lines: which inputs were measured in this run, which came from a file
         (``decisions``: ``"<model> <plan>"`` -> that dynamic plan's measured time per placement)."""
         from hetsim.runtime.context_profile import DeviceProfilers
@@ -192,6 +202,7 @@ class InRunInputs:
         else:
             out["decision"] = (f"from the platform {platform.name!r}: {platform.decision_s * 1e6:.1f} us "
                                f"per dynamic placement")
+        out["timed runs"] = timed_runs(rounds, replicas)
         return out
 
     def close(self) -> None:

@@ -180,6 +180,36 @@ def test_two_workers_are_faster_than_one():
     assert tried[-1][0] > 0, f"no overlap in {len(tried)} executions (overlap s, busy s of cpu0): {tried}"
 
 
+def test_replicas_measure_a_plan_as_several_executions_built_apart(monkeypatch):
+    """``replicas=3``: three executions of the plan, each with its own buffers and
+    threads, warmed up, then run in interleaved rounds; their timed runs pooled."""
+    from hetsim.runtime.executor import Execution
+
+    g, wiring = _branches(chain=2, size=64)
+    built: list[Execution] = []
+    timed_runs: list[int] = []  # which execution ran each timed run, in order
+    init, run = Execution.__init__, Execution.run
+
+    def counting_init(self, *args, **kw):
+        init(self, *args, **kw)
+        built.append(self)
+
+    def counting_run(self, n=1, *, timed=True):
+        if timed:
+            timed_runs.extend([built.index(self)] * n)
+        return run(self, n, timed=timed)
+
+    monkeypatch.setattr(Execution, "__init__", counting_init)
+    monkeypatch.setattr(Execution, "run", counting_run)
+    res = execute_wired(g, Plan(dict.fromkeys(g.nx, "cpu0")), CPU2, wiring, warmup=1, repeats=4, replicas=3)
+    assert len(built) == 3 and len(res.makespans) == 12
+    assert sorted(timed_runs) == [0] * 4 + [1] * 4 + [2] * 4  # one timed run of each per round
+    assert timed_runs[:3] == [0, 1, 2] and timed_runs != [0, 1, 2] * 4  # the first round in order, then shuffled
+    assert all(ex.engine is None for ex in built)  # all closed
+    with pytest.raises(ValueError, match="replicas must be an int >= 1"):
+        execute_wired(g, Plan(dict.fromkeys(g.nx, "cpu0")), CPU2, wiring, replicas=0)
+
+
 def test_workers_stop_polling_when_the_run_ends(monkeypatch):
     """A pinned worker polls its queue for a while before it blocks, but not past the
     end of the run: a worker still polling would take its core (and the GIL) from what

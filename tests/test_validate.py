@@ -30,7 +30,6 @@ from hetsim.runtime.validate import (  # noqa: E402
     ValidationResult,
     format_table,
     ranking,
-    round_orders,
     validate,
     validate_all,
 )
@@ -240,6 +239,7 @@ def test_cli_validate_one(tmp_path, capsys):
     assert "error" in out and "cpu1" in out and "the measured p10-p90 band" in out
     assert "op times:   measured in this run" in out and "host costs: measured in this run on squeezenet1_1" in out
     assert "decision:   from the platform 'cpu2'" in out
+    assert "timed runs: 3 rounds x 3 executions of each plan (each built apart" in out  # the default replicas
     assert (tmp_path / "sim_trace.json").is_file() and (tmp_path / "run_trace.json").is_file()
     assert (tmp_path / "profile" / "ops.csv").is_file()
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -247,9 +247,12 @@ def test_cli_validate_one(tmp_path, capsys):
     assert isinstance(summary["row"]["in_band"], bool)
     # --cost: everything from a file, and the output says that too
     rc = main(["validate", "squeezenet1_1", "--arg", "image_size=64", "--platform", "cpu2",
-               "--scheduler", "round-robin", "--warmup", "1", "--repeats", "2", "--cost", "roofline"])
+               "--scheduler", "round-robin", "--warmup", "1", "--repeats", "2", "--cost", "roofline",
+               "--replicas", "1", "--out", str(tmp_path / "file")])
     out = capsys.readouterr().out
     assert rc == 0 and "op times:   roofline (analytic" in out and "host costs: from the platform 'cpu2'" in out
+    assert "timed runs: 2 per plan, one execution" in out
+    assert len(json.loads((tmp_path / "file" / "summary.json").read_text())["makespans_s"]) == 2
 
 
 def test_cli_validate_all_and_errors(tmp_path, capsys):
@@ -263,6 +266,8 @@ def test_cli_validate_all_and_errors(tmp_path, capsys):
     assert main(["validate", "squeezenet1_1", "--platform", "cpu2"]) == 2
     err = capsys.readouterr().err
     assert "MODEL" in err and "--scheduler" in err
+    assert main(["validate", "no-such-model", "--platform", "cpu2", "--scheduler", "heft", "--replicas", "0"]) == 2
+    assert "replicas must be an int >= 1 (executions of each plan), got 0" in capsys.readouterr().err
     rc = main(["validate", "squeezenet1_1", "--arg", "image_size=64", "--platform", "xeon-p2200",
                "--scheduler", "all-gpu", "--device-map", "cpu=cpu", "--repeats", "1"])
     err = capsys.readouterr().err
@@ -497,28 +502,11 @@ def test_plans_that_are_one_execution_pool_their_runs(squeeze, tmp_path):
         assert t.loc["b", col] == t.loc["a", col]
     assert t.loc["a", "note"] == "one execution with b: runs pooled"
     assert t.loc["b", "note"] == "one execution with a: runs pooled" and not t.loc["c", "note"]
-    # the pooled runs are both executions' timed runs: six, of which the median
+    # the pooled runs are both plans' timed runs, each plan measured as three executions
+    # (the default replicas) of three rounds: eighteen, of which the median
     spans = json.loads((tmp_path / graph.name / "b" / "summary.json").read_text())["makespans_s"]
-    assert len(spans) == 6 and t.loc["a", "measured_s"] == pytest.approx(np.median(spans))
-
-
-def test_round_orders_change_each_plans_predecessor_from_round_to_round():
-    """Each round runs every item once; the first in the given order, the others
-    shuffled (deterministically), so that no item always follows the same one, as
-    it did with a fixed rotation (one predecessor per item but at round starts)."""
-    items = [f"plan{i}" for i in range(17)]
-    orders = round_orders(items, 20)
-    assert len(orders) == 20 and orders[0] == items
-    assert all(sorted(o) == sorted(items) for o in orders)
-    assert round_orders(items, 20) == orders  # the same orders again
-    before: dict[str, set[str]] = {x: set() for x in items}
-    for o in orders:
-        for a, b in zip(o, o[1:]):
-            before[b].add(a)
-    assert min(len(s) for s in before.values()) >= 6, before
-    # every item also runs early and late in a round
-    assert all(len({o.index(x) for o in orders}) >= 8 for x in items)
-    assert round_orders(items, 0) == [] and round_orders([], 3) == [[], [], []]
+    assert len(spans) == 18 and t.loc["a", "measured_s"] == pytest.approx(np.median(spans))
+    assert len(json.loads((tmp_path / graph.name / "c" / "summary.json").read_text())["makespans_s"]) == 9
 
 
 def test_a_plan_that_fails_in_a_round_is_not_run_again(squeeze, tmp_path, monkeypatch):
@@ -548,6 +536,9 @@ def test_a_plan_that_fails_in_a_round_is_not_run_again(squeeze, tmp_path, monkey
         table = validate_all([graph], "cpu2", [("a", on_cpu0), ("b", on_cpu1)], "roofline", warmup=1,
                              repeats=4, out=tmp_path)
     t = table.set_index("scheduler")
-    assert t.loc["a", "status"] == "ok" and timed_runs["cpu0"] == 4
+    # each plan is three executions (the default replicas), one run each per round
+    assert t.loc["a", "status"] == "ok" and timed_runs["cpu0"] == 3 * 4
     assert t.loc["b", "status"] == "failed" and "worker cpu1 died (test)" in t.loc["b", "note"]
-    assert timed_runs["cpu1"] == 2  # not run in the rounds after its failure
+    # the first round runs b's replicas in turn: the second fails, and neither it nor
+    # the third replica runs again, in that round or after
+    assert timed_runs["cpu1"] == 2
