@@ -70,7 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--replicas", type=int, default=3, metavar="N",
                    help="measure each plan as N executions, each built apart (its own buffers and threads), "
                    "their runs interleaved and pooled: one execution's memory layout is an offset all its runs "
-                   "share (default 3)")
+                   "share (default 3; each execution holds its own buffers, so --replicas 1 for a model that "
+                   "barely fits)")
     p.add_argument("--batch", type=int, default=1, help="batch size (zoo models; default 1)")
     p.add_argument("--granularity", choices=["op", "fused"], default="op",
                    help="graph granularity (fused needs --backend tvm; default op)")
