@@ -354,11 +354,6 @@ def execute_wired(
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
     check_replicas(replicas)
-    if replicas == 1:
-        with Execution(graph, plan, platform, wiring, **kw) as ex:
-            ex.run(warmup, timed=False)
-            ex.run(repeats)
-            return ex.result()
     executions: list[Execution] = []
     try:  # each replica built apart (its own buffers and threads), their runs interleaved
         for _ in range(replicas):

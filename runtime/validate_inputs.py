@@ -178,8 +178,8 @@ class InRunInputs:
             raise
 
     def describe(self, platform: Platform, calibrated: dict[str, Any] | None, *, rounds: int,
-                 dispatch_s: float | None = None, decisions: Mapping[str, float] | None = None,
-                 replicas: int = 1) -> dict[str, str]:
+                 replicas: int, dispatch_s: float | None = None,
+                 decisions: Mapping[str, float] | None = None) -> dict[str, str]:
         """Provenance lines: which inputs were measured in this run, which came from a file
         (``decisions``: ``"<model> <plan>"`` -> that dynamic plan's measured time per placement)."""
         from hetsim.runtime.context_profile import DeviceProfilers
