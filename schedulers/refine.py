@@ -94,6 +94,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Platform
+    from hetsim.sim.result import SimResult
 
 Move = tuple[str, tuple[str, ...], str]  # ("place", nodes, device) or ("before", (node,), other node)
 
@@ -235,7 +236,7 @@ class _Search:
         self.rng = np.random.default_rng(params.seed)
         self.seen: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
         self.used = 0
-        self.last: tuple[Any, list[dict[str, Any]]] = (None, [])
+        self.last: tuple[Any, SimResult | None] = (None, None)  # its record dicts made when asked
         self.paths: dict[tuple[tuple[str, ...], tuple[str, ...]], CriticalPath] = {}
         self.stopped_by = "patience"
         nodes = self.graph.nx.nodes
@@ -271,7 +272,7 @@ class _Search:
         records stay in :attr:`last`, under ``key``, until the next simulation."""
         t = self.table
         res = simulate(self.graph, t.platform, self.plan(pl, order), t.cost, requests=1, record=True)
-        self.last = (key, res.records)
+        self.last = (key, res)
         return res.makespan
 
     def critical_path(self, pl: dict[str, str], order: list[str]) -> CriticalPath:
@@ -284,7 +285,7 @@ class _Search:
         if self.last[0] != key:
             self.used += 1
             self.simulate(key, pl, order)
-        path = critical_path_of(self.last[1], self.graph)
+        path = critical_path_of(self.last[1].records, self.graph)
         if len(self.paths) >= 32:
             del self.paths[next(iter(self.paths))]
         self.paths[key] = path

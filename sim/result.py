@@ -25,6 +25,7 @@ placements (dynamic plans):
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import statistics
@@ -140,7 +141,14 @@ class SimResult:
         Memory overflows when simulated with ``check_memory=False``; ``ok`` is False
         when there are any.
     records
-        Per-op/transfer/dispatch dicts (module docstring) when ``record=True``, else None.
+        Per-op/transfer/dispatch dicts (module docstring) when ``record=True``, else
+        None: built from ``record_rows`` on first access, then kept.
+    record_rows
+        The same records as tuples in :data:`RECORD_COLUMNS` order, as the engine
+        wrote them (what :meth:`to_dataframe` reads): a tuple is a fifth of a dict's
+        memory, and a run of 100 000 ops with 213 000 records spends about 0.1 s
+        making the dicts, so :func:`sim.simulate` leaves that to the first access of
+        ``records``.
     """
 
     graph: str
@@ -165,7 +173,31 @@ class SimResult:
     streams: dict[str, int]
     device_kinds: dict[str, str] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
-    records: list[dict[str, Any]] | None = None
+    record_rows: list[tuple] | None = field(default=None, repr=False)
+
+    @property
+    def records(self) -> list[dict[str, Any]] | None:
+        """The records as dicts keyed by :data:`RECORD_COLUMNS` (None without
+        ``record=True``); made from :attr:`record_rows` on first access."""
+        if self.record_rows is None:
+            return None
+        made = self.__dict__.get("_record_dicts")
+        if made is None:
+            # dicts of scalars form no cycles: no collection while making them (as in simulate)
+            gc_was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                made = self.__dict__["_record_dicts"] = _record_dicts(self.record_rows)
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
+        return made
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the record dicts (made again from the rows on access)."""
+        state = dict(self.__dict__)
+        state.pop("_record_dicts", None)
+        return state
 
     @classmethod
     def from_run(cls, run: Any) -> SimResult:
@@ -187,9 +219,6 @@ class SimResult:
             for i, d in enumerate(devs)
         }
         res = prep.res_names
-        records = None
-        if run.records is not None:
-            records = _record_dicts(run.records)
         return cls(
             graph=run.graph.name,
             platform=run.platform.name,
@@ -215,7 +244,7 @@ class SimResult:
             streams={d: prep.streams[i] for i, d in enumerate(devs)},
             device_kinds={d.name: d.kind for d in run.platform.devices},
             failures=list(run.failures),
-            records=records,
+            record_rows=run.records,
         )
 
     # ---------------------------------------------------------------- queries
@@ -336,9 +365,9 @@ class SimResult:
         """
         import pandas as pd
 
-        if self.records is None:
+        if self.record_rows is None:
             raise ValueError("this result has no records: run simulate(..., record=True)")
-        return pd.DataFrame.from_records(self.records, columns=list(RECORD_COLUMNS))
+        return pd.DataFrame.from_records(self.record_rows, columns=list(RECORD_COLUMNS))
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write the records as Chrome trace JSON (opens in Perfetto); see :mod:`sim.trace`."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 
 import pytest
 
@@ -131,6 +132,24 @@ def test_chain_with_transfer():
     # every record has the RECORD_COLUMNS keys, in that order (result.py spells them out)
     assert {tuple(r) for r in res.records} == {RECORD_COLUMNS}
     assert [r["kind"] for r in res.records] == ["op", "transfer", "op"]
+
+
+def test_records_are_kept_as_rows_and_made_dicts_on_first_access():
+    g = graph(["a", "b"], [("a", "b")])
+    res = simulate(
+        g, two_dev(), Plan({"a": "cpu", "b": "gpu"}), ConstantCost({"a": 1, "b": 2}), record=True
+    )
+    assert "_record_dicts" not in vars(res)  # simulate() leaves the dicts to the first access
+    assert [r[:3] for r in res.record_rows] == [("op", "a", "a"), ("transfer", "a[0]->gpu", "a"),
+                                                ("op", "b", "b")]
+    assert res.records == [dict(zip(RECORD_COLUMNS, row)) for row in res.record_rows]
+    assert res.records is res.records  # made once, then kept
+    frame = res.to_dataframe()
+    assert list(frame.columns) == list(RECORD_COLUMNS) and frame["end"].tolist() == [1.0, 2.5, 4.5]
+    again = pickle.loads(pickle.dumps(res))  # pickled as rows only; dicts again on access
+    assert "_record_dicts" not in vars(again) and again == res and again.records == res.records
+    plain = simulate(g, two_dev(), Plan({"a": "cpu", "b": "gpu"}), ConstantCost({"a": 1, "b": 2}))
+    assert plain.records is None and plain.record_rows is None
 
 
 def test_diamond_with_transfers():
