@@ -69,6 +69,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "SimResult": ("hetsim.sim", "SimResult"),
     "SimulationError": ("hetsim.sim", "SimulationError"),
     "simulate": ("hetsim.sim", "simulate"),
+    "Simulator": ("hetsim.sim", "Simulator"),
     # schedulers
     "get_scheduler": ("hetsim.schedulers", "get"),
     "SchedulerError": ("hetsim.schedulers", "SchedulerError"),

@@ -87,7 +87,7 @@ from hetsim.schedulers.cpop import CPOP
 from hetsim.schedulers.critical_path import CriticalPath, critical_path_of
 from hetsim.schedulers.heft import heft_state
 from hetsim.schedulers.peft import PEFT
-from hetsim.sim.engine import SimulationError, simulate
+from hetsim.sim.engine import SimulationError, Simulator
 from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -237,6 +237,7 @@ class _Search:
         self.seen: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
         self.used = 0
         self.last: tuple[Any, SimResult | None] = (None, None)  # its record dicts made when asked
+        self.simulator = Simulator(self.graph, table.platform, table.cost)  # reads the graph once
         self.paths: dict[tuple[tuple[str, ...], tuple[str, ...]], CriticalPath] = {}
         self.stopped_by = "patience"
         nodes = self.graph.nx.nodes
@@ -270,8 +271,7 @@ class _Search:
     def simulate(self, key: tuple[tuple[str, ...], tuple[str, ...]], pl: dict[str, str], order: list[str]) -> float:
         """Simulate (placement, order) (one request, with records); its makespan. The
         records stay in :attr:`last`, under ``key``, until the next simulation."""
-        t = self.table
-        res = simulate(self.graph, t.platform, self.plan(pl, order), t.cost, requests=1, record=True)
+        res = self.simulator.simulate(self.plan(pl, order), requests=1, record=True)
         self.last = (key, res)
         return res.makespan
 

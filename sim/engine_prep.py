@@ -35,11 +35,13 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "EMPTY",
     "Fanout",
+    "GraphTables",
     "Group",
     "PrepError",
     "Prepared",
     "build_fanout",
     "check_time",
+    "index_graph",
     "prepare",
     "priced_route",
     "route",
@@ -214,11 +216,30 @@ def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int
     return out, params
 
 
-def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
-    """Index the graph, the placement and the platform's resources.
+@dataclass
+class GraphTables:
+    """What every simulation of one graph reads from it (:func:`index_graph`), the
+    graph's part of :class:`Prepared`; read-only once made, so that simulations of
+    several plans share it (:class:`sim.engine.Simulator`)."""
+
+    topo: list[str]  # node ids in topological order
+    names: list[str]  # node ids, then graph input names
+    index: dict[str, int]
+    preds: list[list[tuple[int, int]]]
+    succs: list[list[tuple[int, int]]]
+    out_size: list[dict[int, int]]
+    graph_outputs: dict[int, list[int]]
+    params: list[int]  # nodes, then 0 per graph input
+    node_data: list[dict[str, Any]]
+    n_out: int
+
+
+def index_graph(graph: Graph) -> GraphTables:
+    """Number the nodes in a topological order and index their edges, tensor sizes and
+    weights (O(V + E)).
 
     Raises :class:`graphs.GraphError` for malformed graph inputs or outputs
-    (:func:`graphs.graph.check_io`).
+    (:func:`graphs.graph.check_io`) and for a cycle.
     """
     check_io(graph)
     nxg = graph.nx
@@ -271,7 +292,23 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
         if k not in out_size[i]:
             out_size[i][k] = int(spec.get("bytes", 0))
             n_out = max(n_out, k + 1)
+    params += [0] * (n_all - n)
+    return GraphTables(topo=topo, names=names, index=index, preds=preds, succs=succs,
+                       out_size=out_size, graph_outputs=graph_outputs, params=params,
+                       node_data=data, n_out=n_out)
 
+
+def prepare(graph: Graph, platform: Platform, plan: Plan, tables: GraphTables | None = None) -> Prepared:
+    """Index the graph (``tables``: :func:`index_graph` of ``graph``, made here when
+    None), the placement and the platform's resources.
+
+    Raises :class:`graphs.GraphError` for malformed graph inputs or outputs
+    (:func:`graphs.graph.check_io`).
+    """
+    if tables is None:
+        tables = index_graph(graph)
+    topo, names, n = tables.topo, tables.names, len(tables.topo)
+    n_all = len(names)
     prio = plan.priority
     if prio:
         keyed = sorted(range(n), key=lambda i: (float(prio.get(topo[i], i)), i))
@@ -293,7 +330,6 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     else:
         loc0 = [dev_index[placement[u]] if u in placement else -1 for u in topo]
     loc0 += [host] * (n_all - n)
-    params += [0] * (n_all - n)
     domain_same = [[platform.shares_memory(a, b) for b in dev_names] for a in dev_names]
 
     resources = platform.link_resources()
@@ -301,16 +337,16 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
     return Prepared(
         names=names,
         n_ops=n,
-        index=index,
-        preds=preds,
-        succs=succs,
-        out_size=out_size,
-        graph_outputs=graph_outputs,
+        index=tables.index,
+        preds=tables.preds,
+        succs=tables.succs,
+        out_size=tables.out_size,
+        graph_outputs=tables.graph_outputs,
         rank=rank,
         order=keyed,
         loc0=loc0,
-        params=params,
-        node_data=data,
+        params=tables.params,
+        node_data=tables.node_data,
         dev_names=dev_names,
         streams=[d.streams for d in devs],
         capacity=[d.memory_bytes for d in devs],
@@ -318,7 +354,7 @@ def prepare(graph: Graph, platform: Platform, plan: Plan) -> Prepared:
         host=host,
         res_names=[name for name, _ in resources],
         res_links=[link for _, link in resources],
-        n_out=n_out,
+        n_out=tables.n_out,
     )
 
 

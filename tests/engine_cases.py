@@ -31,7 +31,7 @@ import numpy as np
 
 from hetsim.costmodel import Roofline
 from hetsim.graphs import Graph
-from hetsim.sim import Device, Link, Plan, PlanError, Platform, SimulationError, simulate
+from hetsim.sim import Device, Link, Plan, PlanError, Platform, SimulationError, Simulator, simulate
 
 REFERENCE = Path(__file__).parent / "data" / "engine_reference.json"
 N_CASES = 1200
@@ -305,11 +305,16 @@ def _sha(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def outcome(case: Case) -> dict[str, Any]:
-    """What the engine returns for ``case``: digests of the records and the result
-    fields (bit-exact), the makespan in hex, or the error message."""
+def outcome(case: Case, simulator: Simulator | None = None) -> dict[str, Any]:
+    """What the engine returns for ``case`` (through ``simulator``, a
+    :class:`~sim.Simulator` of its graph, platform and cost, when given): digests of
+    the records and the result fields (bit-exact), the makespan in hex, or the error
+    message."""
     try:
-        res = simulate(case.graph, case.platform, case.plan, case.cost, **case.options)
+        if simulator is None:
+            res = simulate(case.graph, case.platform, case.plan, case.cost, **case.options)
+        else:
+            res = simulator.simulate(case.plan, **case.options)
     except (PlanError, SimulationError) as e:
         return {"error": f"{type(e).__name__}: {e}"}
     fields = {k: getattr(res, k) for k in (
