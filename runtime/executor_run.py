@@ -43,6 +43,7 @@ from hetsim.runtime.executor_view import (
     pin_cores,
     torch_threads,
 )
+from hetsim.sim.plan import policy_select
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -387,13 +388,7 @@ class Engine:
     def _place(self, st: RequestState, v: int, jobs: list) -> None:
         t_start = time.perf_counter()
         self.view._st = st
-        dev = self.policy.select(self.names[v], self.view)
-        d = self.dev_index.get(dev)
-        if d is None:
-            raise ExecutionError(
-                f"policy {getattr(self.policy, 'name', self.policy)!r} placed node {self.names[v]!r} "
-                f"on unknown device {dev!r}; devices: {self.dev_names}"
-            )
+        d = policy_select(self.policy, self.names[v], self.view, self.dev_index, self.dev_names, ExecutionError)
         st.loc[v] = d
         mv = self.dmem[d]
         st.mem[v] = mv

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from hetsim.sim.engine_state import DONE, QUEUED, RUNNING, Transfer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.engine import EngineRun
+    from hetsim.sim.engine_run import EngineRun
     from hetsim.sim.engine_state import Request
 
 __all__ = ["bind_op_handlers"]

@@ -34,7 +34,7 @@ from simpy.events import NORMAL, Event, Timeout
 if TYPE_CHECKING:  # pragma: no cover
     import simpy
 
-    from hetsim.sim.engine import EngineRun
+    from hetsim.sim.engine_run import EngineRun
 
 __all__ = ["Due", "start_servers"]
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.engine import EngineRun
+    from hetsim.sim.engine_run import EngineRun
 
 __all__ = ["SimulationError", "check_arrivals"]
 

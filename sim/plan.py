@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Platform
 
-__all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "PLAN_SCHEMA_VERSION", "size_text"]
+__all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "PLAN_SCHEMA_VERSION", "policy_select", "size_text"]
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -76,6 +76,27 @@ class DynamicPolicy(Protocol):
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe description ``{"name": ..., "params": {...}}``."""
+
+
+def policy_select(
+    policy: DynamicPolicy,
+    node: str,
+    view: SystemView,
+    dev_index: Mapping[str, int],
+    dev_names: Sequence[str],
+    error: type[Exception],
+) -> int:
+    """The index (in ``dev_index``) of the device ``policy`` picks for ``node``, as the
+    simulator and the executor ask it; ``error`` naming the policy, the node and the
+    device when it picks a device that is not one of ``dev_names``."""
+    dev = policy.select(node, view)
+    d = dev_index.get(dev)
+    if d is None:
+        raise error(
+            f"policy {getattr(policy, 'name', policy)!r} placed node {node!r} on "
+            f"unknown device {dev!r}; devices: {list(dev_names)}"
+        )
+    return d
 
 
 @dataclass

@@ -24,9 +24,9 @@ from hetsim.sim import (
     Platform,
     SimulationError,
     SystemView,
+    engine_run,
     simulate,
 )
-from hetsim.sim import engine as engine_mod
 from hetsim.sim.result import RECORD_COLUMNS
 
 KB = 1000  # bytes of every test tensor: 1.5 s over the test link
@@ -598,7 +598,7 @@ def test_bad_batch_price_is_reported_with_the_first_op():
 
 def test_deadlock_is_detected(monkeypatch: pytest.MonkeyPatch):
     # make the engine lose every transfer: the consumer can never start
-    monkeypatch.setattr(engine_mod.EngineRun, "_queue_hop", lambda self, x: None)
+    monkeypatch.setattr(engine_run.EngineRun, "_queue_hop", lambda self, x: None)
     g = graph(["a", "b"], [("a", "b")])
     with pytest.raises(
         SimulationError, match=r"deadlock: request 0 .*op 'b' is stuck \(waiting for inputs"

@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from engine_cases import REFERENCE, cases, outcome, random_plan
+from engine_cases import REFERENCE, cases, outcome, random_graph, random_plan
 
 from hetsim.graphs import Graph, GraphError
-from hetsim.sim import Plan, PlanError, Simulator, simulate
+from hetsim.sim import Plan, PlanError, Platform, Simulator, simulate
 from hetsim.sim import engine as engine_mod
 
 EXPECTED = json.loads(REFERENCE.read_text())
@@ -39,38 +39,32 @@ def test_a_simulator_gives_the_reference_outcome_before_and_after_other_plans():
     assert not wrong, json.dumps(wrong, indent=1)[:4000]
 
 
-def chain() -> Graph:
-    g = Graph(name="chain")
-    g.add_op("a", "matmul", flops=2e9, bytes=12_000_000)
-    g.add_op("b", "relu", bytes=8_000_000)
-    g.add_edge("a", "b", bytes=4_000_000)
-    return g
-
-
 def test_the_graph_is_read_once_for_every_plan(monkeypatch):
     calls = []
     index_graph = engine_mod.index_graph
     monkeypatch.setattr(engine_mod, "index_graph", lambda g: calls.append(g) or index_graph(g))
-    g = chain()
+    rng = np.random.default_rng(7)
+    g = random_graph(rng, 40)
+    platform = Platform.preset("xeon-p2200")
     sim = Simulator(g, "xeon-p2200")  # a preset's name, the roofline by default
     assert sim.tables is None and not calls  # read at the first simulation
-    plans = [Plan({"a": a, "b": b}) for a in ("cpu", "gpu") for b in ("cpu", "gpu")]
-    got = [sim.simulate(p, record=True) for p in plans]
+    plans = [random_plan(g, platform, rng, kind) for kind in ("default", "priority", "pipeline", "dynamic")]
+    got = [sim.simulate(p, record=True, seed=3) for p in plans]
     assert calls == [g]
-    want = [simulate(g, "xeon-p2200", p, record=True) for p in plans]
+    want = [simulate(g, platform, p, record=True, seed=3) for p in plans]
     assert [r.record_rows for r in got] == [r.record_rows for r in want]
     assert [r.makespan for r in got] == [r.makespan for r in want]
     assert len(calls) == 1 + len(plans)  # simulate() reads the graph at every call
 
 
 def test_a_bad_plan_or_graph_is_reported_as_simulate_reports_it():
-    g = chain()
+    g = random_graph(np.random.default_rng(8), 12)
+    on_cpu = dict.fromkeys(g.nx, "cpu")
     sim = Simulator(g, "xeon-p2200")
-    with pytest.raises(PlanError, match="'c'"):  # the plan is checked before the graph is read
-        sim.simulate(Plan({"a": "cpu", "b": "cpu", "c": "gpu"}))
+    with pytest.raises(PlanError, match="'nowhere'"):  # the plan is checked before the graph is read
+        sim.simulate(Plan({**on_cpu, "nowhere": "gpu"}))
     assert sim.tables is None
-    assert sim.simulate(Plan({"a": "gpu", "b": "cpu"})).makespan == simulate(
-        g, "xeon-p2200", Plan({"a": "gpu", "b": "cpu"})).makespan
+    assert sim.simulate(Plan(on_cpu)).makespan == simulate(g, "xeon-p2200", Plan(on_cpu)).makespan
     cyclic = Graph(name="loop")
     for n in "abc":
         cyclic.add_op(n, "relu", bytes=10)
