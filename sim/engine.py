@@ -54,13 +54,12 @@ Model
   (:mod:`sim.contention`); records and busy times are the stretched durations.
 """
 
-
 from __future__ import annotations
 
-import gc
 import math
 from typing import TYPE_CHECKING, Any
 
+from hetsim.sim.collector import pause_collector, resume_collector
 from hetsim.sim.engine_prep import GraphTables, PrepError, index_graph, prepare
 from hetsim.sim.engine_run import EngineRun
 from hetsim.sim.engine_state import SimulationError, check_arrivals
@@ -128,37 +127,14 @@ def simulate(
     >>> res.bytes_moved["gpu->cpu"], round(res.makespan * 1e6, 1)
     (4000000, 1420.2)
     """
-    collecting = _pause_collector()  # before the Simulator is allocated
+    collecting = pause_collector()  # before the Simulator is allocated
     try:
         return Simulator(graph, platform, cost).simulate(
             plan, requests=requests, interval_s=interval_s, record=record, seed=seed, noise=noise,
             check_memory=check_memory,
         )
     finally:
-        _resume_collector(collecting)
-
-
-def _pause_collector() -> bool:
-    """Pause the cyclic garbage collector; whether it was running (for
-    :func:`_resume_collector`).
-
-    A simulation allocates many small objects that never form garbage cycles: pausing
-    the collector during it saves a third of the time on large graphs, and the plan's
-    check too (in a sweep, a full collection of a large graph's objects would otherwise
-    fall in it). Pause before allocating anything: the first allocation with the
-    collector running, after a call that allocated while it was paused, collects
-    everything that call allocated (0.2 s at 100 000 nodes). So this is a function that
-    returns a bool, not a context manager (an object allocated before the pause).
-    """
-    running = gc.isenabled()
-    gc.disable()
-    return running
-
-
-def _resume_collector(running: bool) -> None:
-    """Undo :func:`_pause_collector` (``running``: what it returned)."""
-    if running:
-        gc.enable()
+        resume_collector(collecting)
 
 
 class Simulator:
@@ -209,7 +185,7 @@ class Simulator:
         check_memory: bool = True,
     ) -> SimResult:
         """Simulate ``plan``; the keyword arguments are those of :func:`simulate`."""
-        collecting = _pause_collector()
+        collecting = pause_collector()
         graph, platform = self.graph, self.platform
         try:
             plan.validate(graph, platform)
@@ -226,4 +202,4 @@ class Simulator:
         except PrepError as e:
             raise SimulationError(str(e)) from None
         finally:
-            _resume_collector(collecting)
+            resume_collector(collecting)

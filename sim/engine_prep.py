@@ -3,10 +3,11 @@
 The hot loop of the engine touches no networkx and no string-keyed dicts: every
 node, device and link direction is an int, and everything that does not depend on
 time (successor lists, tensor sizes, routes, static op times, the fan-out of a
-tensor to devices, the buffers each op reads) is computed here, once per
-:func:`sim.engine.simulate` call, in one pass over the nodes and one over the
-edges (O(V + E); no sort when the graph's insertion order is already
-topological, as importers and builders write it).
+tensor to devices, the buffers each op reads) is computed here, in one pass over
+the nodes and one over the edges (O(V + E); no sort when the graph's insertion
+order is already topological, as importers and builders write it): what depends on
+the graph alone once per :class:`sim.engine.Simulator` (:func:`index_graph`), the
+rest once per simulation (:func:`prepare`).
 
 Node numbering: ops ``0..n_ops-1`` in the graph's deterministic topological order,
 then one pseudo-node per graph input (``n_ops..``), placed on the platform host and

@@ -25,7 +25,6 @@ placements (dynamic plans):
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import statistics
@@ -33,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from hetsim.sim.collector import pause_collector, resume_collector
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -183,14 +184,11 @@ class SimResult:
             return None
         made = self.__dict__.get("_record_dicts")
         if made is None:
-            # dicts of scalars form no cycles: no collection while making them (as in simulate)
-            gc_was_enabled = gc.isenabled()
-            gc.disable()
+            collecting = pause_collector()  # dicts of scalars: no cycles to collect
             try:
                 made = self.__dict__["_record_dicts"] = _record_dicts(self.record_rows)
             finally:
-                if gc_was_enabled:
-                    gc.enable()
+                resume_collector(collecting)
         return made
 
     def __getstate__(self) -> dict[str, Any]:
