@@ -181,7 +181,7 @@ def measure(n: int, repeats: int) -> dict[str, Any]:
             sim.simulate(plan)
             best = min(best, time.process_time() - c0)
         out["reuse_s"] = best
-        del sim  # its tables would weigh on the collections of the loop below
+        del sim  # its tables go before the loop below times plain simulate() calls
     # in a loop, as a sweep calls it: back to back, the collector left as it is (no
     # collection forced between calls); median of 5 calls after a first (not at 1M nodes)
     out["loop_s"] = math.nan
