@@ -23,7 +23,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hetsim.graphs.transforms import depths
-from hetsim.schedulers.base import CostTable, EFTState, Scheduler
+from hetsim.schedulers.base import CostTable, Scheduler
+from hetsim.schedulers.eft_state import EFTState
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover

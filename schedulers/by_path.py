@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from hetsim.schedulers.base import CostTable, Scheduler, list_schedule, quantize, upward_rank
+from hetsim.schedulers.base import CostTable, Scheduler, quantize, upward_rank
+from hetsim.schedulers.eft_state import list_schedule
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover

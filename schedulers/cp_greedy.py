@@ -12,7 +12,7 @@ operator, or a whole chain of them (a branch of an inception block), so that a
 branch can leave the critical device without paying a transfer per operator.
 
 Candidates are priced with the cheap list-scheduling estimator of
-:func:`schedulers.base.list_schedule` (cost-model op, dispatch and transfer
+:func:`schedulers.eft_state.list_schedule` (cost-model op, dispatch and transfer
 times, link and host contention, fixed upward-rank order), incrementally
 (:class:`schedulers.incremental_estimate.IncrementalListSchedule`, its loops
 compiled with numba): a move is re-run from its first node's position in the
@@ -48,11 +48,11 @@ from hetsim.schedulers.base import (
     CostTable,
     Scheduler,
     SchedulerError,
-    list_schedule,
     quantize,
     topo_priority,
     upward_rank,
 )
+from hetsim.schedulers.eft_state import list_schedule
 from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover

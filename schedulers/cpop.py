@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 from hetsim.schedulers.base import (
     CostTable,
-    EFTState,
     Scheduler,
     downward_rank,
     quantize,
     ready_order,
     upward_rank,
 )
+from hetsim.schedulers.eft_state import EFTState
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover

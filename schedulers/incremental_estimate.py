@@ -1,6 +1,6 @@
 """The list-scheduling estimator, re-run only where a change of placement reaches.
 
-:func:`schedulers.base.list_schedule` (``insertion=False, contention=True``)
+:func:`schedulers.eft_state.list_schedule` (``insertion=False, contention=True``)
 takes the nodes in a fixed order and places each at its earliest start on its
 device's streams, after its inputs' transfers (serialised on link directions,
 cached per (tensor, device)) and a host dispatch lane. A local search such as
@@ -113,7 +113,8 @@ class IncrementalListSchedule:
     >>> from hetsim import zoo
     >>> from hetsim.costmodel import Roofline
     >>> from hetsim.sim import Platform
-    >>> from hetsim.schedulers.base import CostTable, list_schedule
+    >>> from hetsim.schedulers.base import CostTable
+    >>> from hetsim.schedulers.eft_state import list_schedule
     >>> g = zoo.load("googlenet")
     >>> table = CostTable(g, Platform.preset("xeon-p2200"), Roofline())
     >>> base = dict.fromkeys(table.topo, "gpu")

@@ -1,7 +1,7 @@
 """Compiled inner loops of :class:`~schedulers.incremental_estimate.IncrementalListSchedule`.
 
 :func:`run_window` re-runs the list-scheduling estimator of
-:func:`schedulers.base.list_schedule` (``insertion=False, contention=True``)
+:func:`schedulers.eft_state.list_schedule` (``insertion=False, contention=True``)
 from one position of the order, with the rejoin, dominance and tail cuts that
 :mod:`schedulers.incremental_estimate` describes; :func:`splice_window` makes a
 re-run part of the base schedule. Both work on flat arrays indexed by position

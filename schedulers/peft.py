@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from hetsim.schedulers.base import CostTable, EFTState, Scheduler, quantize, ready_order
+from hetsim.schedulers.base import CostTable, Scheduler, quantize, ready_order
+from hetsim.schedulers.eft_state import EFTState
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -1,6 +1,6 @@
 """Lower bounds on what a placement's list schedule still has to do after each op.
 
-In the list-scheduling estimator of :func:`schedulers.base.list_schedule` with one
+In the list-scheduling estimator of :func:`schedulers.eft_state.list_schedule` with one
 stream per device and one host dispatch lane, every op starts no earlier than its
 device's previous op finished, than the host dispatched the previous op, and
 than each input's producer finished plus the input's contention-free transfer

@@ -33,7 +33,7 @@ Algorithm
    local score (op-time and transfer-time change around the moved nodes,
    O(degree)) keeps the ``width`` most promising placement moves, and the
    contention-aware list-scheduling estimate
-   (:func:`schedulers.base.list_schedule`, O(V + E x hops), 5-7 x cheaper than
+   (:func:`schedulers.eft_state.list_schedule`, O(V + E x hops), 5-7 x cheaper than
    a simulation) ranks those and the priority moves; the ``width`` best are
    simulated in that order and the first that shortens the makespan is taken.
    A move that overflows a device's weights memory is never tried; a plan seen
@@ -77,7 +77,6 @@ from hetsim.schedulers.base import (
     CostTable,
     Scheduler,
     SchedulerError,
-    list_schedule,
     quantize,
     ready_order,
     upward_rank,
@@ -85,6 +84,7 @@ from hetsim.schedulers.base import (
 from hetsim.schedulers.by_path import ByPath
 from hetsim.schedulers.cpop import CPOP
 from hetsim.schedulers.critical_path import CriticalPath, critical_path_of
+from hetsim.schedulers.eft_state import list_schedule
 from hetsim.schedulers.heft import heft_state
 from hetsim.schedulers.peft import PEFT
 from hetsim.sim.engine import SimulationError, Simulator

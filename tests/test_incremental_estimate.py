@@ -17,7 +17,8 @@ import pytest
 from engine_cases import IntCost, platforms, random_graph
 
 from hetsim.costmodel import Roofline
-from hetsim.schedulers.base import CostTable, list_schedule, topo_priority
+from hetsim.schedulers.base import CostTable, topo_priority
+from hetsim.schedulers.eft_state import list_schedule
 from hetsim.schedulers.incremental_estimate import IncrementalListSchedule
 from hetsim.schedulers.placement_tails import PlacementTails
 

@@ -13,15 +13,9 @@ import pytest
 from hetsim import schedulers
 from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs.graph import Graph, tensor_bytes
-from hetsim.schedulers.base import (
-    CostTable,
-    EFTState,
-    SchedulerError,
-    list_schedule,
-    topo_priority,
-    upward_rank,
-)
+from hetsim.schedulers.base import CostTable, SchedulerError, topo_priority, upward_rank
 from hetsim.schedulers.by_path import fork_regions
+from hetsim.schedulers.eft_state import EFTState, list_schedule
 from hetsim.schedulers.heft import heft_state
 from hetsim.schedulers.timeslice import partition_chain
 from hetsim.sim.engine import simulate
