@@ -16,10 +16,10 @@ from hetsim.costmodel.roofline import DEFAULT_EFFICIENCY, Roofline
 
 _LAZY = {
     "Profile": "hetsim.costmodel.profile",
-    "ProfileWriter": "hetsim.costmodel.profile",
+    "ProfileWriter": "hetsim.costmodel.profile_writer",
     "read_profile": "hetsim.costmodel.profile",
-    "write_profile": "hetsim.costmodel.profile",
-    "fit_links": "hetsim.costmodel.profile",
+    "write_profile": "hetsim.costmodel.profile_writer",
+    "fit_links": "hetsim.costmodel.profile_writer",
     "Table": "hetsim.costmodel.table",
     "Polynomial": "hetsim.costmodel.polynomial",
     "XGBoost": "hetsim.costmodel.xgb",

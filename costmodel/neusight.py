@@ -384,7 +384,7 @@ def import_neusight(
     >>> import_neusight("NeuSight/scripts/asplos/data/dataset", "out/profiles", gpus=["t4"])  # doctest: +SKIP
     [PosixPath('out/profiles/gpu-t4')]
     """
-    from hetsim.costmodel.profile import write_profile
+    from hetsim.costmodel.profile_writer import write_profile
 
     root = Path(source)
     rows = read_neusight(root, gpus)

@@ -130,7 +130,8 @@ def calibrate_dispatch(
         Device -> seconds per op, as written.
     """
     from hetsim.costmodel.base import CostModelError
-    from hetsim.costmodel.profile import ProfileWriter, read_manifest
+    from hetsim.costmodel.profile import read_manifest
+    from hetsim.costmodel.profile_writer import ProfileWriter
 
     path = Path(profile)
     if not path.is_dir():
@@ -177,7 +178,7 @@ class ContextProfiler:
 
     def __init__(self, out: str | os.PathLike[str], *, device: str = "cpu@1", backend: str = "torch",
                  granularity: str = "op", name: str | None = None) -> None:
-        from hetsim.costmodel.profile import ProfileWriter
+        from hetsim.costmodel.profile_writer import ProfileWriter
         from hetsim.runtime.backends import parse_device
         from hetsim.runtime.profile import MeasureSettings, build_manifest
 

@@ -4,7 +4,7 @@
 every distinct operator signature (:func:`graphs.signature`: identical layers are
 measured once) of the models at the given batch sizes on each device with the
 backend's kernels, and writes a profile folder in the format of
-``costmodel/PROFILE_FORMAT.md`` through :class:`costmodel.profile.ProfileWriter`
+``costmodel/PROFILE_FORMAT.md`` through :class:`costmodel.profile_writer.ProfileWriter`
 (atomic writes, resumable: signatures already in ``ops.csv`` for a device and
 backend are skipped).
 
@@ -28,7 +28,7 @@ What is measured
   kernel itself is ~0); GPU, the host time to enqueue it.
 * **links** (CUDA devices only) -- host-to-device and device-to-host copies from
   1 KiB to 1 GiB (powers of 4; pinned and pageable), fitted as
-  ``latency_s + bytes / bandwidth_bytes_per_s`` (:func:`costmodel.profile.fit_links`),
+  ``latency_s + bytes / bandwidth_bytes_per_s`` (:func:`costmodel.profile_writer.fit_links`),
   and duplex: a concurrent h2d + d2h on two streams against the two alone.
 
 Devices: ``cpu`` (every core of the affinity mask), ``cpu@N`` (N threads), ``cuda:K``.
@@ -434,7 +434,8 @@ def profile_graphs(
         Before anything is measured, for an unknown backend or device, or a device
         this machine lacks (e.g. ``cuda:0`` without a GPU).
     """
-    from hetsim.costmodel.profile import ProfileWriter, fit_links, split_models
+    from hetsim.costmodel.profile import split_models
+    from hetsim.costmodel.profile_writer import ProfileWriter, fit_links
 
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")

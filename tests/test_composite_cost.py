@@ -18,7 +18,7 @@ from hetsim.costmodel import (
 from hetsim.costmodel.composite import parse_composite
 from hetsim.costmodel.gpu_model import GPUCostModel
 from hetsim.costmodel.neusight import import_neusight
-from hetsim.costmodel.profile import write_profile
+from hetsim.costmodel.profile_writer import write_profile
 from hetsim.graphs import Graph
 from hetsim.graphs.features import FEATURE_COLUMNS
 from hetsim.sim import Platform

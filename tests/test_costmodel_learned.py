@@ -18,7 +18,8 @@ from hetsim import costmodel, graphs
 from hetsim.costmodel import CostModelError
 from hetsim.costmodel.measured import CostModelWarning, MeasuredCostModel, NotFittedError
 from hetsim.costmodel.polynomial import Polynomial
-from hetsim.costmodel.profile import read_profile, write_profile
+from hetsim.costmodel.profile import read_profile
+from hetsim.costmodel.profile_writer import write_profile
 from hetsim.costmodel.table import Table
 from hetsim.costmodel.xgb import XGBoost
 from hetsim.graphs import Graph

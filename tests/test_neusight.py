@@ -223,9 +223,9 @@ def test_a_failure_midway_loses_nothing_already_written(tmp_path: Path, imported
     out = tmp_path / "out"
     shutil.copytree(imported / "gpu-v100", out / "gpu-v100")
     old_v100 = (out / "gpu-v100" / "ops.csv.gz").read_bytes()
-    import hetsim.costmodel.profile as profile
+    import hetsim.costmodel.profile_writer as profile_writer
 
-    real = profile.write_profile
+    real = profile_writer.write_profile
     calls = []
 
     def failing(path, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
@@ -234,7 +234,7 @@ def test_a_failure_midway_loses_nothing_already_written(tmp_path: Path, imported
             raise OSError("disk full")
         return real(path, *a, **kw)
 
-    monkeypatch.setattr(profile, "write_profile", failing)
+    monkeypatch.setattr(profile_writer, "write_profile", failing)
     with pytest.raises(OSError, match="disk full"):
         import_neusight(SAMPLE, out, gpus=["t4", "v100"], overwrite=True)
     assert calls == ["gpu-t4", "gpu-v100"]

@@ -12,14 +12,8 @@ import pytest
 
 from hetsim import graphs
 from hetsim.costmodel import CostModelError
-from hetsim.costmodel.profile import (
-    LINKS_COLUMNS,
-    OPS_COLUMNS,
-    ProfileWriter,
-    fit_links,
-    read_profile,
-    write_profile,
-)
+from hetsim.costmodel.profile import LINKS_COLUMNS, OPS_COLUMNS, read_profile
+from hetsim.costmodel.profile_writer import ProfileWriter, fit_links, write_profile
 from hetsim.graphs import Graph
 
 MANIFEST = {
