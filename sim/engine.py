@@ -195,7 +195,7 @@ class Simulator:
                 raise SimulationError(f"noise must be a finite number >= 0, got {noise!r}")
             if self.tables is None:
                 self.tables = index_graph(graph)
-            prep = prepare(graph, platform, plan, self.tables)
+            prep = prepare(self.tables, platform, plan)
             run = EngineRun(graph, platform, plan, self.cost, prep, n_req=n_req, interval=float(interval_s))
             run.configure(record=record, seed=seed, noise=float(noise), check_memory=check_memory)
             return run.execute()

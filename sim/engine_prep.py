@@ -299,15 +299,9 @@ def index_graph(graph: Graph) -> GraphTables:
                        node_data=data, n_out=n_out)
 
 
-def prepare(graph: Graph, platform: Platform, plan: Plan, tables: GraphTables | None = None) -> Prepared:
-    """Index the graph (``tables``: :func:`index_graph` of ``graph``, made here when
-    None), the placement and the platform's resources.
-
-    Raises :class:`graphs.GraphError` for malformed graph inputs or outputs
-    (:func:`graphs.graph.check_io`).
-    """
-    if tables is None:
-        tables = index_graph(graph)
+def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
+    """Index the placement and the platform's resources, over the graph's ``tables``
+    (:func:`index_graph`, shared by every plan of the graph)."""
     topo, names, n = tables.topo, tables.names, len(tables.topo)
     n_all = len(names)
     prio = plan.priority

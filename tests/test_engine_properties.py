@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from hetsim.graphs import Graph
 from hetsim.sim import Device, Link, Plan, Platform, simulate
-from hetsim.sim.engine_prep import prepare
+from hetsim.sim.engine_prep import index_graph, prepare
 
 EPS = 1e-9
 
@@ -204,7 +204,7 @@ def test_integer_order_matches_graph_topological_order(case):  # noqa: ANN001
         if a < b:
             g.add_edge(f"n{a}", f"n{b}", bytes=1)
     platform = Platform("p", (Device("d", "cpu", 1.0, 1.0, 1),))
-    prep = prepare(g, platform, Plan(dict.fromkeys(g, "d")))
+    prep = prepare(index_graph(g), platform, Plan(dict.fromkeys(g, "d")))
     assert prep.names[: prep.n_ops] == g.topological_order()
     assert prep.order == list(range(len(g)))  # no priorities: rank = topological index
 
