@@ -7,6 +7,7 @@ reads it and holds its checks (``validate_*``: every file, every row); the write
 folder it writes is one this module reads. Cost models read through
 :func:`read_profile`. No torch needed.
 """
+
 from __future__ import annotations
 
 import csv
@@ -43,7 +44,7 @@ __all__ = [
     "validate_ops",
 ]
 
-#: the ``hetsim_profile`` version this module reads and writes
+#: the ``hetsim_profile`` version this module reads (and :mod:`costmodel.profile_writer` writes)
 PROFILE_VERSION = 1
 #: the text columns of ``ops.csv``
 TEXT_COLUMNS = ["signature", "device", "device_kind", "backend", "model", "node", "models", "op"]
