@@ -211,12 +211,13 @@ class CPGreedy(Scheduler):
         results: dict[str, float] = {}
         rejected: dict[str, str] = {}
         if self.verify:
-            from hetsim.sim.engine import SimulationError, simulate
+            from hetsim.sim.engine import SimulationError, Simulator
 
+            simulator = Simulator(graph, platform, cost)  # the graph read once for every candidate
             for name, pl in candidates.items():
                 prio = list_schedule(table, pl, order, presorted=True).priority()
                 try:
-                    results[name] = simulate(graph, platform, Plan(pl, prio), cost).makespan
+                    results[name] = simulator.simulate(Plan(pl, prio)).makespan
                 except (PlanError, SimulationError) as e:  # overflows a device's memory: skip it
                     rejected[name] = str(e)
             if not results:

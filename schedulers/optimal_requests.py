@@ -90,7 +90,7 @@ def optimise_requests(
 ) -> Plan:
     """The best static plan found for the makespan of ``requests`` requests arriving
     every ``interval_s`` (module docstring); ``one`` is the one-request optimum."""
-    from hetsim.sim.engine import SimulationError, simulate
+    from hetsim.sim.engine import SimulationError, Simulator
     from hetsim.sim.plan import PlanError
 
     many, copies = repeat_requests(graph, requests)
@@ -125,9 +125,10 @@ def optimise_requests(
             candidates[key] = Plan(placement, {n: float(i) for i, n in enumerate(order)})
     spans: dict[str, float] = {}
     skipped: dict[str, str] = {}
+    simulator = Simulator(graph, platform, cost)  # the graph read once for every candidate
     for key, plan in candidates.items():
         try:
-            spans[key] = simulate(graph, platform, plan, cost, requests=requests, interval_s=interval_s).makespan
+            spans[key] = simulator.simulate(plan, requests=requests, interval_s=interval_s).makespan
         except (PlanError, SimulationError) as e:
             skipped[key] = str(e)
     if not spans:
