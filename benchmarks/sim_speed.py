@@ -164,7 +164,7 @@ def measure(n: int, repeats: int) -> dict[str, Any]:
     out["floor_s"] = best
     out["floor_same"] = floor_makespan == out["makespan"]
     out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    # a Simulator (sim.engine.Simulator, from session 31) reads the graph at its first
+    # a Simulator (sim.engine.simulator.Simulator, from session 31) reads the graph at its first
     # simulation and keeps it: the best of ``repeats`` simulations after that first
     out["reuse_s"] = math.nan
     try:

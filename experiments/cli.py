@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     from hetsim.costmodel.base import CostModelError
     from hetsim.schedulers.base import SchedulerError
-    from hetsim.sim.engine_state import SimulationError
+    from hetsim.sim.engine.state import SimulationError
     from hetsim.sim.plan import PlanError
     from hetsim.sim.platform import PlatformError
 

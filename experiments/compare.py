@@ -343,7 +343,7 @@ def check_arguments(
         for ``requests`` < 1 or a negative ``interval_s``.
     """
     from hetsim import schedulers as sched_mod
-    from hetsim.sim.engine_state import check_arrivals
+    from hetsim.sim.engine.state import check_arrivals
 
     check_arrivals(requests, interval_s)
     names = list(schedulers) if schedulers is not None else sched_mod.names()

@@ -28,7 +28,7 @@ from typing import Any
 # are the subpackages hetsim.graphs, hetsim.sim, ...; an installed wheel holds them
 # under hetsim/ itself (pyproject's package-dir mapping).
 _CHECKOUT = Path(__file__).resolve().parent.parent
-if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "sim" / "engine.py").is_file():
+if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "sim" / "engine" / "simulator.py").is_file():
     __path__.append(str(_CHECKOUT))  # noqa: F821 - the package's own __path__
 
 try:

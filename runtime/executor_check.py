@@ -225,7 +225,7 @@ def translate_error(exc: BaseException, where: str, graph: Graph, platform: Plat
 
 
 def _predicted_peak(graph: Graph, platform: Platform, plan: Plan, cost: Any) -> str:
-    from hetsim.sim.engine import simulate
+    from hetsim.sim.engine.simulator import simulate
 
     try:
         res = simulate(graph, platform, plan, cost, check_memory=False)

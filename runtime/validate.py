@@ -434,7 +434,7 @@ def _validate_model(
     from hetsim import schedulers as sched_mod
     from hetsim.runtime.executor import Execution
     from hetsim.runtime.executor_setup import wire
-    from hetsim.sim.engine import SimulationError
+    from hetsim.sim.engine.simulator import SimulationError
     from hetsim.sim.plan import Plan, PlanError
 
     rows: dict[str, dict[str, Any]] = {}

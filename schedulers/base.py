@@ -434,7 +434,7 @@ class Scheduler:
         SchedulerError
             when this scheduler cannot plan the graph on the platform; whatever the
             plan's validation (:class:`~sim.plan.PlanError`) or the simulation
-            (:class:`~sim.engine.SimulationError`, e.g. out of memory) raise.
+            (:class:`~sim.engine.simulator.SimulationError`, e.g. out of memory) raise.
         """
         from hetsim.costmodel.base import as_cost_model
         from hetsim.sim.platform import Platform as _Platform

@@ -32,7 +32,7 @@ at 1 000 (1.50 s before), 3.9 s at 5 000 (100 s before); 63 s at 20 000 (a
 separate run: x16 from 5 000, quadratic, the accepted moves' re-runs).
 The initial placement, the
 corrected one and the best single-device placement are then simulated
-(:func:`sim.engine.simulate`) and the best simulated one is returned (a
+(:func:`sim.engine.simulator.simulate`) and the best simulated one is returned (a
 candidate whose weights or tensors overflow a device's memory is skipped, and a
 correction move that would overflow a device with weights is never tried);
 ``meta["predicted_makespan"]`` and ``meta["simulated_makespan"]`` report both
@@ -211,7 +211,7 @@ class CPGreedy(Scheduler):
         results: dict[str, float] = {}
         rejected: dict[str, str] = {}
         if self.verify:
-            from hetsim.sim.engine import SimulationError, Simulator
+            from hetsim.sim.engine.simulator import SimulationError, Simulator
 
             simulator = Simulator(graph, platform, cost)  # the graph read once for every candidate
             for name, pl in candidates.items():

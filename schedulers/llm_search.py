@@ -94,7 +94,7 @@ class PlacementSearch(LLMPolicy):
         self.max_evals, self.reserve_bytes = max_evals, reserve_bytes
 
     def residency(self, graph: Graph, platform: Platform, cost: CostModel) -> Residency:
-        from hetsim.sim.engine import SimulationError, simulate
+        from hetsim.sim.engine.simulator import SimulationError, simulate
         from hetsim.sim.plan import PlanError
 
         target = objective_graph(graph, self.objective, self.prompt)

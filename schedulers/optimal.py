@@ -1,6 +1,6 @@
 """Exact minimum-makespan placement and order with OR-Tools CP-SAT: the yardstick.
 
-The problem is the one the simulator (:mod:`sim.engine`) executes, for one request:
+The problem is the one the simulator (:mod:`sim.engine.simulator`) executes, for one request:
 
 * op ``n`` on device ``d``: an optional interval of ``dispatch + op_time`` (the
   simulator's stream is held while the host dispatches) on ``d``'s no-overlap
@@ -222,8 +222,8 @@ class Optimal(Scheduler):
 
 def _simulated(graph: Graph, platform: Platform, plan: Plan, cost: CostModel) -> tuple[Any, str]:
     """The simulation of a candidate plan, or None and why it cannot run (it overflows a
-    device's memory: :class:`~sim.plan.PlanError`, :class:`~sim.engine.SimulationError`)."""
-    from hetsim.sim.engine import SimulationError, simulate
+    device's memory: :class:`~sim.plan.PlanError`, :class:`~sim.engine.simulator.SimulationError`)."""
+    from hetsim.sim.engine.simulator import SimulationError, simulate
     from hetsim.sim.plan import PlanError
 
     try:

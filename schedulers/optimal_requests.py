@@ -90,7 +90,7 @@ def optimise_requests(
 ) -> Plan:
     """The best static plan found for the makespan of ``requests`` requests arriving
     every ``interval_s`` (module docstring); ``one`` is the one-request optimum."""
-    from hetsim.sim.engine import SimulationError, Simulator
+    from hetsim.sim.engine.simulator import SimulationError, Simulator
     from hetsim.sim.plan import PlanError
 
     many, copies = repeat_requests(graph, requests)

@@ -87,7 +87,7 @@ from hetsim.schedulers.critical_path import CriticalPath, critical_path_of
 from hetsim.schedulers.eft_state import list_schedule
 from hetsim.schedulers.heft import heft_state
 from hetsim.schedulers.peft import PEFT
-from hetsim.sim.engine import SimulationError, Simulator
+from hetsim.sim.engine.simulator import SimulationError, Simulator
 from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover

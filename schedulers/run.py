@@ -91,7 +91,7 @@ class PlanRun:
         own; ``options`` are those of :func:`sim.simulate` (``requests``,
         ``interval_s``, ``record``, ``seed``, ``noise``, ``check_memory``). Returns a
         new run."""
-        from hetsim.sim.engine import simulate
+        from hetsim.sim.engine.simulator import simulate
 
         platform = self.platform if platform is None else platform
         cost = self.cost if cost is None else cost

@@ -158,7 +158,7 @@ class TensorSplit(Scheduler):
     def _makespan(self, graph: Graph, platform: Platform, cost: CostModel, plan: Plan) -> float:
         """Simulated makespan of ``plan`` for the requests it is judged on (inf when it
         does not fit the devices' memory)."""
-        from hetsim.sim.engine import SimulationError, simulate
+        from hetsim.sim.engine.simulator import SimulationError, simulate
         from hetsim.sim.plan import PlanError
 
         try:

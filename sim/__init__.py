@@ -1,7 +1,7 @@
 """Simulation layer: platforms (devices, links), plans, the SimPy engine and its results."""
 
 from hetsim.sim.contention import MemoryDomain
-from hetsim.sim.engine import SimulationError, Simulator, simulate
+from hetsim.sim.engine.simulator import SimulationError, Simulator, simulate
 from hetsim.sim.plan import DynamicPolicy, Plan, PlanError, SystemView
 from hetsim.sim.platform import Device, Link, Platform, PlatformError
 from hetsim.sim.result import SimResult

@@ -227,7 +227,7 @@ class _Work:
 class Contention:
     """The engine's side of the model: times work on members of memory domains.
 
-    Built by :func:`sim.engine.simulate` only for platforms with ``memory_domains``.
+    Built by :func:`sim.engine.simulator.simulate` only for platforms with ``memory_domains``.
     ``device[di]`` / ``link[ri]`` are None for servers outside every domain (they
     keep their plain timeouts); otherwise :meth:`run` returns the SimPy event that
     fires when the work, slowed while its domains are oversubscribed, is done.

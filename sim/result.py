@@ -199,7 +199,7 @@ class SimResult:
 
     @classmethod
     def from_run(cls, run: Any) -> SimResult:
-        """Collect the counters of a finished :mod:`sim.engine` run."""
+        """Collect the counters of a finished :mod:`sim.engine.simulator` run."""
         prep = run.prep
         completions = list(run.completions)
         makespan = max(completions) if completions else 0.0

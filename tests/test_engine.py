@@ -24,9 +24,9 @@ from hetsim.sim import (
     Platform,
     SimulationError,
     SystemView,
-    engine_run,
     simulate,
 )
+from hetsim.sim.engine import run as engine_run
 from hetsim.sim.result import RECORD_COLUMNS
 
 KB = 1000  # bytes of every test tensor: 1.5 s over the test link

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from hetsim.graphs import Graph
 from hetsim.sim import Device, Link, Plan, Platform, simulate
-from hetsim.sim.engine_prep import index_graph, prepare
+from hetsim.sim.engine.prep import index_graph, prepare
 
 EPS = 1e-9
 

@@ -21,7 +21,7 @@ from hetsim import schedulers
 from hetsim.graphs.graph import Graph
 from hetsim.schedulers.base import CostTable, quantize, ready_order, upward_rank
 from hetsim.schedulers.heft import heft_state
-from hetsim.sim.engine import simulate
+from hetsim.sim.engine.simulator import simulate
 from hetsim.sim.platform import Device, Link, Platform
 
 COMP = {  # Table 1: task -> (P1, P2, P3)

@@ -11,7 +11,7 @@ from test_schedulers import GRAPHS, lstm_graph
 from hetsim import schedulers
 from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs.graph import Graph
-from hetsim.sim.engine import simulate
+from hetsim.sim.engine.simulator import simulate
 from hetsim.sim.platform import Device, Link, Platform
 
 HEURISTICS = [n for n in schedulers.names() if n != "optimal"]

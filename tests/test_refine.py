@@ -16,7 +16,7 @@ from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs.graph import Graph
 from hetsim.schedulers.critical_path import critical_path_of
 from hetsim.schedulers.refine import Refine, chain_through, default_evaluations, move_before
-from hetsim.sim.engine import simulate
+from hetsim.sim.engine.simulator import simulate
 from hetsim.sim.plan import Plan
 from hetsim.sim.platform import Platform
 

@@ -18,7 +18,7 @@ from hetsim.schedulers.by_path import fork_regions
 from hetsim.schedulers.eft_state import EFTState, list_schedule
 from hetsim.schedulers.heft import heft_state
 from hetsim.schedulers.timeslice import partition_chain
-from hetsim.sim.engine import simulate
+from hetsim.sim.engine.simulator import simulate
 from hetsim.sim.plan import Plan
 from hetsim.sim.platform import Device, Link, Platform
 

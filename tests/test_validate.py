@@ -181,7 +181,7 @@ def test_validate_all_in_context_and_calibrated(squeeze, tmp_path):
     from hetsim.costmodel import DeviceScaled, from_spec
     from hetsim.graphs.features import features
     from hetsim.sim.contention import MemoryDomain
-    from hetsim.sim.engine import simulate
+    from hetsim.sim.engine.simulator import simulate
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 

@@ -1,4 +1,4 @@
-"""The servers of :mod:`sim.engine`: device streams, link directions, arrivals.
+"""The servers of :mod:`sim.engine.simulator`: device streams, link directions, arrivals.
 
 Each server is a small state machine driven by SimPy events: take the most
 urgent item from its ready heap (or wait, idle, until one is pushed), hold the
@@ -34,7 +34,7 @@ from simpy.events import NORMAL, Event, Timeout
 if TYPE_CHECKING:  # pragma: no cover
     import simpy
 
-    from hetsim.sim.engine_run import EngineRun
+    from hetsim.sim.engine.run import EngineRun
 
 __all__ = ["Due", "start_servers"]
 

@@ -1,4 +1,4 @@
-"""Per-request state, in-flight transfers and the policy's view of :mod:`sim.engine`."""
+"""Per-request state, in-flight transfers and the policy's view of :mod:`sim.engine.simulator`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.engine_run import EngineRun
+    from hetsim.sim.engine.run import EngineRun
 
 __all__ = ["SimulationError", "check_arrivals"]
 

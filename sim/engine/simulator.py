@@ -7,8 +7,8 @@ Model
   default priority is the topological index). A half-duplex link is one server
   for both directions. SimPy owns the clock: a server holds it for each kernel,
   dispatch and hop with one event of its own, scheduled again and again with
-  ``env.schedule`` (:class:`sim.engine_servers.Due`), and waits on SimPy events
-  (:mod:`sim.engine_servers`). (One server per resource rather than a
+  ``env.schedule`` (:class:`sim.engine.servers.Due`), and waits on SimPy events
+  (:mod:`sim.engine.servers`). (One server per resource rather than a
   ``simpy.Resource`` request per op, and callbacks rather than processes: a
   request/release pair costs ~11 us per op, a generator resume ~0.3 us per event.
   The whole call runs about 130 000-140 000 ops/s at 100 000 nodes, 113 000-125 000
@@ -60,9 +60,9 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from hetsim.sim.collector import pause_collector, resume_collector
-from hetsim.sim.engine_prep import GraphTables, PrepError, index_graph, prepare
-from hetsim.sim.engine_run import EngineRun
-from hetsim.sim.engine_state import SimulationError, check_arrivals
+from hetsim.sim.engine.prep import GraphTables, PrepError, index_graph, prepare
+from hetsim.sim.engine.run import EngineRun
+from hetsim.sim.engine.state import SimulationError, check_arrivals
 from hetsim.sim.platform import Platform
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -171,7 +171,7 @@ class Simulator:
 
             cost = Roofline()
         self.graph, self.platform, self.cost = graph, platform, cost
-        self.tables: GraphTables | None = None  # sim.engine_prep.index_graph, at the first simulation
+        self.tables: GraphTables | None = None  # sim.engine.prep.index_graph, at the first simulation
 
     def simulate(
         self,

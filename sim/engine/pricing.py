@@ -1,4 +1,4 @@
-"""Op and dispatch times for :mod:`sim.engine`, asked of the cost model once per
+"""Op and dispatch times for :mod:`sim.engine.simulator`, asked of the cost model once per
 (node, device).
 
 The ops a plan places are priced before the run, all the ops of one device in one
@@ -6,7 +6,7 @@ call when the cost model prices many at once (:func:`costmodel.price_nodes`:
 ``op_times``/``dispatch_times``, as :class:`~costmodel.roofline.Roofline` does);
 the ops a dynamic policy places are priced on first use and kept per
 (node, device). Every answer is checked: a finite number of seconds >= 0, else a
-:class:`~sim.engine_prep.PrepError` naming the op and the device.
+:class:`~sim.engine.prep.PrepError` naming the op and the device.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hetsim.costmodel.base import host_dispatch, price_nodes
-from hetsim.sim.engine_prep import PrepError, check_time
+from hetsim.sim.engine.prep import PrepError, check_time
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.engine_prep import Prepared
+    from hetsim.sim.engine.prep import Prepared
     from hetsim.sim.platform import Platform
 
 __all__ = ["Prices"]

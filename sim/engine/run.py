@@ -1,6 +1,6 @@
-"""One simulation of :mod:`sim.engine`: its integer tables, its mutable state and the
-handlers of its events (the servers, :mod:`sim.engine_servers`, and the op handlers,
-:mod:`sim.engine_ops`, call them). The model is described in :mod:`sim.engine`."""
+"""One simulation of :mod:`sim.engine.simulator`: its integer tables, its mutable state and the
+handlers of its events (the servers, :mod:`sim.engine.servers`, and the op handlers,
+:mod:`sim.engine.ops`, call them). The model is described in :mod:`sim.engine.simulator`."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import numpy as np
 import simpy
 
 from hetsim.sim.contention import Contention
-from hetsim.sim.engine_ops import bind_op_handlers
-from hetsim.sim.engine_prep import Fanout, Prepared, build_fanout, priced_route, static_fanouts
-from hetsim.sim.engine_pricing import Prices
-from hetsim.sim.engine_servers import start_servers
-from hetsim.sim.engine_state import (
+from hetsim.sim.engine.ops import bind_op_handlers
+from hetsim.sim.engine.prep import Fanout, Prepared, build_fanout, priced_route, static_fanouts
+from hetsim.sim.engine.pricing import Prices
+from hetsim.sim.engine.servers import start_servers
+from hetsim.sim.engine.state import (
     DONE,
     STATE_NAMES,
     PolicyView,
@@ -44,7 +44,7 @@ def _bytes(n: int) -> str:
 class EngineRun:
     """One simulation: integer tables, mutable state and the handlers of its events.
 
-    The servers (:mod:`sim.engine_servers`) call ``_start``/``_finish`` for ops
+    The servers (:mod:`sim.engine.servers`) call ``_start``/``_finish`` for ops
     and ``_xfer_start``/``_xfer_done`` for transfers; these update memory, wake
     successors and queue transfers.
     """
@@ -132,7 +132,7 @@ class EngineRun:
         self.slot_waiters: deque = deque()
         self.disp_busy = 0.0
         # dynamic plans: the placements a stream's finished op triggers, decided by that
-        # stream holding a dispatch slot (sim.engine_servers); None outside such a batch
+        # stream holding a dispatch slot (sim.engine.servers); None outside such a batch
         self.deciding: list | None = None
         self.seq = 0
         self.zero: deque = deque()
@@ -172,7 +172,7 @@ class EngineRun:
         return spb * sum(size[p][k] for p, k in prep.preds[v] if p < n and loc[p] != dv and same[loc[p]])
 
     def _fanout(self, u: int, du: int) -> Fanout:
-        """The fan-out of a node placed at run time (:func:`sim.engine_prep.build_fanout`)."""
+        """The fan-out of a node placed at run time (:func:`sim.engine.prep.build_fanout`)."""
         fo = self._dfo.get((u, du))
         if fo is None:
             fo = build_fanout(self.prep, self.platform, self.cost.transfer_time, u, du, self.prep.loc0)
@@ -218,7 +218,7 @@ class EngineRun:
             self.mem[d] -= self.prep.out_size[p][k]
 
     # --------------------------------------------------------------- op events
-    # _start, _fan, _finish, _ready, _drain: sim.engine_ops.bind_op_handlers
+    # _start, _fan, _finish, _ready, _drain: sim.engine.ops.bind_op_handlers
     def _handed_after(self, req: Request, v: int, delay: float) -> None:
         """:meth:`_handed` ``delay`` seconds from now (a decision, a handoff), or now."""
         if delay > 0.0:

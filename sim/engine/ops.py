@@ -1,10 +1,10 @@
-"""The op handlers of :mod:`sim.engine`: start, finish, fan-out and readiness.
+"""The op handlers of :mod:`sim.engine.simulator`: start, finish, fan-out and readiness.
 
 Every op passes through these once per request, so they are closures over the
 run's tables (no attribute lookups in the loop) and take the common case first:
 a statically placed op whose readers sit on its own device. Buffers are the
-per-request reference counts of :class:`~sim.engine_state.Request` (``refs``,
-keyed by :meth:`~sim.engine_prep.Prepared.buffer`): an op's outputs are
+per-request reference counts of :class:`~sim.engine.state.Request` (``refs``,
+keyed by :meth:`~sim.engine.prep.Prepared.buffer`): an op's outputs are
 allocated on its device when it starts (``Fanout.alloc``: one reference per
 local reader edge, per transfer and per kept graph output), each reader releases
 its input when it finishes, and a buffer's bytes leave the device when its last
@@ -16,11 +16,11 @@ from __future__ import annotations
 from heapq import heappush
 from typing import TYPE_CHECKING
 
-from hetsim.sim.engine_state import DONE, QUEUED, RUNNING, Transfer
+from hetsim.sim.engine.state import DONE, QUEUED, RUNNING, Transfer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.engine_run import EngineRun
-    from hetsim.sim.engine_state import Request
+    from hetsim.sim.engine.run import EngineRun
+    from hetsim.sim.engine.state import Request
 
 __all__ = ["bind_op_handlers"]
 

@@ -1,4 +1,4 @@
-"""Integer-indexed tables that :mod:`sim.engine` builds before the SimPy run.
+"""Integer-indexed tables that :mod:`sim.engine.simulator` builds before the SimPy run.
 
 The hot loop of the engine touches no networkx and no string-keyed dicts: every
 node, device and link direction is an int, and everything that does not depend on
@@ -6,7 +6,7 @@ time (successor lists, tensor sizes, routes, static op times, the fan-out of a
 tensor to devices, the buffers each op reads) is computed here, in one pass over
 the nodes and one over the edges (O(V + E); no sort when the graph's insertion
 order is already topological, as importers and builders write it): what depends on
-the graph alone once per :class:`sim.engine.Simulator` (:func:`index_graph`), the
+the graph alone once per :class:`sim.engine.simulator.Simulator` (:func:`index_graph`), the
 rest once per simulation (:func:`prepare`).
 
 Node numbering: ops ``0..n_ops-1`` in the graph's deterministic topological order,
@@ -221,7 +221,7 @@ def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int
 class GraphTables:
     """What every simulation of one graph reads from it (:func:`index_graph`), the
     graph's part of :class:`Prepared`; read-only once made, so that simulations of
-    several plans share it (:class:`sim.engine.Simulator`)."""
+    several plans share it (:class:`sim.engine.simulator.Simulator`)."""
 
     topo: list[str]  # node ids in topological order
     names: list[str]  # node ids, then graph input names
