@@ -11,6 +11,7 @@ from engine_cases import REFERENCE, cases, outcome, random_graph, random_plan
 from hetsim.graphs import Graph, GraphError
 from hetsim.sim import Plan, PlanError, Platform, Simulator, simulate
 from hetsim.sim.engine import simulator as engine_mod
+
 EXPECTED = json.loads(REFERENCE.read_text())
 
 
