@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the validation the arguments ask for; exit status 0 when it ran."""
     from hetsim.experiments.cli import CLIError
     from hetsim.runtime.backends import BackendError
-    from hetsim.runtime.executor_setup import ExecutionError
+    from hetsim.runtime.executor.setup import ExecutionError
     from hetsim.runtime.measure_rounds import check_replicas
 
     try:

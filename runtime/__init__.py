@@ -29,9 +29,9 @@ from hetsim.runtime.backends import (
 _LAZY = {
     "profile_models": "hetsim.runtime.profile",
     "profile_graphs": "hetsim.runtime.profile",
-    "execute": "hetsim.runtime.executor",
-    "ExecutionError": "hetsim.runtime.executor",
-    "RunResult": "hetsim.runtime.executor",
+    "execute": "hetsim.runtime.executor.execute",
+    "ExecutionError": "hetsim.runtime.executor.execute",
+    "RunResult": "hetsim.runtime.executor.execute",
     "validate_all": "hetsim.runtime.validate",
     "ValidationResult": "hetsim.runtime.validate",
 }

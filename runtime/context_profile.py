@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.runtime.executor_setup import Wiring
+from hetsim.runtime.executor.setup import Wiring
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -85,7 +85,7 @@ def measure_overhead(
     True
     """
     from hetsim.graphs.graph import Graph
-    from hetsim.runtime.executor import Execution
+    from hetsim.runtime.executor.execute import Execution
     from hetsim.sim.plan import Plan
 
     if ops < 2:
@@ -200,8 +200,8 @@ class ContextProfiler:
         run it ``warmup`` times untimed and return it; its timed runs
         (``execution.run(n)``) are what :meth:`write` reads."""
         from hetsim.graphs.features import features
-        from hetsim.runtime.executor import Execution
-        from hetsim.runtime.executor_setup import wire
+        from hetsim.runtime.executor.execute import Execution
+        from hetsim.runtime.executor.setup import wire
         from hetsim.sim.plan import Plan
 
         plan = Plan(dict.fromkeys(graph.nx, "d"))
@@ -298,7 +298,7 @@ class DeviceProfilers:
         Folder of the profile folders.
     devices
         Platform device name -> the real device it runs on (``{"cpu": "cpu@8",
-        "gpu": "cuda:0"}``; :func:`runtime.executor_setup.map_devices`).
+        "gpu": "cuda:0"}``; :func:`runtime.executor.setup.map_devices`).
     backend, granularity
         As :class:`ContextProfiler`.
     """
@@ -400,7 +400,7 @@ def profile_in_context(
     """
     from hetsim import costmodel, schedulers
     from hetsim.runtime.backends.tvm_backend import import_model
-    from hetsim.runtime.executor_setup import load_model
+    from hetsim.runtime.executor.setup import load_model
     from hetsim.sim.platform import Platform as _Platform
 
     items: list[tuple[Graph, RelaxModel]] = []

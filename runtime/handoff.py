@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from hetsim.graphs.graph import Graph
-    from hetsim.runtime.executor_setup import Wiring
+    from hetsim.runtime.executor.setup import Wiring
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
@@ -131,7 +131,7 @@ def measure_handoff(
         When the run has no idle wait after an input from another worker (the
         plan keeps every edge on one worker).
     """
-    from hetsim.runtime.executor import execute
+    from hetsim.runtime.executor.execute import execute
     from hetsim.sim.platform import Platform as _Platform
 
     plat = _Platform.load(platform) if isinstance(platform, str) else platform
@@ -223,7 +223,7 @@ def side_by_side(graph: Graph, wiring: Wiring, devices: tuple[str, str]) -> tupl
     import networkx as nx
 
     from hetsim.graphs.graph import Graph as _Graph
-    from hetsim.runtime.executor_setup import Wiring as _Wiring
+    from hetsim.runtime.executor.setup import Wiring as _Wiring
     from hetsim.sim.plan import Plan
 
     def ref(tag: str, src: tuple[str, Any]) -> tuple[str, Any]:
@@ -299,7 +299,7 @@ def measure_read_bandwidth(
     ValueError
         When the two devices do not share memory, or no edge crosses.
     """
-    from hetsim.runtime.executor import execute
+    from hetsim.runtime.executor.execute import execute
     from hetsim.sim.platform import Platform as _Platform
 
     plat = _Platform.load(platform) if isinstance(platform, str) else platform
@@ -359,8 +359,8 @@ class HostCalibration:
 
     def __init__(self, graph: Graph, relax: Any, platform: Platform, *, devices: tuple[str, str] | None = None,
                  backend: str = "torch", warmup: int = 3) -> None:
-        from hetsim.runtime.executor import Execution
-        from hetsim.runtime.executor_setup import wire
+        from hetsim.runtime.executor.execute import Execution
+        from hetsim.runtime.executor.setup import wire
         from hetsim.sim.plan import Plan
 
         one, crossing, self.cross_bytes = _one_and_crossing(graph, platform, devices)

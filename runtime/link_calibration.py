@@ -6,7 +6,7 @@ A profile's link fit (:func:`runtime.profile.measure_links`) times bare
 copies cost more: the producer's worker issues each copy after its op (a CPU tensor
 staged into a pinned buffer first), a GPU tensor's copy waits for its producer's
 event and then for a synchronisation thread before its CPU consumers may start
-(:mod:`runtime.executor_cuda`). On that machine a 100 KB copy inside a running
+(:mod:`runtime.executor.cuda`). On that machine a 100 KB copy inside a running
 model ended 90-160 us after its producer, not 6 us. And the op times of the two
 workers measured each alone (:class:`~runtime.context_profile.DeviceProfilers`)
 grow when both are active: at batch 1 a GPU op's time in context is mostly its
@@ -68,7 +68,7 @@ def link_costs(runs: Sequence[Sequence[Mapping[str, Any]]], graph: Graph, platfo
                ) -> dict[str, Any]:
     """The per-copy latency, the GPU-to-CPU hand-over and the two workers' slowdown
     measured in ``runs`` (each the records of one run of a plan over ``cpu`` and
-    ``gpu``, as :meth:`runtime.executor.RunResult.records` gives them).
+    ``gpu``, as :meth:`runtime.executor.execute.RunResult.records` gives them).
 
     Parameters
     ----------
@@ -166,8 +166,8 @@ class LinkCalibration:
 
     def __init__(self, graph: Graph, relax: Any, platform: Platform, *, devices: tuple[str, str] | None = None,
                  backend: str = "torch", warmup: int = 3, device_map: Mapping[str, str] | None = None) -> None:
-        from hetsim.runtime.executor import Execution
-        from hetsim.runtime.executor_setup import wire
+        from hetsim.runtime.executor.execute import Execution
+        from hetsim.runtime.executor.setup import wire
         from hetsim.sim.plan import Plan
 
         if devices is None:

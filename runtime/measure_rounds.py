@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.runtime.executor import RunResult
+    from hetsim.runtime.executor.execute import RunResult
 
 T = TypeVar("T")
 
@@ -52,7 +52,7 @@ def round_orders(items: Sequence[T], rounds: int, *, seed: int = 0) -> list[list
 
 
 def pool_runs(results: Sequence[RunResult]) -> RunResult:
-    """One :class:`~runtime.executor.RunResult` of the timed runs of several
+    """One :class:`~runtime.executor.execute.RunResult` of the timed runs of several
     executions of the same plan (or of plans that are one execution): every
     makespan, in the order given; the records and busy times of the execution whose
     own median is nearest the pooled one (a run that happened, not a blend); the

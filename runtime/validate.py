@@ -50,7 +50,7 @@ from hetsim.runtime.context_profile import (
     measure_overhead,
     profile_in_context,
 )
-from hetsim.runtime.executor_setup import ExecutionError
+from hetsim.runtime.executor.setup import ExecutionError
 from hetsim.runtime.handoff import (
     HostCalibration,
     handoff_gaps,
@@ -72,7 +72,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
-    from hetsim.runtime.executor import RunResult
+    from hetsim.runtime.executor.execute import RunResult
     from hetsim.schedulers.run import PlanRun
     from hetsim.sim.platform import Platform
 
@@ -180,14 +180,14 @@ def validate(
         ``inputs`` says which inputs were measured in the run and which came from
         a file.
     """
-    from hetsim.runtime.executor import execute
+    from hetsim.runtime.executor.execute import execute
     from hetsim.runtime.validate_inputs import InRunInputs, file_inputs, why_not_measured
 
     platform = _platform(platform)
     check_replicas(replicas)
     if cost is None and why_not_measured(platform) is None:
         from hetsim import schedulers
-        from hetsim.runtime.executor_setup import load_model
+        from hetsim.runtime.executor.setup import load_model
 
         relax = model or load_model(graph)
         how = (schedulers.get(scheduler_or_plan, **dict(scheduler_args or {}))
@@ -335,7 +335,7 @@ def validate_all(
 
     from hetsim import schedulers as sched_mod
     from hetsim.runtime.backends.tvm_backend import import_model
-    from hetsim.runtime.executor import load_model
+    from hetsim.runtime.executor.execute import load_model
     from hetsim.runtime.validate_inputs import InRunInputs, file_inputs, why_not_measured
 
     platform = _platform(platform)
@@ -432,8 +432,8 @@ def _validate_model(
     the platform's ``decision_s``. Each plan is measured as ``replicas`` executions,
     each built apart, and their timed runs pooled (:func:`pool_runs`)."""
     from hetsim import schedulers as sched_mod
-    from hetsim.runtime.executor import Execution
-    from hetsim.runtime.executor_setup import wire
+    from hetsim.runtime.executor.execute import Execution
+    from hetsim.runtime.executor.setup import wire
     from hetsim.sim.engine.simulator import SimulationError
     from hetsim.sim.plan import Plan, PlanError
 

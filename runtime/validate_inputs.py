@@ -134,7 +134,7 @@ class InRunInputs:
             DeviceProfilers,
             profile_in_context,
         )
-        from hetsim.runtime.executor_setup import map_devices
+        from hetsim.runtime.executor.setup import map_devices
         from hetsim.runtime.handoff import HostCalibration
         from hetsim.runtime.link_calibration import LinkCalibration
 

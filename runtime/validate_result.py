@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from hetsim.graphs.graph import Graph
-    from hetsim.runtime.executor import RunResult
+    from hetsim.runtime.executor.execute import RunResult
     from hetsim.sim.plan import Plan
     from hetsim.sim.result import SimResult
 

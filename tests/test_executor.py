@@ -1,4 +1,4 @@
-"""The plan executor (runtime.executor): real runs on this machine's CPU (cpu2).
+"""The plan executor (runtime.executor.execute): real runs on this machine's CPU (cpu2).
 
 The zoo model is squeezenet1_1 at 64x64 (117 ops, parallel fire-module branches),
 imported once per module. GPU tests skip when CUDA is absent.
@@ -20,8 +20,8 @@ from hetsim.costmodel.roofline import Roofline  # noqa: E402
 from hetsim.graphs.graph import Graph  # noqa: E402
 from hetsim.runtime import ExecutionError, RunResult, execute  # noqa: E402
 from hetsim.runtime.backends import BackendError  # noqa: E402
-from hetsim.runtime.executor import execute_wired, map_devices  # noqa: E402
-from hetsim.runtime.executor_setup import TorchCall, Wiring  # noqa: E402
+from hetsim.runtime.executor.execute import execute_wired, map_devices  # noqa: E402
+from hetsim.runtime.executor.setup import TorchCall, Wiring  # noqa: E402
 from hetsim.sim import Plan, PlanError, Platform, simulate  # noqa: E402
 
 CPU2 = Platform.preset("cpu2")
@@ -187,7 +187,7 @@ def test_two_workers_are_faster_than_one():
 def test_replicas_measure_a_plan_as_several_executions_built_apart(monkeypatch):
     """``replicas=3``: three executions of the plan, each with its own buffers and
     threads, warmed up, then run in interleaved rounds; their timed runs pooled."""
-    from hetsim.runtime.executor import Execution
+    from hetsim.runtime.executor.execute import Execution
 
     g, wiring = _branches(chain=2, size=64)
     built: list[Execution] = []
@@ -222,8 +222,8 @@ def test_workers_stop_polling_when_the_run_ends(monkeypatch):
     import functools
     import time
 
-    from hetsim.runtime import executor_run
-    from hetsim.runtime.executor import Execution
+    from hetsim.runtime.executor import run as executor_run
+    from hetsim.runtime.executor.execute import Execution
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two cores: unpinned workers do not poll")
@@ -414,8 +414,7 @@ def test_wrong_execution_is_caught(squeeze, monkeypatch):
         return out
 
     calls: dict = {}
-    from hetsim.runtime import executor_setup as setup_mod
-
+    from hetsim.runtime.executor import setup as setup_mod
     build = setup_mod.build_calls
 
     def spy_build(*a, **kw):
@@ -424,7 +423,7 @@ def test_wrong_execution_is_caught(squeeze, monkeypatch):
         return out
 
     monkeypatch.setattr(TorchCall, "__call__", corrupt)
-    monkeypatch.setattr("hetsim.runtime.executor.build_calls", spy_build)
+    monkeypatch.setattr("hetsim.runtime.executor.execute.build_calls", spy_build)
     with pytest.raises(ExecutionError, match=f"node '{target}' \\(run on 'cpu1'\\) differs"):
         execute(graph, Plan(dict.fromkeys(graph.nx, "cpu1")), CPU2, model=model, repeats=1)
 
@@ -433,7 +432,7 @@ def test_wrong_weights_are_caught_by_the_module_reference():
     """Wrong weights (the same in the plan's run and the single-device run) differ
     from the zoo model's own forward."""
     from hetsim.runtime.backends.tvm_backend import import_model
-    from hetsim.runtime.executor_setup import wire
+    from hetsim.runtime.executor.setup import wire
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -512,8 +511,7 @@ def test_tvm_backend_runs_a_plan():
 def test_a_cpu_worker_keeps_its_cores_whichever_others_a_plan_uses(monkeypatch):
     from types import SimpleNamespace
 
-    from hetsim.runtime import executor_view
-
+    from hetsim.runtime.executor import view as executor_view
     def spec(kind: str, threads: int) -> SimpleNamespace:
         return SimpleNamespace(kind=kind, cpu_threads=lambda: threads)
 

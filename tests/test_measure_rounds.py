@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from hetsim.runtime.executor import RunResult
+from hetsim.runtime.executor.execute import RunResult
 from hetsim.runtime.measure_rounds import check_replicas, pool_runs, round_orders
 
 

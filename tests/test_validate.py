@@ -512,8 +512,8 @@ def test_plans_that_are_one_execution_pool_their_runs(squeeze, tmp_path):
 def test_a_plan_that_fails_in_a_round_is_not_run_again(squeeze, tmp_path, monkeypatch):
     """An execution error in the timed rounds marks that plan failed, with the error,
     and the rounds go on without it; the other plans are validated."""
-    from hetsim.runtime.executor import Execution
-    from hetsim.runtime.executor_setup import ExecutionError
+    from hetsim.runtime.executor.execute import Execution
+    from hetsim.runtime.executor.setup import ExecutionError
     from hetsim.sim.plan import Plan
 
     graph = squeeze.graph

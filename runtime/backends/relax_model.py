@@ -45,7 +45,7 @@ class RelaxModel:
         module's own forward is the reference of the executor's output check.
     const_arrays
         ``id(constant)`` -> ``(constant, array)``: each constant converted once and
-        shared by every wiring of the model (:func:`runtime.executor_setup.wire`),
+        shared by every wiring of the model (:func:`runtime.executor.setup.wire`),
         so that the executions of one model's plans hold its weights once.
     """
 

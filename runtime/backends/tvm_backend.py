@@ -60,7 +60,7 @@ from hetsim.runtime.backends.relax_model import (  # the models it compiles, exp
 # TVM's thread pool pins the thread that first runs a parallel kernel (and its own
 # workers) to cores unless told not to. The executor pins its CPU workers itself, and
 # a pinned caller would leave every later execution of the process seeing one core
-# (runtime.executor_view.pin_cores: nothing pinned). Set before any kernel runs; TVM
+# (runtime.executor.view.pin_cores: nothing pinned). Set before any kernel runs; TVM
 # reads it when its pool starts.
 os.environ.setdefault("TVM_BIND_THREADS", "0")
 

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hetsim.costmodel.base import host_dispatch
-from hetsim.runtime.executor_setup import ExecutionError
+from hetsim.runtime.executor.setup import ExecutionError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.base import DeviceSpec
-    from hetsim.runtime.executor_run import Engine, RequestState
+    from hetsim.runtime.executor.run import Engine, RequestState
     from hetsim.sim.platform import Platform
 
 __all__ = ["CachedCost", "RunView", "link_resource", "pin_cores", "torch_threads", "tune_malloc"]

@@ -1,4 +1,4 @@
-"""What :func:`runtime.executor.execute` prepares before anything is timed.
+"""What :func:`runtime.executor.execute.execute` prepares before anything is timed.
 
 * **devices** -- platform devices mapped to real ones (:func:`map_devices`), checked
   to exist on this machine before any work;
@@ -10,7 +10,7 @@
 * **calls** -- one lean callable per (node, real device) around the backend's
   kernel: constants (weights) materialised once per device, activations filled in
   at run time, preallocated outputs where the backend has them;
-(The references the first run is checked against are in :mod:`runtime.executor_check`.)
+(The references the first run is checked against are in :mod:`runtime.executor.check`.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The run-time engine of :func:`runtime.executor.execute`: workers, ready queues, copies.
+"""The run-time engine of :func:`runtime.executor.execute.execute`: workers, ready queues, copies.
 
 Model (the simulator's, on real devices)
 ----------------------------------------
@@ -6,7 +6,7 @@ Model (the simulator's, on real devices)
   (synchronously; torch and TVM release the GIL inside kernels, so workers on
   different cores run in parallel while their Python overhead is serialised by
   the GIL: the simulator's single host dispatcher). A GPU worker enqueues kernels
-  on its CUDA stream (:mod:`runtime.executor_cuda`).
+  on its CUDA stream (:mod:`runtime.executor.cuda`).
 * Each device has a ready heap keyed like the simulator's, ``request * n_ops +
   rank`` (rank: position in the plan's ``(priority, topological index)`` order):
   among ready ops a device runs the lowest first.
@@ -35,8 +35,8 @@ import time
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
-from hetsim.runtime.executor_setup import ExecutionError
-from hetsim.runtime.executor_view import (
+from hetsim.runtime.executor.setup import ExecutionError
+from hetsim.runtime.executor.view import (
     CachedCost,
     RunView,
     link_resource,
@@ -87,7 +87,7 @@ class Engine:
     seed
         Seed of the dynamic policy's ``view.rng``.
     cuda
-        :class:`runtime.executor_cuda.CudaRuntime` when a GPU is involved.
+        :class:`runtime.executor.cuda.CudaRuntime` when a GPU is involved.
     pin
         Pin each CPU worker thread to its own cores (:func:`pin_cores`).
     spin_s

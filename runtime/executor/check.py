@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hetsim.runtime.backends.base import BackendError, to_numpy
-from hetsim.runtime.executor_setup import ExecutionError, Wiring, build_calls, plan_devices
+from hetsim.runtime.executor.setup import ExecutionError, Wiring, build_calls, plan_devices
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph

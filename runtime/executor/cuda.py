@@ -31,7 +31,7 @@ from heapq import heappop
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.runtime.executor_run import Engine, RequestState
+    from hetsim.runtime.executor.run import Engine, RequestState
 
 __all__ = ["CudaRuntime"]
 
@@ -116,7 +116,7 @@ class CudaRuntime:
         spec = engine.specs[d]
         stream = self.compute[(d, s)]
         try:
-            from hetsim.runtime.executor_view import torch_threads
+            from hetsim.runtime.executor.view import torch_threads
 
             torch_threads()  # initialise this thread's torch settings before configuring it
             engine.backend.configure(spec)

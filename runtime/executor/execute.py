@@ -3,7 +3,7 @@
 :func:`execute` runs a model's graph node by node on the devices a plan names, with
 one worker per device stream (CPU worker threads, CUDA streams), each op when its
 inputs are ready on its device, in plan priority order, with real copies across
-memories -- the simulator's model of the run (see :mod:`runtime.executor_run`),
+memories -- the simulator's model of the run (see :mod:`runtime.executor.run`),
 so that the measured makespan can be set against the simulated one.
 
 * Platform devices map to real ones: ``cpu`` -> ``cpu@{threads}``, the K-th ``gpu``
@@ -46,14 +46,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hetsim.runtime.backends.base import Backend, BackendError
-from hetsim.runtime.executor_check import (
+from hetsim.runtime.executor.check import (
     check_run,
     is_oom,
     reference_outputs,
     sequential_reference,
     translate_error,
 )
-from hetsim.runtime.executor_setup import (
+from hetsim.runtime.executor.setup import (
     ExecutionError,
     Wiring,
     build_calls,
@@ -63,8 +63,8 @@ from hetsim.runtime.executor_setup import (
     plan_devices,
     wire,
 )
-from hetsim.runtime.executor_view import torch_threads
-from hetsim.runtime.executor_view import tune_malloc as _tune_process_malloc
+from hetsim.runtime.executor.view import torch_threads
+from hetsim.runtime.executor.view import tune_malloc as _tune_process_malloc
 from hetsim.runtime.measure_rounds import check_replicas, pool_runs, round_orders
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -281,7 +281,7 @@ def execute(
         Check the first run against the references (see :class:`RunResult`).
     rtol, atol
         Tolerance of that comparison (``atol`` relative to the largest reference
-        magnitude); default :func:`runtime.executor_check.tolerance`.
+        magnitude); default :func:`runtime.executor.check.tolerance`.
     timeout_s
         Give up on a run that takes longer (a deadlock would otherwise hang).
     pin_threads
@@ -346,7 +346,7 @@ def execute_wired(
     replicas: int = 1,
     **kw: Any,
 ) -> RunResult:
-    """:func:`execute` with the dataflow given as a :class:`~runtime.executor_setup.Wiring`
+    """:func:`execute` with the dataflow given as a :class:`~runtime.executor.setup.Wiring`
     (for graphs that no Relax model describes, e.g. synthetic ones); ``kw`` as
     :class:`Execution` (``model`` only gives the tvm backend its kernels and the
     check its torch module)."""
@@ -376,7 +376,7 @@ class Execution:
     conditions. Close it (or use it as a context manager) to stop its threads.
 
     Parameters are those of :func:`execute`, with the dataflow as a ``wiring``
-    (:func:`runtime.executor_setup.wire`).
+    (:func:`runtime.executor.setup.wire`).
     """
 
     def __init__(
@@ -401,7 +401,7 @@ class Execution:
         tune_malloc: bool = True,
     ) -> None:
         from hetsim.runtime.backends import get_backend
-        from hetsim.runtime.executor_run import Engine
+        from hetsim.runtime.executor.run import Engine
         from hetsim.sim.platform import Platform
 
         platform = Platform.load(platform)
@@ -445,7 +445,7 @@ class Execution:
             inputs = _host_inputs(wiring, bk, graph)
             cuda = None
             if self.gpu:
-                from hetsim.runtime.executor_cuda import CudaRuntime
+                from hetsim.runtime.executor.cuda import CudaRuntime
 
                 cuda = CudaRuntime(bk.name)
             self.engine = Engine(graph, platform, plan, specs, calls, inputs, bk, cost, active=active,
@@ -467,7 +467,7 @@ class Execution:
     def run(self, n: int = 1, *, timed: bool = True) -> list[float]:
         """Run ``n`` times (timed: kept in the result; else warm-up); the makespans.
         The first run is checked against the references."""
-        from hetsim.runtime.executor_run import Failure
+        from hetsim.runtime.executor.run import Failure
 
         if self.engine is None:
             raise ExecutionError("this execution is closed")
