@@ -2,13 +2,13 @@
 other worker produced, beyond what an input from its own worker costs.
 
 Executes a plan that alternates neighbours between the workers (round-robin) and
-prints the gap statistics of :func:`runtime.validate.measure_handoff`; the median
+prints the gap statistics of :func:`runtime.validation.validate.measure_handoff`; the median
 is what ``handoff_s`` of ``sim/presets/cpu2.toml`` should hold on this machine. With
 ``--dynamic`` it also runs the ``dynamic`` scheduler's policy, whose per-op
 decision shows as a longer gap after every input: the dynamic plan's same-worker
 gap less the static plan's is what ``decision_s`` of the preset should hold. With
 ``--bandwidth`` it measures how much longer an op runs when its input comes from the
-other worker (:func:`runtime.validate.measure_read_bandwidth`, one-worker and
+other worker (:func:`runtime.validation.validate.measure_read_bandwidth`, one-worker and
 round-robin plans in alternating rounds) on resnet18, googlenet and squeezenet1_1:
 the median is what ``handoff_bandwidth_bytes_per_s`` of the preset should hold.
 
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from hetsim import schedulers
     from hetsim.costmodel.roofline import Roofline
     from hetsim.graphs import zoo
-    from hetsim.runtime.validate import measure_handoff
+    from hetsim.runtime.validation.validate import measure_handoff
     from hetsim.sim.platform import Platform
 
     print(f"load average: {os.getloadavg()[0]:.2f}")
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ndecision_s = {(same['dynamic'] - same[args.scheduler]) * 1e6:.1f} us "
               f"(dynamic's same-worker gap less {args.scheduler}'s)")
     if args.bandwidth:
-        from hetsim.runtime.validate import measure_read_bandwidth
+        from hetsim.runtime.validation.validate import measure_read_bandwidth
 
         per_byte = []
         print("\nreading the other worker's outputs (one-worker vs round-robin busy time, 5 rounds):")

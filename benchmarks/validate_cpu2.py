@@ -87,7 +87,7 @@ def resimulated(out: Path, models: list[str], how: str) -> tuple[float, int] | N
 
     from hetsim import costmodel, schedulers
     from hetsim.runtime.backends.tvm_backend import import_model
-    from hetsim.runtime.handoff import calibrated_platform
+    from hetsim.runtime.validation.handoff import calibrated_platform
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "out" / "validate-cpu2"),
                     help="folder for validation.csv, ranking.csv, the traces and the in-run profiles")
     args = ap.parse_args(argv)
-    from hetsim.runtime.validate import format_table, summary, validate_all
+    from hetsim.runtime.validation.validate import format_table, summary, validate_all
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     load = Path("/proc/loadavg").read_text().strip() if Path("/proc/loadavg").is_file() else os.getloadavg()

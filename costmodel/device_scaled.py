@@ -8,7 +8,7 @@ the devices it names (device names, as the platform spells them); everything els
 (host dispatch, transfers, devices it does not name) is the wrapped model's.
 
 ``hetsim validate`` uses it with the ratio its host calibration measures in the
-same rounds (:class:`runtime.handoff.HostCalibration`: the second worker's kernel
+same rounds (:class:`runtime.validation.handoff.HostCalibration`: the second worker's kernel
 time over the first's, on the same ops).
 
 Examples

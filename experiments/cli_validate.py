@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from hetsim.experiments.cli import CLIError
     from hetsim.runtime.backends import BackendError
     from hetsim.runtime.executor.setup import ExecutionError
-    from hetsim.runtime.measure_rounds import check_replicas
+    from hetsim.runtime.validation.rounds import check_replicas
 
     try:
         check_replicas(args.replicas)  # before any model import
@@ -145,7 +145,7 @@ def _model_kwargs(models: list[str], items: list[str] | None) -> dict[str, dict[
 def _run_one(args: argparse.Namespace) -> int:
     from hetsim import schedulers
     from hetsim.graphs.model_spec import load_model_spec, parse_model_spec
-    from hetsim.runtime.validate import validate
+    from hetsim.runtime.validation.validate import validate
     from hetsim.sim.platform import Platform
 
     platform = Platform.load(args.platform)
@@ -176,7 +176,7 @@ def _run_one(args: argparse.Namespace) -> int:
 
 def _run_all(args: argparse.Namespace) -> int:
     from hetsim.experiments.cli import CLIError
-    from hetsim.runtime.validate import format_table, validate_all
+    from hetsim.runtime.validation.validate import format_table, validate_all
 
     if not args.out:
         raise CLIError("--all needs --out DIR (validation.csv, ranking.csv and traces go there)")
@@ -240,7 +240,7 @@ def _hint_if_busy(spreads: Iterable[float]) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from hetsim.runtime.validate import calibrate_dispatch
+    from hetsim.runtime.validation.validate import calibrate_dispatch
 
     new = calibrate_dispatch(args.calibrate, backend=args.backend)
     for dev, t in new.items():
@@ -250,7 +250,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _profile_in_context(args: argparse.Namespace) -> int:
-    from hetsim.runtime.validate import profile_in_context
+    from hetsim.runtime.validation.validate import profile_in_context
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     path = profile_in_context(models, args.profile_in_context, device=args.device,

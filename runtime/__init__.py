@@ -2,7 +2,7 @@
 
 ``import hetsim.runtime`` is light (no torch, no TVM); :func:`profile_models`,
 :func:`execute`, :func:`validate_all` and the backends import them when used
-(``runtime.validate`` is the validation module: ``from hetsim.runtime.validate import validate``).
+(validation is the subpackage :mod:`runtime.validation`).
 
 Examples
 --------
@@ -32,8 +32,9 @@ _LAZY = {
     "execute": "hetsim.runtime.executor.execute",
     "ExecutionError": "hetsim.runtime.executor.execute",
     "RunResult": "hetsim.runtime.executor.execute",
-    "validate_all": "hetsim.runtime.validate",
-    "ValidationResult": "hetsim.runtime.validate",
+    "validate": "hetsim.runtime.validation.validate",
+    "validate_all": "hetsim.runtime.validation.validate",
+    "ValidationResult": "hetsim.runtime.validation.validate",
 }
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "parse_devices",
     "profile_graphs",
     "profile_models",
+    "validate",
     "validate_all",
 ]
 

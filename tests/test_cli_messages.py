@@ -107,8 +107,7 @@ def test_validate_says_when_its_runs_say_the_host_is_busy(makespans: list[float]
 
     import numpy as np
 
-    from hetsim.runtime import validate
-
+    from hetsim.runtime.validation import validate
     run = SimpleNamespace(makespans=makespans)
     run.spread = (np.percentile(makespans, 90) - np.percentile(makespans, 10)) / np.median(makespans)
 

@@ -468,7 +468,7 @@ def test_graph_that_the_model_does_not_explain(squeeze):
 
 
 def test_overhead_is_small():
-    from hetsim.runtime.validate import measure_overhead
+    from hetsim.runtime.validation.validate import measure_overhead
 
     t = measure_overhead("cpu@1", ops=100, repeats=3)
     assert 1e-7 < t < 1e-3

@@ -1,4 +1,4 @@
-"""How a validation's timed runs are interleaved and pooled (runtime.measure_rounds)."""
+"""How a validation's timed runs are interleaved and pooled (runtime.validation.rounds)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from hetsim.runtime.executor.execute import RunResult
-from hetsim.runtime.measure_rounds import check_replicas, pool_runs, round_orders
+from hetsim.runtime.validation.rounds import check_replicas, pool_runs, round_orders
 
 
 def test_round_orders_change_each_plans_predecessor_from_round_to_round():

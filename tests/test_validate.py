@@ -1,4 +1,4 @@
-"""Validation (runtime.validate, ``hetsim validate``): simulate, execute on cpu2, compare.
+"""Validation (runtime.validation.validate, ``hetsim validate``): simulate, execute on cpu2, compare.
 
 The googlenet/resnet18 validation measures the op times and the host costs in its
 own interleaved rounds on the machine that runs the tests (no cost model given), as
@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("torch")
 
 from hetsim.experiments.cli import main  # noqa: E402
-from hetsim.runtime.validate import (  # noqa: E402
+from hetsim.runtime.validation.validate import (  # noqa: E402
     VALIDATION_COLUMNS,
     ValidationResult,
     format_table,
@@ -90,7 +90,7 @@ def test_validate_one_plan(squeeze, tmp_path):
 
 def test_profile_in_context_with_the_graphs_tensor_split_makes(squeeze, tmp_path):
     from hetsim.graphs.features import features
-    from hetsim.runtime.validate import profile_in_context
+    from hetsim.runtime.validation.validate import profile_in_context
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -150,7 +150,7 @@ def test_context_profiler_writes_op_times_and_overhead_of_its_runs(squeeze, tmp_
     import numpy as np
 
     from hetsim.graphs.features import features
-    from hetsim.runtime.validate import ContextProfiler
+    from hetsim.runtime.validation.validate import ContextProfiler
 
     prof = ContextProfiler(tmp_path / "ctx")
     with warnings.catch_warnings():
@@ -310,7 +310,7 @@ def test_cli_validate_all_in_context(tmp_path, capsys):
 
 @needs_profile
 def test_calibrate_dispatch(tmp_path):
-    from hetsim.runtime.validate import calibrate_dispatch
+    from hetsim.runtime.validation.validate import calibrate_dispatch
 
     prof = tmp_path / "prof"
     shutil.copytree(PROFILE, prof)
@@ -327,7 +327,7 @@ def _rec(kind, node, resource, start, end, stream=0):  # noqa: ANN001, ANN202
 
 def test_handoff_gaps_from_records():
     from hetsim.graphs import Graph
-    from hetsim.runtime.validate import handoff_gaps
+    from hetsim.runtime.validation.validate import handoff_gaps
 
     g = Graph(name="diamond")
     for n in "abcde":
@@ -354,7 +354,7 @@ def test_handoff_gaps_from_records():
 def test_measure_handoff_on_cpu2(squeeze):
     from hetsim import schedulers
     from hetsim.costmodel.roofline import Roofline
-    from hetsim.runtime.validate import measure_handoff
+    from hetsim.runtime.validation.validate import measure_handoff
     from hetsim.sim.plan import Plan
 
     g = squeeze.graph
@@ -373,7 +373,7 @@ def test_the_handoff_is_the_mean_gap_so_that_a_heavy_tail_is_charged() -> None:
     """A makespan adds up its handoffs: with one gap in ten a 1 ms wait for the core,
     the handoff charged is the mean (about 145 us more than a median would say),
     and a single preemption far beyond the rest is clipped at the 99th percentile."""
-    from hetsim.runtime.handoff import handoff_stats
+    from hetsim.runtime.validation.handoff import handoff_stats
 
     cross = [60e-6] * 90 + [1e-3] * 10
     gaps = pd.DataFrame({"cross": [True] * 100 + [False] * 100, "gap_s": cross + [10e-6] * 100})
@@ -391,7 +391,7 @@ def test_the_handoff_is_the_mean_gap_so_that_a_heavy_tail_is_charged() -> None:
 
 
 def test_measure_read_bandwidth_on_cpu2(squeeze):
-    from hetsim.runtime.validate import measure_read_bandwidth
+    from hetsim.runtime.validation.validate import measure_read_bandwidth
 
     g = squeeze.graph
     with warnings.catch_warnings():
@@ -420,7 +420,7 @@ def _cpu2():  # noqa: ANN202
 
 
 def test_calibrated_platform_models_the_measured_two_worker_slowdown():
-    from hetsim.runtime.handoff import calibrated_platform
+    from hetsim.runtime.validation.handoff import calibrated_platform
     from hetsim.sim.platform import Platform
 
     base = Platform.load("cpu2")
@@ -448,7 +448,7 @@ def test_host_calibration_measures_the_second_worker_against_the_first_on_the_sa
     """The second worker runs every op but the first, alone on its own core; its ratio
     is its kernel time over the first worker's on those ops, and the side-by-side
     slowdown is each worker's time over its own time alone."""
-    from hetsim.runtime.handoff import HostCalibration
+    from hetsim.runtime.validation.handoff import HostCalibration
 
     cal = HostCalibration(squeeze.graph, squeeze, _cpu2(), warmup=1)
     try:

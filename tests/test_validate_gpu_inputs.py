@@ -1,6 +1,6 @@
 """Inputs a validation measures on a platform with GPUs: each device profiled alone
-(:class:`runtime.context_profile.DeviceProfilers`) and the executor's copies
-(:mod:`runtime.link_calibration`). The CUDA runs themselves need a GPU; what is
+(:class:`runtime.validation.context_profile.DeviceProfilers`) and the executor's copies
+(:mod:`runtime.validation.link_calibration`). The CUDA runs themselves need a GPU; what is
 checked here is the arithmetic on their records and the per-device profiling,
 with CPU workers standing in for the devices."""
 
@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from hetsim.graphs import Graph  # noqa: E402
-from hetsim.runtime.link_calibration import crossing_plan, link_costs  # noqa: E402
+from hetsim.runtime.validation.link_calibration import crossing_plan, link_costs  # noqa: E402
 from hetsim.sim.platform import Platform  # noqa: E402
 
 BW = 1.2e10  # xeon-p2200's link
@@ -99,7 +99,7 @@ def test_link_costs_count_a_copy_from_its_producers_end_and_the_workers_slowdown
 
 
 def test_link_calibration_writes_latency_and_handoff_into_the_platform():
-    from hetsim.runtime.link_calibration import LinkCalibration
+    from hetsim.runtime.validation.link_calibration import LinkCalibration
 
     plat = Platform.preset("xeon-p2200")
     cal = LinkCalibration.__new__(LinkCalibration)  # the arithmetic alone (its runs need a GPU)
@@ -122,7 +122,7 @@ def test_link_calibration_writes_latency_and_handoff_into_the_platform():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_inputs_are_measured_on_a_gpu_platform_only_where_its_gpus_are():
-    from hetsim.runtime.validate_inputs import why_not_measured
+    from hetsim.runtime.validation.inputs import why_not_measured
 
     assert why_not_measured(Platform.preset("cpu2")) is None
     why = why_not_measured(Platform.preset("xeon-p2200"))
@@ -132,7 +132,7 @@ def test_inputs_are_measured_on_a_gpu_platform_only_where_its_gpus_are():
 def test_device_profilers_profile_each_device_alone_into_a_cost_spec(tmp_path):
     from hetsim import costmodel
     from hetsim.runtime.backends.tvm_backend import import_model
-    from hetsim.runtime.context_profile import DeviceProfilers
+    from hetsim.runtime.validation.context_profile import DeviceProfilers
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -3,7 +3,7 @@
 Every applicable scheduler plans GoogLeNet, ResNet-18, BERT-base (32 tokens) and
 MobileNet-v2 (op granularity) on the ``cpu2`` platform (two single-thread CPU workers: the machine this project's
 validation runs on), the plan is simulated with the cost model and executed for
-real (:func:`runtime.validate.validate_all`, torch kernels; cost ``measured``: the op
+real (:func:`runtime.validation.validate.validate_all`, torch kernels; cost ``measured``: the op
 times and host costs measured in the validation's own rounds), and one tidy row per
 (model, scheduler, cost model) is appended to ``results.csv`` in this folder
 (points already there are skipped). Configuration: ``sweep.toml`` beside this
@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 TRACES = HERE.parent / ".cache" / "fig6"
 
-#: measured-vs-simulated columns (those of runtime.validate.VALIDATION_COLUMNS)
+#: measured-vs-simulated columns (those of runtime.validation.validate.VALIDATION_COLUMNS)
 VALIDATION = (
     "model", "scheduler", "status", "simulated_s", "measured_s", "error_pct", "measured_p10_s",
     "measured_p90_s", "spread_pct", "in_band", "relative_error_pct", "simulated_rank", "measured_rank", "kendall_tau", "kendall_p",
@@ -179,8 +179,8 @@ class Job:
 def validate_jobs(chunk: list[Job], *, cache_dir: str | None = None, traces: str, files: tuple[str, ...] = (),
                   progress: bool = True) -> list[dict[str, Any]]:  # fmt: skip
     """The rows of one (model, cost): taken from a ``validation*.csv`` of ``files`` that
-    has them, else measured (:func:`~runtime.validate.validate_all`)."""
-    from hetsim.runtime.validate import validate_all
+    has them, else measured (:func:`~runtime.validation.validate.validate_all`)."""
+    from hetsim.runtime.validation.validate import validate_all
 
     cfg, model, cost = chunk[0].cfg, chunk[0].model, chunk[0].cost
     want = {j.scheduler: j for j in chunk}
@@ -211,7 +211,7 @@ def run(cfg: Config, out: str | os.PathLike[str], *, progress: bool = True,
         traces: str | os.PathLike[str] | None = None) -> pd.DataFrame:  # fmt: skip
     """Validate (or reuse) every (model, cost) not yet in ``out/results.csv``; return the rows.
 
-    ``traces``: where :func:`~runtime.validate.validate_all` writes its tables and
+    ``traces``: where :func:`~runtime.validation.validate.validate_all` writes its tables and
     traces (default ``experiments/.cache/fig6`` for this folder, else ``out/traces``).
     """
     from hetsim import schedulers as sched_mod

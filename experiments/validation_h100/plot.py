@@ -7,7 +7,7 @@ worker of 8 threads + the H100; README.md beside this file says how each was run
 ``2-in-run`` with the op times of each device measured alone in the run's rounds and
 the copy latency and hand-over measured in them, ``3-in-run-host`` as 2 with the copy
 latency counted from the producer's end and the two workers' slowdown
-(``runtime.link_calibration``). Writes ``validation_h100.{png,pdf}`` and prints, per
+(``runtime.validation.link_calibration``). Writes ``validation_h100.{png,pdf}`` and prints, per
 run, the error statistics and Kendall's tau per model::
 
     python experiments/validation_h100/plot.py [--results CSV] [--out DIR]

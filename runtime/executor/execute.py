@@ -65,7 +65,7 @@ from hetsim.runtime.executor.setup import (
 )
 from hetsim.runtime.executor.view import torch_threads
 from hetsim.runtime.executor.view import tune_malloc as _tune_process_malloc
-from hetsim.runtime.measure_rounds import check_replicas, pool_runs, round_orders
+from hetsim.runtime.validation.rounds import check_replicas, pool_runs, round_orders
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -295,10 +295,10 @@ def execute(
     replicas
         Measure the plan as this many executions, each built apart (its own
         buffers and worker threads), their runs interleaved in ``repeats`` rounds
-        (:func:`runtime.measure_rounds.round_orders`) and pooled
-        (:func:`~runtime.measure_rounds.pool_runs`: ``replicas * repeats``
+        (:func:`runtime.validation.rounds.round_orders`) and pooled
+        (:func:`~runtime.validation.rounds.pool_runs`: ``replicas * repeats``
         makespans): one execution's memory layout is an offset that all its runs
-        share (see :mod:`runtime.measure_rounds`).
+        share (see :mod:`runtime.validation.rounds`).
 
     Returns
     -------
@@ -372,7 +372,7 @@ class Execution:
     """A plan prepared to run on the real devices: kernels built, weights on their
     devices, references computed, workers started. :func:`execute` is ``run(warmup,
     timed=False)``, ``run(repeats)``, ``result()``; interleaving the runs of several
-    executions (``runtime.validate.validate_all``) exposes them to the same machine
+    executions (``runtime.validation.validate.validate_all``) exposes them to the same machine
     conditions. Close it (or use it as a context manager) to stop its threads.
 
     Parameters are those of :func:`execute`, with the dataflow as a ``wiring``

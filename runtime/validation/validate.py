@@ -6,7 +6,7 @@ makespan error, the measured p10-p90 band and whether the simulation falls insid
 it, per-device busy time, and the two traces (which, opened side by side in
 Perfetto, show where the simulator is wrong). Without a cost model the simulator's
 inputs (op times, host costs, the two workers' memory contention) are measured in
-the validation's own rounds (:mod:`runtime.validate_inputs`); with one, that model
+the validation's own rounds (:mod:`runtime.validation.inputs`); with one, that model
 and the platform's host costs price the plan. :func:`validate_all` does that for every applicable scheduler on a set of
 models and tabulates the errors, and whether the simulator ranks the schedulers in
 the order the measurements do (Kendall's tau per model): ranking correctly is what
@@ -16,11 +16,11 @@ users of the simulator rely on.
 one-element ops); :func:`calibrate_dispatch` writes it into a profile's
 ``dispatch.json`` so that the simulator's per-op host dispatch is what the
 executor really spends; :func:`profile_in_context` measures operator times inside
-the running model (see :mod:`runtime.context_profile`); :func:`measure_handoff`
+the running model (see :mod:`runtime.validation.context_profile`); :func:`measure_handoff`
 measures how long an op waits for an input from another worker beyond one from
 its own (``Device.handoff_s`` in the simulator) and :func:`measure_read_bandwidth`
 how much longer it runs reading it (``Device.handoff_bandwidth_bytes_per_s``; see
-:mod:`runtime.handoff`).
+:mod:`runtime.validation.handoff`).
 
 Examples
 --------
@@ -44,22 +44,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hetsim.runtime.backends.base import BackendError
-from hetsim.runtime.context_profile import (
+from hetsim.runtime.executor.setup import ExecutionError
+from hetsim.runtime.validation.context_profile import (
     ContextProfiler,
     calibrate_dispatch,
     measure_overhead,
     profile_in_context,
 )
-from hetsim.runtime.executor.setup import ExecutionError
-from hetsim.runtime.handoff import (
+from hetsim.runtime.validation.handoff import (
     HostCalibration,
     handoff_gaps,
     measure_handoff,
     measure_read_bandwidth,
 )
-from hetsim.runtime.measure_rounds import check_replicas, pool_runs, round_orders
-from hetsim.runtime.validate_result import ValidationResult
-from hetsim.runtime.validate_table import (
+from hetsim.runtime.validation.result import ValidationResult
+from hetsim.runtime.validation.rounds import check_replicas, pool_runs, round_orders
+from hetsim.runtime.validation.table import (
     VALIDATION_COLUMNS,
     format_table,
     ranking,
@@ -145,13 +145,13 @@ def validate(
         :class:`~sim.plan.Plan` for ``graph``.
     cost
         None (default): measure the simulator's inputs in this run
-        (:class:`~runtime.validate_inputs.InRunInputs`: op times in context, the
+        (:class:`~runtime.validation.inputs.InRunInputs`: op times in context, the
         host costs and the two workers' contention on a calibration model, in
         rounds interleaved with the plan's runs; the scheduler plans with a short
         in-context profile taken first). Needs a platform of this machine's
         devices: on one with GPUs, each device is profiled alone and the
         calibration measures the copies and the two workers' slowdown
-        (:class:`~runtime.link_calibration.LinkCalibration`); on one with GPUs this
+        (:class:`~runtime.validation.link_calibration.LinkCalibration`); on one with GPUs this
         machine lacks, None is the roofline. Otherwise the cost model the scheduler
         plans with and the simulator prices with: a model, or a spec
         (``"roofline"``, a profile folder, ``"DIR:KIND"``), with the platform's
@@ -172,7 +172,7 @@ def validate(
         Measure the plan as this many executions, each built apart (its own
         buffers and threads), run in the same interleaved rounds, their
         ``replicas * repeats`` timed runs pooled: one execution's memory layout
-        is an offset all its runs share (:mod:`runtime.measure_rounds`).
+        is an offset all its runs share (:mod:`runtime.validation.rounds`).
 
     Returns
     -------
@@ -181,7 +181,7 @@ def validate(
         a file.
     """
     from hetsim.runtime.executor.execute import execute
-    from hetsim.runtime.validate_inputs import InRunInputs, file_inputs, why_not_measured
+    from hetsim.runtime.validation.inputs import InRunInputs, file_inputs, why_not_measured
 
     platform = _platform(platform)
     check_replicas(replicas)
@@ -276,7 +276,7 @@ def validate_all(
     cost
         As :func:`validate` (one model for all): None (with neither ``in_context``
         nor ``calibrate``) measures the op times and host costs in the run's own
-        rounds (:class:`~runtime.validate_inputs.InRunInputs`; under ``out``:
+        rounds (:class:`~runtime.validation.inputs.InRunInputs`; under ``out``:
         ``plan-profile/``, ``profile/``, ``calibration.csv``); ``df.attrs["inputs"]``
         says which inputs were measured and which came from a file.
     backend, warmup, repeats, device_map
@@ -289,7 +289,7 @@ def validate_all(
     in_context
         A folder for an in-context profile measured *during* the validation: each
         round also runs every graph once node by node on one worker
-        (:class:`~runtime.context_profile.ContextProfiler`), the op times of those
+        (:class:`~runtime.validation.context_profile.ContextProfiler`), the op times of those
         runs are written there, and the plans are simulated with that profile
         (``cost`` then only plans them, and prices the dynamic policy's run-time
         decisions). The op times and the makespans are then measured under the same
@@ -300,7 +300,7 @@ def validate_all(
         A zoo model name (e.g. ``"squeezenet1_1"``; pick one that is not validated):
         each round also runs it on the first two devices of ``platform``, once on
         one worker and once with every edge crossing
-        (:class:`~runtime.handoff.HostCalibration`), and each model's plans are
+        (:class:`~runtime.validation.handoff.HostCalibration`), and each model's plans are
         simulated on ``platform`` with the handoff (``Device.handoff_s``) and read
         bandwidth (``Device.handoff_bandwidth_bytes_per_s``) measured in its
         rounds: the host costs of the same minutes, which on a shared VM vary
@@ -316,7 +316,7 @@ def validate_all(
     (each round runs every execution of every plan once), so that slow drifts of
     the machine's speed (other tenants, clock changes) affect all plans alike: the
     ranking compares like with like. Each round runs them in a new order
-    (:func:`~runtime.measure_rounds.round_orders`), so that no plan always follows
+    (:func:`~runtime.validation.rounds.round_orders`), so that no plan always follows
     the same one.
 
     Returns
@@ -336,7 +336,7 @@ def validate_all(
     from hetsim import schedulers as sched_mod
     from hetsim.runtime.backends.tvm_backend import import_model
     from hetsim.runtime.executor.execute import load_model
-    from hetsim.runtime.validate_inputs import InRunInputs, file_inputs, why_not_measured
+    from hetsim.runtime.validation.inputs import InRunInputs, file_inputs, why_not_measured
 
     platform = _platform(platform)
     check_replicas(replicas)

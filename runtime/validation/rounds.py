@@ -10,7 +10,7 @@ separately built executions of one plan differed by 1.2-3.5 % (and two scheduler
 identical plans by up to 11 %) while each one's runs agreed. Measuring a plan as
 several executions, each built apart, and pooling their timed runs
 (:func:`pool_runs`) averages that offset too (:func:`runtime.execute`'s and
-:func:`runtime.validate.validate_all`'s ``replicas``).
+:func:`runtime.validation.validate.validate_all`'s ``replicas``).
 """
 
 from __future__ import annotations

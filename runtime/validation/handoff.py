@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.runtime.link_calibration import crossing_plan
+from hetsim.runtime.validation.link_calibration import crossing_plan
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -321,7 +321,7 @@ class HostCalibration:
     Two executions of ``graph`` on ``platform``: every node on the first worker, and
     neighbours in topological order alternating between the two (every edge of a
     chain crosses). The caller runs both once per round, next to the runs it
-    measures (:func:`runtime.validate.validate_all` with ``calibrate=``), so that the
+    measures (:func:`runtime.validation.validate.validate_all` with ``calibrate=``), so that the
     host costs it derives are those of the same minutes: on a shared VM, waking the
     other core's thread costs 20 us in a quiet hour and 50 us in a busy one.
 

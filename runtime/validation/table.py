@@ -2,7 +2,7 @@
 
 :func:`ranking` gives Kendall's tau (with its p-value) between the simulated and
 the measured ranking of each model's plans; :func:`with_ranks` completes a
-:func:`runtime.validate.validate_all` table; :func:`summary` condenses it into the
+:func:`runtime.validation.validate.validate_all` table; :func:`summary` condenses it into the
 figures a validation is judged by (share of plans whose simulation falls inside
 the measured p10-p90 band, mean and max |error|, tau per model) and
 :func:`format_table` prints it.

@@ -8,13 +8,13 @@ staged into a pinned buffer first), a GPU tensor's copy waits for its producer's
 event and then for a synchronisation thread before its CPU consumers may start
 (:mod:`runtime.executor.cuda`). On that machine a 100 KB copy inside a running
 model ended 90-160 us after its producer, not 6 us. And the op times of the two
-workers measured each alone (:class:`~runtime.context_profile.DeviceProfilers`)
+workers measured each alone (:class:`~runtime.validation.context_profile.DeviceProfilers`)
 grow when both are active: at batch 1 a GPU op's time in context is mostly its
 launch, host work of the GPU worker's thread, which competes with the CPU worker
 (its ops, its spin-wait for the next op) for the host and the interpreter.
 
 :class:`LinkCalibration` measures these in a validation's own rounds, as
-:class:`~runtime.handoff.HostCalibration` does for two CPU workers: a calibration
+:class:`~runtime.validation.handoff.HostCalibration` does for two CPU workers: a calibration
 model runs once per round with its nodes alternating between the CPU worker and
 the GPU in topological order (every edge crosses), and once on each device alone,
 and :func:`link_costs` reads from their records

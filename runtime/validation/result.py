@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.runtime.validate_table import in_band
+from hetsim.runtime.validation.table import in_band
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

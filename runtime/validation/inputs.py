@@ -4,15 +4,15 @@ Validating the simulator needs the op times and the host costs of the machine *a
 it is during the validation*: a shared VM's speed drifts by +-10 % over minutes and
 its host costs 2-3x with the other tenants' load, so a profile taken earlier makes
 every plan look mispredicted. :class:`InRunInputs` sets up what
-:func:`runtime.validate.validate` and :func:`~runtime.validate.validate_all` measure
+:func:`runtime.validation.validate.validate` and :func:`~runtime.validation.validate.validate_all` measure
 when no cost model is given:
 
 * a short in-context profile of the graphs first (``plan-profile/``), which the
   schedulers plan with;
-* a :class:`~runtime.context_profile.ContextProfiler` (``profile/``): every graph
+* a :class:`~runtime.validation.context_profile.ContextProfiler` (``profile/``): every graph
   run node by node on one worker in each round, its op times the profile the plans
   are simulated with;
-* a :class:`~runtime.handoff.HostCalibration` on :data:`CALIBRATION_MODEL`: the
+* a :class:`~runtime.validation.handoff.HostCalibration` on :data:`CALIBRATION_MODEL`: the
   handoff, read rate and two-worker slowdown (memory contention) of the same
   minutes.
 
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
-    from hetsim.runtime.context_profile import ContextProfiler, DeviceProfilers
-    from hetsim.runtime.handoff import HostCalibration
-    from hetsim.runtime.link_calibration import LinkCalibration
+    from hetsim.runtime.validation.context_profile import ContextProfiler, DeviceProfilers
+    from hetsim.runtime.validation.handoff import HostCalibration
+    from hetsim.runtime.validation.link_calibration import LinkCalibration
     from hetsim.sim.platform import Platform
 
 __all__ = ["CALIBRATION_MODEL", "InRunInputs", "file_inputs", "timed_runs", "why_not_measured"]
@@ -117,9 +117,9 @@ class InRunInputs:
         As :func:`runtime.execute`.
 
     On a platform with GPUs, every device is profiled alone (one profile folder per
-    device, :class:`~runtime.context_profile.DeviceProfilers`), and the calibration
+    device, :class:`~runtime.validation.context_profile.DeviceProfilers`), and the calibration
     model measures the copies between the first CPU device and the first GPU
-    (:class:`~runtime.link_calibration.LinkCalibration`) instead of two CPU workers'
+    (:class:`~runtime.validation.link_calibration.LinkCalibration`) instead of two CPU workers'
     host costs.
     """
 
@@ -129,14 +129,14 @@ class InRunInputs:
                  profile: str | Path | None = None, device_map: Mapping[str, str] | None = None) -> None:
         from hetsim import costmodel
         from hetsim.runtime.backends.tvm_backend import import_model
-        from hetsim.runtime.context_profile import (
+        from hetsim.runtime.executor.setup import map_devices
+        from hetsim.runtime.validation.context_profile import (
             ContextProfiler,
             DeviceProfilers,
             profile_in_context,
         )
-        from hetsim.runtime.executor.setup import map_devices
-        from hetsim.runtime.handoff import HostCalibration
-        from hetsim.runtime.link_calibration import LinkCalibration
+        from hetsim.runtime.validation.handoff import HostCalibration
+        from hetsim.runtime.validation.link_calibration import LinkCalibration
 
         self._temp = folder is None
         self.folder = Path(tempfile.mkdtemp(prefix="hetsim-validate-")) if folder is None else Path(folder)
@@ -182,7 +182,7 @@ class InRunInputs:
                  decisions: Mapping[str, float] | None = None) -> dict[str, str]:
         """Provenance lines: which inputs were measured in this run, which came from a file
         (``decisions``: ``"<model> <plan>"`` -> that dynamic plan's measured time per placement)."""
-        from hetsim.runtime.context_profile import DeviceProfilers
+        from hetsim.runtime.validation.context_profile import DeviceProfilers
 
         out = {"plan": f"made with op times measured in context just before the rounds ({self.plan_profile})",
                "op times": f"measured in this run: each graph node by node on "

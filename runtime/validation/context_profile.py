@@ -153,7 +153,7 @@ class ContextProfiler:
     """Op times measured inside running models, one single-worker execution per graph.
 
     The profiling runs are left to the caller, so that they can be interleaved with
-    other runs: :func:`runtime.validate.validate_all` with ``in_context=`` runs each
+    other runs: :func:`runtime.validation.validate.validate_all` with ``in_context=`` runs each
     graph once per validation round, next to the plans it validates, so that the
     op times and the measured makespans see the machine at the same speed.
 

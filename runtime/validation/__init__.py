@@ -1,0 +1,10 @@
+"""Validation: a plan simulated and executed on this machine, the two set side by side.
+
+:func:`~runtime.validation.validate.validate` and ``validate_all`` plan, simulate, execute
+and tabulate (:mod:`~runtime.validation.result`, :mod:`~runtime.validation.table`); the
+simulator's inputs are measured in the run's own interleaved rounds
+(:mod:`~runtime.validation.rounds`, :mod:`~runtime.validation.inputs`): op times in
+context (:mod:`~runtime.validation.context_profile`), the hand-over and the slowdown of
+workers side by side (:mod:`~runtime.validation.handoff`) and, on CUDA platforms, the
+executor's copies (:mod:`~runtime.validation.link_calibration`).
+"""
