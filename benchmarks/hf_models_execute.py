@@ -44,7 +44,7 @@ def run_one(name: str, granularity: str) -> dict[str, object]:
     except BackendError:
         if backend == "tvm":
             raise
-        backend = "tvm"  # an operator left to TVM (torch_more_ops.TVM_ONLY)
+        backend = "tvm"  # an operator left to TVM (torch_ops_tensor.TVM_ONLY)
         run = hetsim.execute(g, plan, platform, warmup=1, repeats=3, backend=backend)
     return {
         "nodes": len(g),

@@ -4,7 +4,7 @@ row as a profiler measures (:class:`ProfileWriter`); fit the links' copy times
 
 The format is specified in ``costmodel/PROFILE_FORMAT.md`` (version 1) and read by
 :mod:`costmodel.profile`, whose checks validate everything here before it is
-written. The profiler (``runtime/profile.py``) writes through :class:`ProfileWriter`.
+written. The profiler (``runtime/profiler.py``) writes through :class:`ProfileWriter`.
 
 Writer contract (for the profiler)
 ----------------------------------

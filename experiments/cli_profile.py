@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from hetsim.graphs import zoo
     from hetsim.graphs.graph import load
     from hetsim.runtime.backends import BackendError, check_available, parse_devices
-    from hetsim.runtime.profile import MeasureSettings, profile_models
+    from hetsim.runtime.profiler import MeasureSettings, profile_models
 
     try:
         devices = parse_devices(args.devices, threads=args.threads)

@@ -27,8 +27,8 @@ from hetsim.runtime.backends import (
 )
 
 _LAZY = {
-    "profile_models": "hetsim.runtime.profile",
-    "profile_graphs": "hetsim.runtime.profile",
+    "profile_models": "hetsim.runtime.profiler",
+    "profile_graphs": "hetsim.runtime.profiler",
     "execute": "hetsim.runtime.executor.execute",
     "ExecutionError": "hetsim.runtime.executor.execute",
     "RunResult": "hetsim.runtime.executor.execute",

@@ -13,9 +13,9 @@ import torch
 from hetsim.costmodel.profile import OPS_COLUMNS, read_profile
 from hetsim.experiments.cli import main
 from hetsim.graphs import FEATURE_COLUMNS, Graph, signature
-from hetsim.runtime import profile as rp
+from hetsim.runtime import profiler as rp
 from hetsim.runtime.backends import BackendError, get_backend, parse_device
-from hetsim.runtime.profile import MeasureSettings, profile_graphs, profile_models, time_kernel
+from hetsim.runtime.profiler import MeasureSettings, profile_graphs, profile_models, time_kernel
 
 FAST = MeasureSettings(warmup_s=0.002, min_time_s=0.005, max_time_s=0.05, max_repeats=300)
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")

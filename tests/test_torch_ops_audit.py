@@ -13,7 +13,7 @@ from torch import nn
 
 import hetsim
 from hetsim.runtime.backends.torch_backend import supported_ops
-from hetsim.runtime.backends.torch_more_ops import TVM_ONLY
+from hetsim.runtime.backends.torch_ops_tensor import TVM_ONLY
 
 
 def frontend_operators() -> set[str]:

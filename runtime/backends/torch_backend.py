@@ -3,8 +3,8 @@
 These are the vendor kernels a PyTorch deployment runs: oneDNN / MKL on the CPU,
 cuBLAS / cuDNN on CUDA GPUs. The op table is :data:`TORCH_OPS`
 (:data:`runtime.backends.torch_ops.OPS` and
-:data:`runtime.backends.torch_more_ops.MORE_OPS`: every operator TVM's frontends
-emit but those of :data:`~runtime.backends.torch_more_ops.TVM_ONLY`);
+:data:`runtime.backends.torch_ops_tensor.MORE_OPS`: every operator TVM's frontends
+emit but those of :data:`~runtime.backends.torch_ops_tensor.TVM_ONLY`);
 an op kind without an entry raises :class:`~runtime.backends.base.BackendError`
 naming it. Graphs must be imported at ``op`` granularity (a fused TVM kernel has no
 single torch equivalent: use the ``tvm`` backend for those).
@@ -40,8 +40,8 @@ from hetsim.runtime.backends.base import (
     node_op,
     parse_device,
 )
-from hetsim.runtime.backends.torch_more_ops import MORE_OPS
 from hetsim.runtime.backends.torch_ops import OPS, Unsupported, torch_dtype
+from hetsim.runtime.backends.torch_ops_tensor import MORE_OPS
 
 __all__ = ["TORCH_OPS", "CudaTimer", "TorchBackend", "TorchKernel", "as_torch", "evaluate_op", "supported_ops"]
 

@@ -11,7 +11,7 @@
   the mean over its nodes and runs (the mean, not the median: on a busy host a
   few calls are preempted, and the runs' makespans include those calls, which the
   median of each op leaves out). Operators timed alone in a loop
-  (:mod:`runtime.profile`) find their inputs, weights and output buffer hot in
+  (:mod:`runtime.profiler`) find their inputs, weights and output buffer hot in
   the caches; in the model they do not, and on the 2-core development machine
   convolutions take 1.2-1.5x and small memory-bound ops (batch norm, relu, concat)
   3-5x their isolated times. A profile taken in context, just before a
@@ -180,7 +180,7 @@ class ContextProfiler:
                  granularity: str = "op", name: str | None = None) -> None:
         from hetsim.costmodel.profile_writer import ProfileWriter
         from hetsim.runtime.backends import parse_device
-        from hetsim.runtime.profile import MeasureSettings, build_manifest
+        from hetsim.runtime.profiler import MeasureSettings, build_manifest
 
         self.device, self.backend = device, backend
         self.spec = parse_device(device)

@@ -1,7 +1,7 @@
 """The cost of a copy between a CPU worker and a GPU, as the executor pays it, and how
 the two workers slow each other.
 
-A profile's link fit (:func:`runtime.profile.measure_links`) times bare
+A profile's link fit (:func:`runtime.profiler.measure_links`) times bare
 ``cudaMemcpyAsync`` calls: on the H100 machine 3-4 us plus 55 GB/s. The executor's
 copies cost more: the producer's worker issues each copy after its op (a CPU tensor
 staged into a pinned buffer first), a GPU tensor's copy waits for its producer's

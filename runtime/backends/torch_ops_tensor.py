@@ -1,5 +1,5 @@
-"""More of the Relax -> torch table of the ``torch`` backend: the rest of the operators
-TVM's PyTorch and ONNX frontends emit (indexing, sorting, scatter/gather, creation,
+"""Tensor operators of the Relax -> torch table of the ``torch`` backend: those of the
+operators TVM's PyTorch and ONNX frontends emit that are not neural-network layers (indexing, sorting, scatter/gather, creation,
 elementwise math), merged into :data:`runtime.backends.torch_ops.OPS`.
 
 Elementwise operators are *generated*: every Relax elementwise operator whose torch
