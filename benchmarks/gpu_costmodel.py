@@ -1,6 +1,6 @@
 """Accuracy of the GPU cost models on the built-in (NeuSight) GPU profiles.
 
-Three protocols (:mod:`costmodel.gpu_eval`), on the call times the data set measured:
+Three protocols (:mod:`costmodel.gpu.evaluate`), on the call times the data set measured:
 
 * held-out shapes: each GPU's own models, fitted on the data set's training rows,
   predict its test rows (convolutions: one training shape in five held out). The
@@ -32,7 +32,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # no spinning XGBoost threa
 
 import pandas as pd
 
-from hetsim.costmodel.gpu_eval import (
+from hetsim.costmodel.gpu.evaluate import (
     HELD_OUT,
     LOGO,
     SHAPE_CV,
@@ -43,7 +43,7 @@ from hetsim.costmodel.gpu_eval import (
     split_predictions,
     summarize_gpu,
 )
-from hetsim.costmodel.gpu_model import GPUBank
+from hetsim.costmodel.gpu.model import GPUBank
 
 TARGETS = {(HELD_OUT, "gemm"): 5.0, (HELD_OUT, "conv"): 5.0, (HELD_OUT, "ALL"): 8.0, (SHAPE_CV, "gemm"): 5.0,
            (LOGO, "gemm+conv"): 12.0}

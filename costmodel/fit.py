@@ -174,7 +174,7 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
         :func:`fit` of :data:`DEFAULT_KIND` (``table``: measured times, XGBoost for
         signatures the profile lacks). A GPU profile (one GPU device with its
         published figures in the manifest, as ``hetsim profile import`` writes)
-        gives the GPU models instead (:class:`~costmodel.gpu_model.GPUCostModel`).
+        gives the GPU models instead (:class:`~costmodel.gpu.model.GPUCostModel`).
     ``PROFILE_DIR:KIND``
         :func:`fit` of ``KIND`` (``table``, ``polynomial``, ``xgboost``).
     ``FILE.json``
@@ -195,7 +195,7 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
     ``aiconfigurator-GPU``
         GPU GEMM and attention times measured by NVIDIA AIConfigurator on ``GPU``
         (``h100_sxm``, ``h200_sxm``, ``a100_sxm``, ``l40s``), the roofline for the rest
-        (:class:`~costmodel.aiconfigurator.AIConfiguratorCostModel`).
+        (:class:`~costmodel.gpu.aiconfigurator.AIConfiguratorCostModel`).
 
     A single GPU source (``gpu-a100-80gb``, ``cross-gpu``, a GPU profile) given with
     a ``platform`` that has other devices prices its GPUs; the others keep their default.
@@ -225,7 +225,7 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
         links = items.pop("link", None)
         return PlatformCostModel(items, links=links, platform=platform)
     model = single_source(spec, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
-    from hetsim.costmodel.gpu_model import GPUCostModel
+    from hetsim.costmodel.gpu.model import GPUCostModel
 
     if isinstance(model, GPUCostModel) and platform is not None and any(d.kind != "gpu" for d in platform.devices):
         return PlatformCostModel({"gpu": model}, platform=platform)
@@ -234,8 +234,8 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
 
 @functools.lru_cache(maxsize=1)
 def builtin_bank() -> Any:
-    """The :class:`~costmodel.gpu_model.GPUBank` of the built-in GPU profiles (one per process)."""
-    from hetsim.costmodel.gpu_model import GPUBank
+    """The :class:`~costmodel.gpu.model.GPUBank` of the built-in GPU profiles (one per process)."""
+    from hetsim.costmodel.gpu.model import GPUBank
 
     return GPUBank.builtin()
 
@@ -265,11 +265,11 @@ def single_source(spec: str, *, platform: Platform | None = None,
 
         return Roofline()
     if spec == "cross-gpu":
-        from hetsim.costmodel.gpu_model import GPUCostModel
+        from hetsim.costmodel.gpu.model import GPUCostModel
 
         return GPUCostModel(builtin_bank(), None)
     if spec.startswith("aiconfigurator-"):
-        from hetsim.costmodel.aiconfigurator import AIConfiguratorCostModel
+        from hetsim.costmodel.gpu.aiconfigurator import AIConfiguratorCostModel
 
         return AIConfiguratorCostModel(spec[len("aiconfigurator-"):])
     prefix, colon, arg = spec.partition(":")
@@ -279,7 +279,7 @@ def single_source(spec: str, *, platform: Platform | None = None,
     if path.is_dir():
         gpu = gpu_profile_name(path)
         if gpu is not None:
-            from hetsim.costmodel.gpu_model import GPUBank, GPUCostModel
+            from hetsim.costmodel.gpu.model import GPUBank, GPUCostModel
 
             return GPUCostModel(GPUBank.from_profiles([path]), gpu, name=path.name)
         return fit(path, DEFAULT_KIND, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
@@ -306,7 +306,7 @@ def single_source(spec: str, *, platform: Platform | None = None,
     if spec in builtins:
         gpu = gpu_profile_name(builtins[spec])
         if gpu is not None:
-            from hetsim.costmodel.gpu_model import GPUCostModel
+            from hetsim.costmodel.gpu.model import GPUCostModel
 
             return GPUCostModel(builtin_bank(), gpu, name=spec)
         return fit(builtins[spec], DEFAULT_KIND, platform=platform, device_map=device_map,

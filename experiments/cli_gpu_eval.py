@@ -42,7 +42,7 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     import pandas as pd
 
     from hetsim.costmodel.builtin import builtin_profiles
-    from hetsim.costmodel.gpu_eval import (
+    from hetsim.costmodel.gpu.evaluate import (
         cv_predictions,
         format_gpu_eval,
         logo_predictions,
@@ -50,8 +50,8 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
         split_predictions,
         summarize_gpu,
     )
-    from hetsim.costmodel.gpu_features import GPU_FAMILIES
-    from hetsim.costmodel.gpu_model import GPUBank
+    from hetsim.costmodel.gpu.features import GPU_FAMILIES
+    from hetsim.costmodel.gpu.model import GPUBank
     from hetsim.experiments.cli import CLIError
 
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]

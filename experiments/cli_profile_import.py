@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from hetsim.costmodel.neusight import import_neusight
+    from hetsim.costmodel.gpu.neusight import import_neusight
     from hetsim.costmodel.profile import read_profile
 
     t0 = time.perf_counter()

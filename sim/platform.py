@@ -104,7 +104,7 @@ class Device:
         Published figures of a GPU (streaming multiprocessors, boost clock, L2
         cache, board power): with ``peak_flops`` (FP32) and
         ``mem_bandwidth_bytes_per_s``, what the cross-GPU cost model
-        (:mod:`costmodel.gpu_model`) prices a GPU nobody measured from. Optional;
+        (:mod:`costmodel.gpu.model`) prices a GPU nobody measured from. Optional;
         None: not stated.
     cost
         The cost source that prices this device when a cost spec does not name it

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hetsim.costmodel import Roofline
-from hetsim.costmodel.aiconfigurator import DATA, GPUS, AIConfiguratorCostModel, convert
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.fit import from_spec
+from hetsim.costmodel.gpu.aiconfigurator import DATA, GPUS, AIConfiguratorCostModel, convert
 from hetsim.graphs.llm import LLMConfig, llm_graph
 from hetsim.sim.platform import Platform
 

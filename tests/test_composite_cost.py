@@ -16,8 +16,8 @@ from hetsim.costmodel import (
     from_spec,
 )
 from hetsim.costmodel.composite import parse_composite
-from hetsim.costmodel.gpu_model import GPUCostModel
-from hetsim.costmodel.neusight import import_neusight
+from hetsim.costmodel.gpu.model import GPUCostModel
+from hetsim.costmodel.gpu.neusight import import_neusight
 from hetsim.costmodel.profile_writer import write_profile
 from hetsim.graphs import Graph
 from hetsim.graphs.features import FEATURE_COLUMNS

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 
 from hetsim.costmodel import CostModelError
-from hetsim.costmodel.gpu_eval import (
+from hetsim.costmodel.gpu.evaluate import (
     cv_predictions,
     format_gpu_eval,
     logo_predictions,
     split_predictions,
     summarize_gpu,
 )
-from hetsim.costmodel.gpu_features import design, gpu_ops
-from hetsim.costmodel.gpu_model import (
+from hetsim.costmodel.gpu.features import design, gpu_ops
+from hetsim.costmodel.gpu.model import (
     GPUBank,
     GPUCostModel,
     GPUData,
@@ -27,8 +27,8 @@ from hetsim.costmodel.gpu_model import (
     parse_fold,
     shape_fold,
 )
-from hetsim.costmodel.gpu_roofline import fit_calibrated_roofline
-from hetsim.costmodel.neusight import import_neusight
+from hetsim.costmodel.gpu.neusight import import_neusight
+from hetsim.costmodel.gpu.roofline import fit_calibrated_roofline
 from hetsim.graphs import Graph
 from hetsim.graphs.features import features
 from hetsim.sim import Platform
@@ -239,7 +239,7 @@ def test_cli_gpu_eval_on_profile_folders(bank: GPUBank, tmp_path: Path, capsys: 
 
 def test_cli_refuses_logo_on_two_gpus_before_fitting_anything(
         bank: GPUBank, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import hetsim.costmodel.gpu_eval as gpu_eval
+    import hetsim.costmodel.gpu.evaluate as gpu_eval
     from hetsim.experiments.cli import main
 
     def not_reached(*_: object, **__: object) -> None:

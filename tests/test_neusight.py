@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from hetsim.costmodel import CostModelError
-from hetsim.costmodel.neusight import (
+from hetsim.costmodel.gpu.neusight import (
     DATASET_CAVEATS,
     GPUS,
     gpu_by_name,

@@ -23,7 +23,7 @@ run as (``gemm`` with ``via = "conv-as-gemm"``). Element-wise op kinds the data 
 lacks take the model of their nearest measured kind (:data:`ELEMENTWISE_PROXY`:
 ``subtract`` prices as ``add``, ``sigmoid`` as ``tanh``...). Everything else
 (pooling, batch norm, reductions, copies, gathers) has no family: the per-GPU
-calibrated roofline prices it (:mod:`costmodel.gpu_roofline`); views cost nothing.
+calibrated roofline prices it (:mod:`costmodel.gpu.roofline`); views cost nothing.
 
 :func:`design` builds the input matrix of one family, optionally with the GPU's
 published figures (:data:`SPEC_KEYS`) for the cross-GPU model.

@@ -66,7 +66,7 @@ class CalibratedRoofline:
 
 
 def fits_bandwidth(ops: pd.DataFrame) -> bool:
-    """True when ``ops`` (:func:`~costmodel.gpu_features.gpu_ops` rows of one GPU) has
+    """True when ``ops`` (:func:`~costmodel.gpu.features.gpu_ops` rows of one GPU) has
     the element-wise rows :func:`fit_calibrated_roofline` fits a bandwidth on; without
     them it needs a ``fraction``."""
     return bool((ops["family"] == "elementwise").sum() >= MIN_FIT_ROWS)
@@ -86,7 +86,7 @@ def fit_calibrated_roofline(
     Parameters
     ----------
     ops
-        :func:`costmodel.gpu_features.gpu_ops` of the GPU's profile rows.
+        :func:`costmodel.gpu.features.gpu_ops` of the GPU's profile rows.
     times
         Their call times (seconds).
     spec

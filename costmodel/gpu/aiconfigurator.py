@@ -24,7 +24,7 @@ plus the device's launch overhead; every other op, every CPU op, transfers and
 dispatch by the ``fallback`` model (the analytic roofline by default): stated, not
 measured.
 
->>> from hetsim.costmodel.aiconfigurator import AIConfiguratorCostModel
+>>> from hetsim.costmodel.gpu.aiconfigurator import AIConfiguratorCostModel
 >>> m = AIConfiguratorCostModel("h100_sxm")
 >>> round(m.gemm_time(1, 4096, 4096) * 1e6, 1)   # one token through a 4096 x 4096 bf16 projection, us
 15.0
@@ -53,14 +53,14 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["AIConfiguratorCostModel", "DATA", "GPUS", "GridTable", "convert"]
 
 #: converted tables shipped with hetsim
-DATA = Path(__file__).parent / "data" / "aiconfigurator"
+DATA = Path(__file__).parent.parent / "data" / "aiconfigurator"
 #: GPUs of the AIConfigurator tables
 GPUS = ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")
 _ATTN_KEYS = ("batch", "tokens", "heads", "kv_heads", "head_dim")
 NOTICE = """Derived from the kernel latency tables of NVIDIA AIConfigurator
 (https://github.com/ai-dynamo/aiconfigurator, aic-core/src/aiconfigurator_core/systems/),
 Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES, licensed under the Apache
-License 2.0 (LICENSE). Changed by hetsim (costmodel/aiconfigurator.py, convert): only
+License 2.0 (LICENSE). Changed by hetsim (costmodel/gpu/aiconfigurator.py, convert): only
 the bf16 GEMM rows and the bf16 attention rows with a bf16 KV cache and no sliding
 window are kept, duplicate keys reduced to their median, columns renamed, latency in
 milliseconds.
@@ -123,7 +123,7 @@ def _write(path: Path, header: list[str], rows: np.ndarray) -> Path:
 
 def _read(path: Path) -> tuple[list[str], np.ndarray]:
     if not path.is_file():
-        raise CostModelError(f"{path}: no such AIConfigurator table (convert it with costmodel.aiconfigurator.convert)")
+        raise CostModelError(f"{path}: no such AIConfigurator table (convert it with costmodel.gpu.aiconfigurator.convert)")
     with gzip.open(path, "rt", newline="") as fh:
         rows = list(csv.reader(fh))
     return rows[0], np.array(rows[1:], dtype=float)

@@ -8,14 +8,14 @@ Three protocols, all on the call times the data set measured:
     its test rows (``split == "test"``: the data set's own held-out shapes, larger
     than the training ones). The data set has no test file for convolutions: one
     training shape in five, chosen by a hash of its signature
-    (:func:`costmodel.gpu_model.holdout`), is held out instead. The data set's
+    (:func:`costmodel.gpu.model.holdout`), is held out instead. The data set's
     train and test files were measured in different campaigns (the P4's training
     GEMMs run 3.7x slower than its test GEMMs, the T4's 23 %, the V100's 15 %), so
     this figure holds the campaigns' offset as well as the model's error; the conv
     figure is a shape hold-out within one campaign.
 ``shape cross-validation`` (the model's error without the campaign offset)
     The rows of each family are split into ``K`` folds by a hash of their signature
-    (:func:`costmodel.gpu_model.shape_fold`); each fold's *test* rows are predicted
+    (:func:`costmodel.gpu.model.shape_fold`); each fold's *test* rows are predicted
     by the GPU's model fitted on every other row, both splits (for a family without
     test rows, the fold's training rows). Both campaigns are then in training.
 ``leave one GPU out`` (a GPU nobody measured)
@@ -43,11 +43,11 @@ import numpy as np
 import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
-from hetsim.costmodel.gpu_features import GPU_FAMILIES
-from hetsim.costmodel.gpu_model import holdout, shape_fold
+from hetsim.costmodel.gpu.features import GPU_FAMILIES
+from hetsim.costmodel.gpu.model import holdout, shape_fold
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.gpu_model import GPUBank
+    from hetsim.costmodel.gpu.model import GPUBank
 
 __all__ = ["GPU_POINT_COLUMNS", "GPU_EVAL_COLUMNS", "cv_predictions", "format_gpu_eval", "logo_predictions", "plot_gpu_eval",
            "split_predictions", "summarize_gpu"]

@@ -1,10 +1,10 @@
 """GPU cost models fitted on measured kernels: per GPU, and across GPUs from spec sheets.
 
 A :class:`GPUBank` holds the profiles of measured GPUs (the data set's, imported by
-:mod:`costmodel.neusight`, or your own in the same format) and fits, on demand:
+:mod:`costmodel.gpu.neusight`, or your own in the same format) and fits, on demand:
 
-* **own models**: per GPU and kernel family (:data:`~costmodel.gpu_features.GPU_FAMILIES`),
-  XGBoost on the family's dims (:func:`~costmodel.gpu_features.design`: GEMM dims,
+* **own models**: per GPU and kernel family (:data:`~costmodel.gpu.features.GPU_FAMILIES`),
+  XGBoost on the family's dims (:func:`~costmodel.gpu.features.design`: GEMM dims,
   tile waves and quantization for the GPU's SM count, alignment...) learning
   ``log(t / t0)``, ``t0 = a + flops / P + bytes / B`` fitted to the family's rows;
 * **cross-GPU models**: per family, over the rows of every GPU of the bank, with
@@ -15,7 +15,7 @@ A :class:`GPUBank` holds the profiles of measured GPUs (the data set's, imported
   their median achieved fraction of the published bandwidth; a 70 W T4 sustains
   about half its FP32 peak): what prices a GPU nobody measured, or a family a GPU
   has no rows of (the data set has no convolutions on the H100);
-* the **calibrated roofline** of each GPU (:mod:`costmodel.gpu_roofline`) for the
+* the **calibrated roofline** of each GPU (:mod:`costmodel.gpu.roofline`) for the
   ops no family covers.
 
 Fitted models are cached on disk (``$HETSIM_CACHE/gpu-models``, else
@@ -47,8 +47,8 @@ import numpy as np
 import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
-from hetsim.costmodel.gpu_features import GPU_FAMILIES, SPEC_KEYS, design, gpu_ops, spec_roofline
-from hetsim.costmodel.gpu_roofline import (
+from hetsim.costmodel.gpu.features import GPU_FAMILIES, SPEC_KEYS, design, gpu_ops, spec_roofline
+from hetsim.costmodel.gpu.roofline import (
     CalibratedRoofline,
     fit_calibrated_roofline,
     fits_bandwidth,
