@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from hetsim.costmodel.base import CostModel, CostModelError, as_cost_model, host_dispatch
-from hetsim.costmodel.evaluate import evaluate, plot_eval
 from hetsim.costmodel.fit import fit, from_spec, load, register_cost_source
+from hetsim.costmodel.learned.evaluate import evaluate, plot_eval
 from hetsim.costmodel.roofline import DEFAULT_EFFICIENCY, Roofline
 
 _LAZY = {
@@ -20,16 +20,16 @@ _LAZY = {
     "read_profile": "hetsim.costmodel.profile",
     "write_profile": "hetsim.costmodel.profile_writer",
     "fit_links": "hetsim.costmodel.profile_writer",
-    "Table": "hetsim.costmodel.table",
-    "Polynomial": "hetsim.costmodel.polynomial",
-    "XGBoost": "hetsim.costmodel.xgb",
-    "MeasuredCostModel": "hetsim.costmodel.measured",
-    "CostModelWarning": "hetsim.costmodel.measured",
-    "NotFittedError": "hetsim.costmodel.measured",
-    "KERNEL_FEATURES": "hetsim.costmodel.measured",
-    "loo_predictions": "hetsim.costmodel.evaluate",
-    "summarize": "hetsim.costmodel.evaluate",
-    "format_eval": "hetsim.costmodel.evaluate",
+    "Table": "hetsim.costmodel.learned.table",
+    "Polynomial": "hetsim.costmodel.learned.polynomial",
+    "XGBoost": "hetsim.costmodel.learned.xgb",
+    "MeasuredCostModel": "hetsim.costmodel.learned.measured",
+    "CostModelWarning": "hetsim.costmodel.learned.measured",
+    "NotFittedError": "hetsim.costmodel.learned.measured",
+    "KERNEL_FEATURES": "hetsim.costmodel.learned.measured",
+    "loo_predictions": "hetsim.costmodel.learned.evaluate",
+    "summarize": "hetsim.costmodel.learned.evaluate",
+    "format_eval": "hetsim.costmodel.learned.evaluate",
     "GPUBank": "hetsim.costmodel.gpu.model",
     "GPUCostModel": "hetsim.costmodel.gpu.model",
     "CalibratedRoofline": "hetsim.costmodel.gpu.roofline",

@@ -4,8 +4,8 @@ A learned cost model meets op kinds its training rows never had (``clip`` when o
 ``relu`` was profiled, ``avg_pool2d`` when only ``max_pool2d`` was). The family says
 which measured kinds are its nearest relatives: same loop structure, same
 bottleneck. :func:`op_family` is what the predictors use as a categorical input
-(:class:`~costmodel.xgb.XGBoost`) and as the fallback between an op kind and the
-whole device (:class:`~costmodel.polynomial.Polynomial`).
+(:class:`~costmodel.learned.xgb.XGBoost`) and as the fallback between an op kind and the
+whole device (:class:`~costmodel.learned.polynomial.Polynomial`).
 
 =================  ============================================================
 family             kernels

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from hetsim.costmodel.base import CostModelError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.measured import MeasuredCostModel, Predictor
+    from hetsim.costmodel.learned.measured import MeasuredCostModel, Predictor
     from hetsim.costmodel.profile import Profile
     from hetsim.sim.platform import Platform
 
@@ -70,7 +70,7 @@ def make_predictor(kind: str, **params: Any) -> Predictor:
     For ``"table"``, ``fallback`` may be a kind name (``"polynomial"``/``"xgboost"``,
     default ``"xgboost"``) or a predictor; ``fallback_params`` configures it.
     """
-    from hetsim.costmodel.measured import Predictor, predictor_class
+    from hetsim.costmodel.learned.measured import Predictor, predictor_class
 
     if kind not in KINDS:
         raise CostModelError(f"unknown cost model kind {kind!r}; known: {list(KINDS)}")
@@ -116,13 +116,13 @@ def fit(
         ``"table"`` (measured times, XGBoost for unmeasured signatures),
         ``"polynomial"`` or ``"xgboost"``.
     device_map, platform
-        See :class:`~costmodel.measured.MeasuredCostModel`.
+        See :class:`~costmodel.learned.measured.MeasuredCostModel`.
     backend
         Rows of this backend only (default: the manifest's when ``ops.csv`` mixes
         backends).
     allow_uncovered
         Price graphs the profile measured none of on a device (extrapolated) instead
-        of refusing them (:class:`~costmodel.measured.MeasuredCostModel`).
+        of refusing them (:class:`~costmodel.learned.measured.MeasuredCostModel`).
     **params
         Hyper-parameters of the predictor (see :func:`make_predictor`).
 
@@ -136,7 +136,7 @@ def fit(
     >>> cost = costmodel.fit("profiles/box", "polynomial")         # doctest: +SKIP
     >>> cost.predictor.selection()                                 # doctest: +SKIP
     """
-    from hetsim.costmodel.measured import MeasuredCostModel
+    from hetsim.costmodel.learned.measured import MeasuredCostModel
 
     prof = as_profile(profile)
     predictor = make_predictor(kind, **params)
@@ -147,9 +147,9 @@ def fit(
 
 
 def load(path: str | os.PathLike[str]) -> Any:
-    """Load a model saved by ``save``: a :class:`~costmodel.measured.MeasuredCostModel`
+    """Load a model saved by ``save``: a :class:`~costmodel.learned.measured.MeasuredCostModel`
     (``hetsim costmodel fit``) or a bare predictor (Table, Polynomial, XGBoost)."""
-    from hetsim.costmodel.measured import MeasuredCostModel, Predictor, read_model_file
+    from hetsim.costmodel.learned.measured import MeasuredCostModel, Predictor, read_model_file
 
     data = read_model_file(path)
     kind = data.get("kind")
@@ -200,7 +200,7 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
     A single GPU source (``gpu-a100-80gb``, ``cross-gpu``, a GPU profile) given with
     a ``platform`` that has other devices prices its GPUs; the others keep their default.
     ``allow_uncovered``: a measured profile prices graphs it measured none of, instead
-    of refusing them (:class:`~costmodel.measured.MeasuredCostModel`).
+    of refusing them (:class:`~costmodel.learned.measured.MeasuredCostModel`).
 
     Examples
     --------
@@ -284,7 +284,7 @@ def single_source(spec: str, *, platform: Platform | None = None,
             return GPUCostModel(GPUBank.from_profiles([path]), gpu, name=path.name)
         return fit(path, DEFAULT_KIND, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
     if path.is_file():
-        from hetsim.costmodel.measured import MeasuredCostModel
+        from hetsim.costmodel.learned.measured import MeasuredCostModel
 
         model = load(path)
         if not isinstance(model, MeasuredCostModel):

@@ -105,7 +105,7 @@ class Profile:
         that column, ``time_s`` plus the dispatch time): a CPU worker issues its own kernels, and a
         view op (``reshape``) or a tiny kernel has no kernel time left once the
         dispatch is taken off (``time_s`` at its floor), which no relative error can
-        be asked of. :class:`~costmodel.measured.MeasuredCostModel` takes the
+        be asked of. :class:`~costmodel.learned.measured.MeasuredCostModel` takes the
         dispatch off again when it prices a node, because the simulator charges
         the dispatch to the host separately.
         """

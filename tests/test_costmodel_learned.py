@@ -16,12 +16,12 @@ import pytest
 
 from hetsim import costmodel, graphs
 from hetsim.costmodel import CostModelError
-from hetsim.costmodel.measured import CostModelWarning, MeasuredCostModel, NotFittedError
-from hetsim.costmodel.polynomial import Polynomial
+from hetsim.costmodel.learned.measured import CostModelWarning, MeasuredCostModel, NotFittedError
+from hetsim.costmodel.learned.polynomial import Polynomial
+from hetsim.costmodel.learned.table import Table
+from hetsim.costmodel.learned.xgb import XGBoost
 from hetsim.costmodel.profile import read_profile
 from hetsim.costmodel.profile_writer import write_profile
-from hetsim.costmodel.table import Table
-from hetsim.costmodel.xgb import XGBoost
 from hetsim.graphs import Graph
 from hetsim.sim.platform import Device, Link, Platform
 
@@ -360,8 +360,7 @@ def test_default_spec_is_table_with_xgboost_fallback(profile_dir: Path) -> None:
 
 def test_op_time_caches_features_once_per_graph(profile: costmodel.Profile, model_graphs: list[Graph],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from hetsim.costmodel import measured
-
+    from hetsim.costmodel.learned import measured
     calls = []
     real = measured.features
     monkeypatch.setattr(measured, "features", lambda g: calls.append(g.name) or real(g))
@@ -523,20 +522,20 @@ def test_xgboost_state_of_the_linear_baseline_still_loads(
 ) -> None:
     rows = profile.ops
     with monkeypatch.context() as m:  # fitted when the derived inputs were the first 7
-        m.setattr(costmodel.xgb, "DERIVED_FEATURES", list(costmodel.xgb._DERIVED_V1))
+        m.setattr(costmodel.learned.xgb, "DERIVED_FEATURES", list(costmodel.learned.xgb._DERIVED_V1))
         legacy = XGBoost(**FAST_XGB, baseline=True).fit(rows, rows["time_s"])
     assert legacy.baseline_mode_ == "linear"
     state = legacy.get_state()
     for key in ("baseline_mode", "derived", "view_time", "groups"):  # what a model saved before them lacks
         state["fitted"].pop(key)
     state["fitted"]["derived"] = True  # (this one had the derived inputs)
-    again = costmodel.measured.predictor_from_state(state)
-    assert again.derived_ == costmodel.xgb._DERIVED_V1 and again.groups_ == {}
+    again = costmodel.learned.measured.predictor_from_state(state)
+    assert again.derived_ == costmodel.learned.xgb._DERIVED_V1 and again.groups_ == {}
     assert np.array_equal(again.predict(rows), legacy.predict(rows))
     roof = XGBoost(**FAST_XGB, baseline="roofline").fit(rows, rows["time_s"])  # before the family baselines
     state = roof.get_state()
     assert state["fitted"].pop("groups") == {}
-    assert np.array_equal(costmodel.measured.predictor_from_state(state).predict(rows), roof.predict(rows))
+    assert np.array_equal(costmodel.learned.measured.predictor_from_state(state).predict(rows), roof.predict(rows))
 
 
 def test_polynomial_is_proportional_beyond_its_data() -> None:
@@ -563,7 +562,7 @@ def _rows(*nodes: tuple[str, list, list, dict]) -> pd.DataFrame:
 
 
 def _derived(rows: pd.DataFrame, name: str) -> np.ndarray:
-    return costmodel.xgb.derived_features(rows, [name])[:, 0]
+    return costmodel.learned.xgb.derived_features(rows, [name])[:, 0]
 
 
 def test_derived_math_calls_per_output_element() -> None:
@@ -607,7 +606,7 @@ def test_derived_depthwise_channel_alignment() -> None:
 
 
 def test_family_baselines_fit_their_own_fixed_cost_and_peak() -> None:
-    from hetsim.costmodel.xgb_features import fit_group_baselines, group_baseline, view_like
+    from hetsim.costmodel.learned.xgb_features import fit_group_baselines, group_baseline, view_like
 
     nodes = []
     for i, c in enumerate((8, 16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024,

@@ -255,7 +255,7 @@ def test_figure_files_carry_no_creation_date(results: pd.DataFrame, tmp_path) ->
     cost-model scatter that ``hetsim costmodel eval`` writes)."""
     import time
 
-    from hetsim.costmodel.evaluate import plot_eval
+    from hetsim.costmodel.learned.evaluate import plot_eval
 
     points = pd.DataFrame({"predictor": "xgboost", "held_out": "m", "device": "cpu", "op": "conv2d",
                            "signature": ["a", "b", "c"], "measured_s": [1e-5, 2e-5, 4e-5],

@@ -190,7 +190,7 @@ def plot_gpu_eval(points: pd.DataFrame, out: str | os.PathLike[str], *, stem: st
     with y = x and a +-10 % band; writes ``STEM.png`` and ``STEM.pdf`` in ``out``."""
     from matplotlib.figure import Figure
 
-    from hetsim.costmodel.evaluate import BAND, save_png_pdf
+    from hetsim.costmodel.learned.evaluate import BAND, save_png_pdf
 
     protocols = list(dict.fromkeys(points["protocol"]))
     fig = Figure(figsize=(4.6 * len(protocols), 4.6), layout="constrained")

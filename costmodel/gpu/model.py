@@ -54,7 +54,7 @@ from hetsim.costmodel.gpu.roofline import (
     fits_bandwidth,
     views,
 )
-from hetsim.costmodel.xgb_features import sum_fit
+from hetsim.costmodel.learned.xgb_features import sum_fit
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph

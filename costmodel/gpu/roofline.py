@@ -18,7 +18,7 @@ takes ``floor`` from its smallest calls and its bandwidth as its published
 bandwidth times the median fraction the measured GPUs achieve (``fraction``).
 
 Views (``reshape`` and the moves that torch returns as views, see
-:func:`costmodel.xgb_features.copies`) cost no kernel: zero.
+:func:`costmodel.learned.xgb_features.copies`) cost no kernel: zero.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
-from hetsim.costmodel.xgb_features import copies_column, moved_bytes, sum_fit
+from hetsim.costmodel.learned.xgb_features import copies_column, moved_bytes, sum_fit
 
 __all__ = ["CalibratedRoofline", "fit_calibrated_roofline", "fits_bandwidth", "views"]
 

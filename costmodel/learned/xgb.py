@@ -1,6 +1,6 @@
 """Gradient-boosted trees (XGBoost) on operator features, one model per device.
 
-Inputs: :data:`~costmodel.measured.KERNEL_FEATURES` (FLOPs, bytes, weight bytes,
+Inputs: :data:`~costmodel.learned.measured.KERNEL_FEATURES` (FLOPs, bytes, weight bytes,
 arithmetic intensity, log FLOPs, log bytes, element counts, the last four dims of
 the first two inputs and first output, ranks, kernel size, stride, groups, fused
 member count) plus a one-hot of the op kind (``op=...``) and of its kernel family
@@ -8,7 +8,7 @@ member count) plus a one-hot of the op kind (``op=...``) and of its kernel famil
 rows never had (``clip``, ``avg_pool2d``) beside its measured relatives.
 
 Derived inputs (:data:`DERIVED_FEATURES`, computed from those columns and the
-``signature`` by :mod:`costmodel.xgb_features`): ratios trees cannot form
+``signature`` by :mod:`costmodel.learned.xgb_features`): ratios trees cannot form
 themselves, i.e. work per output element (``flops / out_elems``: the reduction
 length of a matmul or convolution, ~1 for an elementwise op), bytes per output
 element, the output's rows and last dim, the first input's last dim, the log of
@@ -34,7 +34,7 @@ Target: ``log(time / t0)``, where ``t0`` is a per-device baseline:
 * ``baseline="family"`` (default): the ``"roofline"`` baseline below, views being
   also the moves that copy nothing, with kernel families (and op kinds) that have
   enough training rows (20; 10 for an op kind) priced by their own baseline,
-  fitted on their rows (:func:`~costmodel.xgb_features.fit_group_baselines`):
+  fitted on their rows (:func:`~costmodel.learned.xgb_features.fit_group_baselines`):
 
   - ``gemm``, ``dwconv``, ``norm``: ``t0 = a + flops / P + bytes / B``, a
     non-negative least-squares fit of relative error (torch's oneDNN kernels
@@ -83,15 +83,14 @@ import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.families import FAMILIES, family_column
-from hetsim.costmodel.measured import (
+from hetsim.costmodel.learned.measured import (
     COSTMODEL_FILE_VERSION,
     KERNEL_FEATURES,
     Predictor,
     read_model_file,
     write_json,
 )
-from hetsim.costmodel.roofline import VIEW_OPS, op_class, op_key
-from hetsim.costmodel.xgb_features import (
+from hetsim.costmodel.learned.xgb_features import (
     DERIVED_FEATURES,
     GATHER_OPS,
     VIEW_OPS_BASELINE,
@@ -101,7 +100,8 @@ from hetsim.costmodel.xgb_features import (
     sum_fit,
     view_like,
 )
-from hetsim.costmodel.xgb_features import moved_bytes as _moved_bytes
+from hetsim.costmodel.learned.xgb_features import moved_bytes as _moved_bytes
+from hetsim.costmodel.roofline import VIEW_OPS, op_class, op_key
 
 __all__ = ["XGBoost", "DERIVED_FEATURES", "GATHER_OPS", "VIEW_OPS_BASELINE", "derived_features"]
 
@@ -159,7 +159,7 @@ class XGBoost(Predictor):
         ``t0`` that the trees learn ``log(time / t0)`` over (see the module
         docstring).
     features
-        Numeric feature columns (default :data:`~costmodel.measured.KERNEL_FEATURES`).
+        Numeric feature columns (default :data:`~costmodel.learned.measured.KERNEL_FEATURES`).
     n_jobs
         Threads XGBoost may use.
     random_state

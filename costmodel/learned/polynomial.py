@@ -46,7 +46,7 @@ import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.families import family_column
-from hetsim.costmodel.measured import Predictor
+from hetsim.costmodel.learned.measured import Predictor
 
 __all__ = ["Polynomial"]
 

@@ -3,9 +3,9 @@
 The most faithful predictor for operators the profiler has measured: an operator
 whose :func:`graphs.signature` (op kind, attributes, input shapes, dtypes) is in the
 profile gets its measured median time on that device, nothing else. Unseen
-signatures go to a fitted ``fallback`` predictor (:class:`~costmodel.polynomial.Polynomial`
+signatures go to a fitted ``fallback`` predictor (:class:`~costmodel.learned.polynomial.Polynomial`
 by default), and that is never silent: :meth:`Table.fallback_reasons` names each
-one, :class:`~costmodel.measured.MeasuredCostModel` counts them
+one, :class:`~costmodel.learned.measured.MeasuredCostModel` counts them
 (``fallbacks(graph, device)``, ``coverage(graph, device)``) and warns once per graph.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
-from hetsim.costmodel.measured import Predictor, predictor_class, predictor_from_state
+from hetsim.costmodel.learned.measured import Predictor, predictor_class, predictor_from_state
 
 __all__ = ["Table"]
 
@@ -31,7 +31,7 @@ class Table(Predictor):
     ----------
     fallback
         Unfitted predictor for unmeasured signatures (a copy is fitted on the same
-        rows); default :class:`~costmodel.polynomial.Polynomial` ``()``.
+        rows); default :class:`~costmodel.learned.polynomial.Polynomial` ``()``.
 
     Attributes
     ----------

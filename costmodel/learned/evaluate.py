@@ -82,7 +82,7 @@ def loo_predictions(
     import pandas as pd
 
     from hetsim.costmodel.fit import as_profile, make_predictor
-    from hetsim.costmodel.measured import CostModelWarning
+    from hetsim.costmodel.learned.measured import CostModelWarning
     from hetsim.costmodel.profile import split_models
 
     prof = as_profile(profile)

@@ -1,8 +1,8 @@
 """Measured cost models: the glue between a profile, a learned predictor and the
 :class:`~costmodel.base.CostModel` protocol, plus the base class of the predictors.
 
-A *predictor* (:class:`~costmodel.table.Table`, :class:`~costmodel.polynomial.Polynomial`,
-:class:`~costmodel.xgb.XGBoost`) is a scikit-learn style estimator on profile rows:
+A *predictor* (:class:`~costmodel.learned.table.Table`, :class:`~costmodel.learned.polynomial.Polynomial`,
+:class:`~costmodel.learned.xgb.XGBoost`) is a scikit-learn style estimator on profile rows:
 ``fit(X, y)`` with ``X`` a DataFrame holding ``device`` (profile device name), ``op``,
 ``signature`` and the :data:`graphs.FEATURE_COLUMNS`, ``y`` the kernel times in
 seconds; it keeps one sub-model per profile device. :class:`MeasuredCostModel`
@@ -79,9 +79,9 @@ TIME_FLOOR_S = 1e-9
 #: position in its graph (in/out degree, depth), which says nothing about its speed
 KERNEL_FEATURES: list[str] = [c for c in FEATURE_COLUMNS if c not in ("in_degree", "out_degree", "depth")]
 _PREDICTORS = {
-    "table": ("hetsim.costmodel.table", "Table"),
-    "polynomial": ("hetsim.costmodel.polynomial", "Polynomial"),
-    "xgboost": ("hetsim.costmodel.xgb", "XGBoost"),
+    "table": ("hetsim.costmodel.learned.table", "Table"),
+    "polynomial": ("hetsim.costmodel.learned.polynomial", "Polynomial"),
+    "xgboost": ("hetsim.costmodel.learned.xgb", "XGBoost"),
 }
 
 
@@ -480,7 +480,7 @@ class MeasuredCostModel:
 
     def coverage(self, graph: Graph, device: Device) -> float:
         """Fraction of ``graph``'s nodes priced by the main model on ``device``
-        (for a :class:`~costmodel.table.Table`: measured signatures found)."""
+        (for a :class:`~costmodel.learned.table.Table`: measured signatures found)."""
         n = graph.number_of_nodes()
         return 1.0 - len(self.fallbacks(graph, device)) / n if n else 1.0
 

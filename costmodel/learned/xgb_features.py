@@ -1,4 +1,4 @@
-"""Derived inputs and per-family baselines of :class:`~costmodel.xgb.XGBoost`.
+"""Derived inputs and per-family baselines of :class:`~costmodel.learned.xgb.XGBoost`.
 
 Everything here is computed from profile or feature rows (``graphs.features``
 columns, ``signature`` included): the ratios and structural facts trees cannot
@@ -33,7 +33,7 @@ MAYBE_VIEW_OPS = frozenset({"split", "strided_slice", "permute_dims", "transpose
 MATH_CALL_OPS = frozenset({"sigmoid", "tanh", "exp", "log", "log1p", "expm1", "erf", "gelu", "gelu_tanh",
                            "silu", "softplus", "mish", "softmax", "log_softmax", "sin", "cos", "tan", "power"})
 #: names of the derived inputs, in design-matrix order (the module docstring of
-#: :mod:`costmodel.xgb` describes them); saved models list the ones they use
+#: :mod:`costmodel.learned.xgb` describes them); saved models list the ones they use
 DERIVED_FEATURES = ["flops_per_out", "bytes_per_out", "out_rows", "out_last", "in0_last", "log_intensity",
                     "moves_last_axis", "log2_gemm_m", "log2_gemm_n", "pool_window", "math_calls_per_out",
                     "log_math_calls", "copies", "dw_channel_align"]
