@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from hetsim.costmodel.base import CostModel, CostModelError, as_cost_model, host_dispatch
-from hetsim.costmodel.fit import fit, from_spec, load, register_cost_source
 from hetsim.costmodel.learned.evaluate import evaluate, plot_eval
 from hetsim.costmodel.roofline import DEFAULT_EFFICIENCY, Roofline
+from hetsim.costmodel.spec import fit, from_spec, load, register_cost_source
 
 _LAZY = {
-    "Profile": "hetsim.costmodel.profile",
+    "Profile": "hetsim.costmodel.profile_reader",
     "ProfileWriter": "hetsim.costmodel.profile_writer",
-    "read_profile": "hetsim.costmodel.profile",
+    "read_profile": "hetsim.costmodel.profile_reader",
     "write_profile": "hetsim.costmodel.profile_writer",
     "fit_links": "hetsim.costmodel.profile_writer",
     "Table": "hetsim.costmodel.learned.table",

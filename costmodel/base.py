@@ -175,7 +175,7 @@ def as_cost_model(cost: Any = None, *, platform: Platform | None = None) -> Any:
 
         return Roofline()
     if cost is None or isinstance(cost, str | os.PathLike):
-        from hetsim.costmodel.fit import from_spec
+        from hetsim.costmodel.spec import from_spec
 
         return from_spec(None if cost is None else str(cost), platform=platform)
     missing = [m for m in ("op_time", "transfer_time") if not callable(getattr(cost, m, None))]

@@ -61,7 +61,7 @@ class PlatformCostModel:
         Device name or kind -> cost model (or cost spec string, built by
         :func:`costmodel.from_spec` on first use).
     links
-        A profile folder (or :class:`~costmodel.profile.Profile`) whose ``links.json``
+        A profile folder (or :class:`~costmodel.profile_reader.Profile`) whose ``links.json``
         prices transfers; None: the platform's link figures.
     platform
         Checks that every key is a device name or a kind of it, and gives the kinds
@@ -84,7 +84,7 @@ class PlatformCostModel:
         self._link_fits: dict[tuple[str, str], tuple[float, float]] | None = None
         self.links = links
         if links is not None:
-            from hetsim.costmodel.profile import Profile, read_profile
+            from hetsim.costmodel.profile_reader import Profile, read_profile
 
             prof = links if isinstance(links, Profile) else read_profile(links)
             self._link_fits = prof.kind_link_fits()
@@ -126,7 +126,7 @@ class PlatformCostModel:
             return spec
         model = self._built.get(spec)
         if model is None:
-            from hetsim.costmodel.fit import single_source
+            from hetsim.costmodel.spec import single_source
 
             model = self._built[spec] = single_source(spec, platform=self.platform)
         return model

@@ -3,7 +3,7 @@ row as a profiler measures (:class:`ProfileWriter`); fit the links' copy times
 (:func:`fit_links`).
 
 The format is specified in ``costmodel/PROFILE_FORMAT.md`` (version 1) and read by
-:mod:`costmodel.profile`, whose checks validate everything here before it is
+:mod:`costmodel.profile_reader`, whose checks validate everything here before it is
 written. The profiler (``runtime/profiler.py``) writes through :class:`ProfileWriter`.
 
 Writer contract (for the profiler)
@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
-from hetsim.costmodel.profile import (
+from hetsim.costmodel.profile_reader import (
     OPS_COLUMNS,
     TEXT_COLUMNS,
     Profile,

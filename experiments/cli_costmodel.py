@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_eval(args: argparse.Namespace) -> int:
     from hetsim.costmodel.learned.evaluate import format_eval, loo_predictions, plot_eval, summarize
-    from hetsim.costmodel.profile import read_profile
+    from hetsim.costmodel.profile_reader import read_profile
     from hetsim.experiments.cli import CLIError
 
     if len(args.profile) != 1:

@@ -12,7 +12,7 @@ PROTOCOLS = ("held-out", "cv", "logo")
 def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
     """The GPU profile folders to evaluate, or None when ``profiles`` are not GPU profiles."""
     from hetsim.costmodel.builtin import builtin_profiles
-    from hetsim.costmodel.fit import gpu_profile_name
+    from hetsim.costmodel.spec import gpu_profile_name
     from hetsim.experiments.cli import CLIError
 
     builtins = {n: p for n, p in builtin_profiles().items() if n.startswith("gpu-")}

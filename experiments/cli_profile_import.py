@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from hetsim.costmodel.gpu.neusight import import_neusight
-    from hetsim.costmodel.profile import read_profile
+    from hetsim.costmodel.profile_reader import read_profile
 
     t0 = time.perf_counter()
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None

@@ -41,7 +41,7 @@ def non_negative_float(text: str) -> float:
 
 def check_cost(spec: str) -> None:
     """Refuse a ``--cost`` spec that names nothing (``CostModelError``), without fitting it."""
-    from hetsim.costmodel.fit import check_spec
+    from hetsim.costmodel.spec import check_spec
 
     check_spec(spec)
 
@@ -65,7 +65,7 @@ def cost_model(args: argparse.Namespace, platform: Any) -> Any:
     profile measured none of."""
     if not args.allow_uncovered:
         return args.cost
-    from hetsim.costmodel.fit import from_spec
+    from hetsim.costmodel.spec import from_spec
 
     return from_spec(args.cost, platform=platform, allow_uncovered=True)
 

@@ -434,7 +434,7 @@ def profile_graphs(
         Before anything is measured, for an unknown backend or device, or a device
         this machine lacks (e.g. ``cuda:0`` without a GPU).
     """
-    from hetsim.costmodel.profile import split_models
+    from hetsim.costmodel.profile_reader import split_models
     from hetsim.costmodel.profile_writer import ProfileWriter, fit_links
 
     if on_error not in ("raise", "skip"):

@@ -9,8 +9,8 @@ import pytest
 
 from hetsim.costmodel import Roofline
 from hetsim.costmodel.base import CostModelError
-from hetsim.costmodel.fit import from_spec
 from hetsim.costmodel.gpu.aiconfigurator import DATA, GPUS, AIConfiguratorCostModel, convert
+from hetsim.costmodel.spec import from_spec
 from hetsim.graphs.llm import LLMConfig, llm_graph
 from hetsim.sim.platform import Platform
 

@@ -99,7 +99,7 @@ def test_a_registered_source_prices_the_device_it_is_named_for(monkeypatch: pyte
 
     from hetsim.costmodel import register_cost_source
 
-    monkeypatch.setattr(importlib.import_module("hetsim.costmodel.fit"), "_SOURCES", {})
+    monkeypatch.setattr(importlib.import_module("hetsim.costmodel.spec"), "_SOURCES", {})
     built = []
 
     def factory(arg: str, *, platform: Platform | None = None) -> Roofline:

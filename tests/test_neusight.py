@@ -21,7 +21,7 @@ from hetsim.costmodel.gpu.neusight import (
     read_device_config,
     read_neusight,
 )
-from hetsim.costmodel.profile import read_profile
+from hetsim.costmodel.profile_reader import read_profile
 from hetsim.experiments.cli import main
 
 SAMPLE = Path(__file__).parent / "data" / "neusight-sample"

@@ -12,7 +12,7 @@ import pytest
 
 from hetsim import graphs
 from hetsim.costmodel import CostModelError
-from hetsim.costmodel.profile import LINKS_COLUMNS, OPS_COLUMNS, read_profile
+from hetsim.costmodel.profile_reader import LINKS_COLUMNS, OPS_COLUMNS, read_profile
 from hetsim.costmodel.profile_writer import ProfileWriter, fit_links, write_profile
 from hetsim.graphs import Graph
 

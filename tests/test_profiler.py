@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from hetsim.costmodel.profile import OPS_COLUMNS, read_profile
+from hetsim.costmodel.profile_reader import OPS_COLUMNS, read_profile
 from hetsim.experiments.cli import main
 from hetsim.graphs import FEATURE_COLUMNS, Graph, signature
 from hetsim.runtime import profiler as rp
@@ -100,7 +100,7 @@ def test_a_crashed_run_leaves_the_previous_files_intact(tmp_path, monkeypatch):
     def no_replace(*a, **kw):
         raise OSError("disk full")
 
-    monkeypatch.setattr("hetsim.costmodel.profile.os.replace", no_replace)
+    monkeypatch.setattr("hetsim.costmodel.profile_reader.os.replace", no_replace)
     with pytest.raises(OSError, match="disk full"):
         profile([tiny_graph("third", width=4)], out, flush_every=1)
     monkeypatch.undo()

@@ -183,7 +183,7 @@ class GPUData:
     def load(self) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
         """``(profile rows, gpu_ops of them, call times)``, read once."""
         if self._loaded is None:
-            from hetsim.costmodel.profile import read_profile
+            from hetsim.costmodel.profile_reader import read_profile
 
             prof = read_profile(self.path)
             rows = prof.ops[prof.ops["device_kind"] == "gpu"].reset_index(drop=True)
@@ -254,7 +254,7 @@ class GPUBank:
     def from_profiles(cls, folders: Iterable[str | os.PathLike[str]], **kw: Any) -> GPUBank:
         """A bank of the GPU profile folders ``folders`` (one GPU device each, with
         its published figures in the manifest's ``devices[0].spec``)."""
-        from hetsim.costmodel.profile import validate_manifest
+        from hetsim.costmodel.profile_reader import validate_manifest
 
         gpus = []
         for f in folders:

@@ -7,7 +7,7 @@ how a cost model is used on a new network. For every predictor kind, held-out
 model, device and op kind (and ``ALL`` op kinds), the report gives the number of
 test rows and the mean, median and 90th-percentile absolute percentage error
 (``|predicted - measured| / measured``, in percent) of the op's time per call,
-:meth:`~costmodel.profile.Profile.call_times` (CPU: the wall time of one call,
+:meth:`~costmodel.profile_reader.Profile.call_times` (CPU: the wall time of one call,
 dispatch included; GPU: the kernel's CUDA-event time), which is what the
 predictors are fitted on. ``held_out == "ALL"`` pools
 the test rows of every held-out model (a row shared by two models counts twice:
@@ -32,7 +32,7 @@ from hetsim.costmodel.base import CostModelError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from hetsim.costmodel.profile import Profile
+    from hetsim.costmodel.profile_reader import Profile
 
 __all__ = [
     "EVAL_COLUMNS",
@@ -76,14 +76,14 @@ def loo_predictions(
     params
         Hyper-parameters per kind, e.g. ``{"xgboost": {"n_estimators": 200}}``.
     backend
-        As in :func:`costmodel.fit`.
+        As in :func:`costmodel.spec`.
     """
     import numpy as np
     import pandas as pd
 
-    from hetsim.costmodel.fit import as_profile, make_predictor
     from hetsim.costmodel.learned.measured import CostModelWarning
-    from hetsim.costmodel.profile import split_models
+    from hetsim.costmodel.profile_reader import split_models
+    from hetsim.costmodel.spec import as_profile, make_predictor
 
     prof = as_profile(profile)
     rows = prof.training_rows(backend).reset_index(drop=True)

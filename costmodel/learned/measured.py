@@ -9,9 +9,9 @@ seconds; it keeps one sub-model per profile device. :class:`MeasuredCostModel`
 wraps a fitted predictor with what else the profile measured and prices graphs:
 
 * **op_time** -- the predictor's time for the node's features. Predictors are
-  fitted on :meth:`~costmodel.profile.Profile.call_times` (a CPU op's wall time per
+  fitted on :meth:`~costmodel.profile_reader.Profile.call_times` (a CPU op's wall time per
   call, dispatch included; a GPU op's kernel time), so the dispatch those hold
-  (``call_overhead``, :meth:`~costmodel.profile.Profile.call_overhead`) is taken
+  (``call_overhead``, :meth:`~costmodel.profile_reader.Profile.call_overhead`) is taken
   off again: the simulator charges it to the host. A platform device is
   priced as a profile device: ``device_map[device.name]`` when given, else the first
   profile device of the same kind that the predictor has data for. A device with
@@ -56,7 +56,7 @@ from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs.features import FEATURE_COLUMNS, features
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.profile import Profile
+    from hetsim.costmodel.profile_reader import Profile
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Device, Link, Platform
 
@@ -346,7 +346,7 @@ class MeasuredCostModel:
     ) -> MeasuredCostModel:
         """Wrap ``predictor`` (fitted on ``profile.call_times()``) with the profile's
         devices, link fits and dispatch times; ``call_overhead`` is
-        :meth:`~costmodel.profile.Profile.call_overhead` (taken off the predicted
+        :meth:`~costmodel.profile_reader.Profile.call_overhead` (taken off the predicted
         per-call time)."""
         fits = {f"{a}->{b}": v for (a, b), v in profile.kind_link_fits().items()}
         overhead = profile.call_overhead()

@@ -130,7 +130,7 @@ def calibrate_dispatch(
         Device -> seconds per op, as written.
     """
     from hetsim.costmodel.base import CostModelError
-    from hetsim.costmodel.profile import read_manifest
+    from hetsim.costmodel.profile_reader import read_manifest
     from hetsim.costmodel.profile_writer import ProfileWriter
 
     path = Path(profile)

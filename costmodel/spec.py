@@ -17,7 +17,7 @@ from hetsim.costmodel.base import CostModelError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.learned.measured import MeasuredCostModel, Predictor
-    from hetsim.costmodel.profile import Profile
+    from hetsim.costmodel.profile_reader import Profile
     from hetsim.sim.platform import Platform
 
 __all__ = ["KINDS", "DEFAULT_KIND", "builtin_bank", "check_spec", "fit", "from_spec", "load", "gpu_profile_name",
@@ -91,7 +91,7 @@ def make_predictor(kind: str, **params: Any) -> Predictor:
 
 
 def as_profile(profile: Profile | str | os.PathLike[str]) -> Profile:
-    from hetsim.costmodel.profile import Profile, read_profile
+    from hetsim.costmodel.profile_reader import Profile, read_profile
 
     return profile if isinstance(profile, Profile) else read_profile(profile)
 
@@ -111,7 +111,7 @@ def fit(
     Parameters
     ----------
     profile
-        A :class:`~costmodel.profile.Profile` or a profile folder.
+        A :class:`~costmodel.profile_reader.Profile` or a profile folder.
     kind
         ``"table"`` (measured times, XGBoost for unmeasured signatures),
         ``"polynomial"`` or ``"xgboost"``.
