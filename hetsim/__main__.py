@@ -2,6 +2,6 @@
 
 import sys
 
-from hetsim.experiments.cli import main
+from hetsim.experiments.cli.main import main
 
 sys.exit(main())

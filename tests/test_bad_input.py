@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hetsim.costmodel import CostModelError, read_profile
-from hetsim.experiments.cli import main
+from hetsim.experiments.cli.main import main
 from hetsim.graphs import Graph, GraphError
 
 ROOT = Path(__file__).resolve().parents[1]

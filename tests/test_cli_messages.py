@@ -14,7 +14,7 @@ from test_schedulers import GRAPHS, _eltwise, _io
 from hetsim import costmodel, schedulers
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.learned.measured import CostModelWarning
-from hetsim.experiments.cli import main
+from hetsim.experiments.cli.main import main
 from hetsim.graphs.graph import Graph
 from hetsim.sim.plan import Plan
 from hetsim.sim.platform import Platform

@@ -11,7 +11,7 @@ import pytest
 
 from hetsim import schedulers
 from hetsim.experiments import plots
-from hetsim.experiments.cli import main
+from hetsim.experiments.cli.main import main
 from hetsim.experiments.compare import OUTPUTS, TABLE_COLUMNS, compare
 from hetsim.graphs import Graph
 from hetsim.schedulers.base import Scheduler
@@ -245,14 +245,13 @@ def test_the_makespan_chart_names_every_scheduler_in_table_order(tmp_path: Path)
 
 def test_argument_errors_come_before_the_model_import(capsys: pytest.CaptureFixture[str],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    from hetsim.experiments import common
-
+    from hetsim.experiments.cli import common
     def no_import(args):  # noqa: ANN001, ANN202
         raise AssertionError("the model was imported before the arguments were checked")
 
     monkeypatch.setattr(common, "load_model", no_import)
-    monkeypatch.setattr("hetsim.experiments.cli_compare.load_model", no_import)
-    monkeypatch.setattr("hetsim.experiments.cli_simulate.load_model", no_import)
+    monkeypatch.setattr("hetsim.experiments.cli.compare.load_model", no_import)
+    monkeypatch.setattr("hetsim.experiments.cli.simulate.load_model", no_import)
     cases = [
         (["simulate", "resnet18", "--scheduler", "hfet"],
          "hetsim simulate: error: unknown scheduler 'hfet' (did you mean 'heft'?)"),

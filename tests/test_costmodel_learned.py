@@ -425,8 +425,7 @@ def test_evaluate_needs_two_models(profile_dir: Path, tmp_path: Path) -> None:
 def test_cli_eval_and_fit(profile_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from hetsim.experiments import cli_costmodel
-
+    from hetsim.experiments.cli import costmodel as cli_costmodel
     parser = argparse.ArgumentParser(prog="hetsim")
     cli_costmodel.add_parser(parser.add_subparsers(dest="command"))
     out = tmp_path / "ev"

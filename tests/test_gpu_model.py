@@ -222,7 +222,7 @@ def test_shape_cross_validation_predicts_each_test_row_once_from_the_other_folds
 
 
 def test_cli_gpu_eval_on_profile_folders(bank: GPUBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hetsim.experiments.cli import main
+    from hetsim.experiments.cli.main import main
 
     folders = [str(bank.gpus[g].path) for g in ("t4", "v100", "a100-40gb")]
     assert main(["costmodel", "eval", *folders, "--protocols", "held-out,cv", "--families", "gemm",
@@ -240,7 +240,7 @@ def test_cli_gpu_eval_on_profile_folders(bank: GPUBank, tmp_path: Path, capsys: 
 def test_cli_refuses_logo_on_two_gpus_before_fitting_anything(
         bank: GPUBank, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import hetsim.costmodel.gpu.evaluate as gpu_eval
-    from hetsim.experiments.cli import main
+    from hetsim.experiments.cli.main import main
 
     def not_reached(*_: object, **__: object) -> None:
         raise AssertionError("held-out shapes ran before the leave-one-GPU-out check")

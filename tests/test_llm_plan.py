@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsim.experiments.cli import main
+from hetsim.experiments.cli.main import main
 from hetsim.experiments.llm_flags import llama_cpp_flags
 from hetsim.experiments.llm_plan import plan_llm
 from hetsim.graphs.llm import llm_graph

@@ -156,7 +156,7 @@ def test_onnx_spec_imports_and_runs(tmp_path):
 
 
 def test_cli_validate_and_compare_take_a_module_spec(user_file, capsys, tmp_path):
-    from hetsim.experiments.cli import main
+    from hetsim.experiments.cli.main import main
 
     spec = f"{user_file}:TwoBranch"
     assert main(["validate", spec, "--input-shape", "2x8", "--arg", "hidden=8", "--platform", "cpu2",

@@ -22,7 +22,7 @@ from hetsim.costmodel.gpu.neusight import (
     read_neusight,
 )
 from hetsim.costmodel.profile_reader import read_profile
-from hetsim.experiments.cli import main
+from hetsim.experiments.cli.main import main
 
 SAMPLE = Path(__file__).parent / "data" / "neusight-sample"
 

@@ -14,7 +14,7 @@ from matplotlib.colors import to_hex
 from matplotlib.image import AxesImage
 
 from hetsim.experiments import plots
-from hetsim.experiments.cli import main
+from hetsim.experiments.cli.main import main
 from hetsim.experiments.plots import (
     COLUMN_WIDTH_IN,
     gantt,

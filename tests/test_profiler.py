@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hetsim.costmodel.profile_reader import OPS_COLUMNS, read_profile
-from hetsim.experiments.cli import main
+from hetsim.experiments.cli.main import main
 from hetsim.graphs import FEATURE_COLUMNS, Graph, signature
 from hetsim.runtime import profiler as rp
 from hetsim.runtime.backends import BackendError, get_backend, parse_device

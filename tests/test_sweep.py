@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from hetsim import schedulers
-from hetsim.experiments.cli import main
+from hetsim.experiments.cli.main import main
 from hetsim.experiments.sweep import (
     COLUMNS,
     Point,
@@ -287,7 +287,7 @@ def test_killed_sweep_loses_no_finished_row(tmp_path: Path, cache: Path) -> None
         "[model_args]\nlstm = {seq_len = 4, hidden = 32}\n"
     )
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "hetsim.experiments.cli", "sweep", str(path), "--out", str(out),
+    cmd = [sys.executable, "-m", "hetsim.experiments.cli.main", "sweep", str(path), "--out", str(out),
            "--workers", "1", "--cache", str(cache), "--no-progress"]  # fmt: skip
     proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip

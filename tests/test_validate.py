@@ -24,7 +24,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from hetsim.experiments.cli import main  # noqa: E402
+from hetsim.experiments.cli.main import main  # noqa: E402
 from hetsim.runtime.validation.validate import (  # noqa: E402
     VALIDATION_COLUMNS,
     ValidationResult,

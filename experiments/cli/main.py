@@ -1,6 +1,6 @@
 """The ``hetsim`` command line.
 
-Each subcommand lives in its own module ``experiments/cli_<name>.py`` with
+Each subcommand lives in its own module ``experiments/cli/<name>.py`` with
 ``add_parser(subparsers)`` and ``run(args) -> int``; heavy imports (torch, TVM)
 happen inside ``run`` so that ``hetsim --help`` is instant.
 """
@@ -76,9 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
-            mod = importlib.import_module(f"hetsim.experiments.cli_{name}")
+            mod = importlib.import_module(f"hetsim.experiments.cli.{name}")
         except ModuleNotFoundError as e:
-            if e.name == f"hetsim.experiments.cli_{name}":
+            if e.name == f"hetsim.experiments.cli.{name}":
                 continue  # subcommand not shipped in this version
             raise
         p = mod.add_parser(sub)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hetsim.experiments.common import parse_kv
+from hetsim.experiments.cli.common import parse_kv
 
 
 def _ints(text: str) -> list[int]:
@@ -90,7 +90,7 @@ def model_options(models: list[str], items: list[str] | None) -> dict[str, dict[
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.cli.main import CLIError
     from hetsim.graphs import zoo
     from hetsim.graphs.graph import load
     from hetsim.runtime.backends import BackendError, check_available, parse_devices

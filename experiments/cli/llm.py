@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from hetsim.experiments.cli import CLIError
+from hetsim.experiments.cli.main import CLIError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

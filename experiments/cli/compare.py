@@ -7,7 +7,7 @@ import sys
 import textwrap
 import time
 
-from hetsim.experiments.common import (
+from hetsim.experiments.cli.common import (
     add_cost_args,
     add_model_args,
     check_cost,
@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Compare, print the table, save to ``--out``; 1 when no scheduler gave a usable plan."""
-    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.cli.main import CLIError
     from hetsim.experiments.compare import check_arguments, compare
 
     t0 = time.perf_counter()

@@ -13,7 +13,7 @@ def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
     """The GPU profile folders to evaluate, or None when ``profiles`` are not GPU profiles."""
     from hetsim.costmodel.builtin import builtin_profiles
     from hetsim.costmodel.spec import gpu_profile_name
-    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.cli.main import CLIError
 
     builtins = {n: p for n, p in builtin_profiles().items() if n.startswith("gpu-")}
     if gpus:
@@ -52,7 +52,7 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     )
     from hetsim.costmodel.gpu.features import GPU_FAMILIES
     from hetsim.costmodel.gpu.model import GPUBank
-    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.cli.main import CLIError
 
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     bad = [p for p in protocols if p not in PROTOCOLS]

@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.cli.main import CLIError
     from hetsim.experiments.sweep import Sweep, SweepError, pending_points, run_sweep
 
     try:

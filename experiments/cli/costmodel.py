@@ -78,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.costmodel_command == "eval":
-        from hetsim.experiments.cli_gpu_eval import gpu_profiles, run_gpu_eval
+        from hetsim.experiments.cli.gpu_eval import gpu_profiles, run_gpu_eval
 
         gpu = gpu_profiles(args.profile, args.gpus)
         if gpu is not None:
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_eval(args: argparse.Namespace) -> int:
     from hetsim.costmodel.learned.evaluate import format_eval, loo_predictions, plot_eval, summarize
     from hetsim.costmodel.profile_reader import read_profile
-    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.cli.main import CLIError
 
     if len(args.profile) != 1:
         raise CLIError(f"expected one (CPU) profile folder, got {args.profile or 'none'}")

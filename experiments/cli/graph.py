@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from hetsim.experiments.common import add_model_args, load_model
+from hetsim.experiments.cli.common import add_model_args, load_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

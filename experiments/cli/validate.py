@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from hetsim.experiments.common import check_cost, parse_kv
+from hetsim.experiments.cli.common import check_cost, parse_kv
 
 #: the validated plans' median makespan spread ``(p90 - p10) / median`` above which
 #: ``hetsim validate`` says the host is busy: noise of that size hides the simulator's
@@ -102,7 +102,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run the validation the arguments ask for; exit status 0 when it ran."""
-    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.cli.main import CLIError
     from hetsim.runtime.backends import BackendError
     from hetsim.runtime.executor.setup import ExecutionError
     from hetsim.runtime.validation.rounds import check_replicas
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _device_map(items: list[str] | None) -> dict[str, str]:
-    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.cli.main import CLIError
 
     out = {}
     for item in items or []:
@@ -137,7 +137,7 @@ def _device_map(items: list[str] | None) -> dict[str, str]:
 
 
 def _model_kwargs(models: list[str], items: list[str] | None) -> dict[str, dict[str, Any]]:
-    from hetsim.experiments.cli_profile import model_options
+    from hetsim.experiments.cli.profile import model_options
 
     return model_options(models, items)
 
@@ -175,7 +175,7 @@ def _run_one(args: argparse.Namespace) -> int:
 
 
 def _run_all(args: argparse.Namespace) -> int:
-    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.cli.main import CLIError
     from hetsim.runtime.validation.validate import format_table, validate_all
 
     if not args.out:

@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 
-from hetsim.experiments.common import (
+from hetsim.experiments.cli.common import (
     add_cost_args,
     add_model_args,
     check_cost,

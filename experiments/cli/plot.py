@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     matplotlib.use("Agg")
     from hetsim.experiments import plots
-    from hetsim.experiments.cli import CLIError
+    from hetsim.experiments.cli.main import CLIError
     from hetsim.experiments.sweep import load_results
 
     src = Path(args.results)
