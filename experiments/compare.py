@@ -203,7 +203,7 @@ class Comparison:
         matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
 
-        from hetsim.experiments.plots import comparison_bars, gantt, save_figure
+        from hetsim.experiments.plotting.charts import comparison_bars, gantt, save_figure
 
         requests = int(self.config.get("requests", 1) or 1)
         fig = comparison_bars(self.table, best=self.winners(),

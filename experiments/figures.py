@@ -84,7 +84,7 @@ def plot_main(
     Reads ``--results`` (default ``here/results.csv``) with ``load``, saves
     ``figure(df)`` as ``--out/name`` (PNG and PDF) and prints ``headline(df)``.
     """
-    from hetsim.experiments.plots import save_figure
+    from hetsim.experiments.plotting.charts import save_figure
 
     ap = argparse.ArgumentParser(description=(doc or name).splitlines()[0])
     ap.add_argument("--results", type=Path, default=here / "results.csv")

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from hetsim import schedulers
-from hetsim.experiments import plots
 from hetsim.experiments.cli.main import main
 from hetsim.experiments.compare import OUTPUTS, TABLE_COLUMNS, compare
+from hetsim.experiments.plotting import charts as plots
 from hetsim.graphs import Graph
 from hetsim.schedulers.base import Scheduler
 from hetsim.sim import Device, Link, Platform

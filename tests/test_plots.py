@@ -13,9 +13,9 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
 from matplotlib.image import AxesImage
 
-from hetsim.experiments import plots
 from hetsim.experiments.cli.main import main
-from hetsim.experiments.plots import (
+from hetsim.experiments.plotting import charts as plots
+from hetsim.experiments.plotting.charts import (
     COLUMN_WIDTH_IN,
     gantt,
     makespan_bars,

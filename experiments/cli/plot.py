@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from hetsim.experiments import plots
     from hetsim.experiments.cli.main import CLIError
+    from hetsim.experiments.plotting import charts as plots
     from hetsim.experiments.sweep import load_results
 
     src = Path(args.results)
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _gantt(src: Path, args: argparse.Namespace, size: dict[str, float]) -> Any:
-    from hetsim.experiments import plots
+    from hetsim.experiments.plotting import charts as plots
     from hetsim.experiments.sweep import Point, load_results, simulate_point
 
     graph = None

@@ -21,7 +21,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from hetsim.experiments.figures import plot_main
-from hetsim.experiments.plots import COLUMN_WIDTH_IN, OKABE_ITO, PAPER_RC
+from hetsim.experiments.plotting.charts import COLUMN_WIDTH_IN, OKABE_ITO, PAPER_RC
 from hetsim.experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent

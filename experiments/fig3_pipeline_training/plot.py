@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from hetsim.experiments.figures import plot_main
-from hetsim.experiments.plots import COLUMN_WIDTH_IN, makespan_bars
+from hetsim.experiments.plotting.charts import COLUMN_WIDTH_IN, makespan_bars
 from hetsim.experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent

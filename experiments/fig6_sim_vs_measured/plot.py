@@ -1,6 +1,6 @@
 """Figure 6 from ``results.csv``: simulated against measured makespan, per cost model.
 
-One log-log panel per cost model (:func:`experiments.plots.sim_vs_measured`: the
+One log-log panel per cost model (:func:`experiments.plotting.charts.sim_vs_measured`: the
 y = x line, ±10 % and ±20 % bands, MAPE in the corner), one dot per (model,
 scheduler) plan, coloured by model. The headline recomputes, from the rows, the
 error statistics and Kendall's tau between the simulated and measured rankings of
@@ -20,7 +20,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from scipy.stats import kendalltau
 
 from hetsim.experiments.figures import plot_main
-from hetsim.experiments.plots import COLUMN_WIDTH_IN, sim_vs_measured
+from hetsim.experiments.plotting.charts import COLUMN_WIDTH_IN, sim_vs_measured
 from hetsim.experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent

@@ -159,7 +159,7 @@ def simulate_point(
 
     Raises whatever goes wrong (:func:`run_point` turns it into an error row).
     ``record=True`` keeps the simulation records, e.g. to draw the point's Gantt
-    chart (:func:`experiments.plots.gantt`).
+    chart (:func:`experiments.plotting.charts.gantt`).
 
     Returns
     -------

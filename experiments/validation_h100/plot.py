@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from hetsim.experiments.figures import plot_main
-from hetsim.experiments.plots import COLUMN_WIDTH_IN, sim_vs_measured
+from hetsim.experiments.plotting.charts import COLUMN_WIDTH_IN, sim_vs_measured
 
 HERE = Path(__file__).resolve().parent
 NAME = "validation_h100"

@@ -12,7 +12,7 @@ import matplotlib as mpl
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from hetsim.experiments.plot_style import (
+from hetsim.experiments.plotting.style import (
     COLUMN_WIDTH_IN,
     OKABE_ITO,
     PAPER_RC,

@@ -11,12 +11,12 @@ Figures are labelled directly: bar charts name each scheduler on the axis, in th
 order ``hetsim compare`` tabulates them, and print each bar's value; several rows
 per bar or point are combined only when asked (``agg``), and the axis label says
 how. The look (paper sizes, fonts, one fixed colour per scheduler, files without a
-creation date) is :mod:`experiments.plot_style`. Figures are not registered with
+creation date) is :mod:`experiments.plotting.style`. Figures are not registered with
 ``pyplot`` (nothing accumulates in long sessions); Jupyter displays them as is.
 
 Examples
 --------
->>> from hetsim.experiments.plots import makespan_bars, save_figure
+>>> from hetsim.experiments.plotting.charts import makespan_bars, save_figure
 >>> from hetsim.experiments.sweep import load_results
 >>> df = load_results("out/pcie")                       # doctest: +SKIP
 >>> fig = makespan_bars(df, where={"link_bandwidth": 1.0})  # doctest: +SKIP
@@ -34,8 +34,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from hetsim.experiments.gantt_chart import gantt
-from hetsim.experiments.plot_style import (
+from hetsim.experiments.plotting.gantt import gantt
+from hetsim.experiments.plotting.style import (
     COLUMN_WIDTH_IN,
     LABELS,
     MS_COLUMNS,
