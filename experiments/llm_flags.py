@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hetsim.schedulers.llm_policies import NGL, ExpertOffload
-from hetsim.schedulers.llm_residency import layer_units, llm_devices
+from hetsim.schedulers.llm.policies import NGL, ExpertOffload
+from hetsim.schedulers.llm.residency import layer_units, llm_devices
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
-    from hetsim.schedulers.llm_residency import Residency
+    from hetsim.schedulers.llm.residency import Residency
     from hetsim.sim.platform import Platform
 
 __all__ = ["llama_cpp_flags", "number_regex"]

@@ -27,7 +27,7 @@ from typing import Any
 from hetsim.graphs.graph import atomic_write
 from hetsim.graphs.llm import LLMConfig, llm_graph
 from hetsim.schedulers import SchedulerError, get, llm_names, run_plan
-from hetsim.schedulers.llm_residency import DEFAULT_RESERVE_BYTES, Residency, llm_devices
+from hetsim.schedulers.llm.residency import DEFAULT_RESERVE_BYTES, Residency, llm_devices
 from hetsim.sim.plan import size_text
 from hetsim.sim.platform import Platform
 

@@ -22,8 +22,8 @@ from hetsim.schedulers.cpop import CPOP
 from hetsim.schedulers.donf import DONF
 from hetsim.schedulers.dynamic import Dynamic, EarliestFinishPolicy
 from hetsim.schedulers.heft import HEFT
-from hetsim.schedulers.llm_policies import NGL, ExpertOffload, WeightStreaming
-from hetsim.schedulers.llm_search import PlacementSearch
+from hetsim.schedulers.llm.policies import NGL, ExpertOffload, WeightStreaming
+from hetsim.schedulers.llm.search import PlacementSearch
 from hetsim.schedulers.optimal import Optimal
 from hetsim.schedulers.peft import PEFT
 from hetsim.schedulers.random_placement import RandomPlacement

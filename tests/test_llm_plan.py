@@ -12,8 +12,8 @@ from hetsim.experiments.llm_flags import llama_cpp_flags
 from hetsim.experiments.llm_plan import plan_llm
 from hetsim.graphs.llm import llm_graph
 from hetsim.schedulers import SchedulerError
-from hetsim.schedulers.llm_policies import NGL, ExpertOffload
-from hetsim.schedulers.llm_residency import Residency
+from hetsim.schedulers.llm.policies import NGL, ExpertOffload
+from hetsim.schedulers.llm.residency import Residency
 from hetsim.sim.platform import Platform
 
 TOML = """

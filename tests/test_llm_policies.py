@@ -8,7 +8,7 @@ from hetsim import schedulers
 from hetsim.costmodel import Roofline
 from hetsim.graphs.llm import llm_graph
 from hetsim.schedulers import SchedulerError
-from hetsim.schedulers.llm_residency import Residency, unit_bytes
+from hetsim.schedulers.llm.residency import Residency, unit_bytes
 from hetsim.sim.platform import Device, Link, Platform
 
 GIB = 2**30

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 from hetsim.graphs.llm.build import llm_graph
 from hetsim.graphs.llm.config import LLMConfig
 from hetsim.schedulers.base import SchedulerError
-from hetsim.schedulers.llm_policies import NGL, ExpertOffload, LLMPolicy, WeightStreaming
-from hetsim.schedulers.llm_residency import (
+from hetsim.schedulers.llm.policies import NGL, ExpertOffload, LLMPolicy, WeightStreaming
+from hetsim.schedulers.llm.residency import (
     DEFAULT_RESERVE_BYTES,
     Residency,
     llm_devices,

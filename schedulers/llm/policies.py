@@ -1,6 +1,6 @@
 """Placement policies of LLM runtimes for models larger than the GPU, as schedulers.
 
-Each policy decides a :class:`~schedulers.llm_residency.Residency` (where each unit of
+Each policy decides a :class:`~schedulers.llm.residency.Residency` (where each unit of
 an LLM graph runs and whether its weights are streamed); :meth:`LLMPolicy.transform`
 rewrites the graph with the streamed weights made explicit and
 :meth:`LLMPolicy._schedule` places its nodes, so ``policy.run(graph, platform)``
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from hetsim.schedulers.base import Scheduler, SchedulerError
-from hetsim.schedulers.llm_residency import (
+from hetsim.schedulers.llm.residency import (
     DEFAULT_RESERVE_BYTES,
     Residency,
     budget_bytes,
