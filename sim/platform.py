@@ -29,6 +29,13 @@ free and need no link; an op waiting for another such device's output starts
 worker on another core, and takes ``bytes / handoff_bandwidth_bytes_per_s`` longer
 to read that output from the other core's caches.
 
+A GPU device may say how its kernels are issued (``launch = "graph"`` or ``"eager"``, with
+``graph_launch_s``, ``launch_queue_depth``, ``event_s``, ``copy_issue_s``), and the
+platform whether its workers share one interpreter lock (``interpreter_lock = true``);
+a ``[calibration]`` table (``machine``, ``date``, ``format``, ``hetsim_version``) says where
+a calibrated platform's figures were measured. A platform without these keys simulates
+the host as a dispatch slot held before each op, in series with its stream.
+
 Optional ``[[memory_domains]]`` tables declare memories whose bandwidth devices and
 link directions share, and what each draws on it; the simulator then slows work
 while a memory is oversubscribed (:mod:`sim.contention`). A platform without them
@@ -55,7 +62,10 @@ from hetsim.sim.contention import (
     member_resources,
 )
 
-__all__ = ["Device", "Link", "MemoryDomain", "Platform", "PlatformError", "read_toml"]
+__all__ = ["LAUNCH_MODES", "Device", "Link", "MemoryDomain", "Platform", "PlatformError", "read_toml"]
+
+#: how a GPU's kernels are issued (``Device.launch``)
+LAUNCH_MODES = ("eager", "graph")
 
 
 class PlatformError(ValueError):
@@ -110,6 +120,22 @@ class Device:
         The cost source that prices this device when a cost spec does not name it
         (``costmodel.from_spec``): a built-in GPU profile (``"gpu-a100-80gb"``),
         ``"cross-gpu"``, a profile folder, ``"roofline"``... None: the roofline.
+    launch
+        How the host issues this GPU's kernels (GPU devices only): ``"eager"``, one
+        launch per op on its worker's host thread; ``"graph"``, the ops of a segment
+        between cross-device edges captured once as a CUDA graph and replayed with one
+        launch. Either way the host runs ahead of the GPU up to
+        ``launch_queue_depth`` launches. None: the host issues an op and then the
+        stream runs it, in series (no launch queue).
+    graph_launch_s
+        Host time of one CUDA-graph launch (a segment's replay), ``launch="graph"``.
+    launch_queue_depth
+        Launches the host may run ahead of the GPU before it blocks (CUDA's queue).
+    event_s
+        Host time to record an event on a producer's stream at a cross-device edge,
+        and to make the consumer wait on it, each.
+    copy_issue_s
+        Host time, on the producer's thread, to issue one asynchronous copy.
     """
 
     name: str
@@ -130,6 +156,11 @@ class Device:
     l2_bytes: int | None = None
     tdp_w: float | None = None
     cost: str | None = None
+    launch: str | None = None
+    graph_launch_s: float = 0.0
+    launch_queue_depth: int = 1024
+    event_s: float = 0.0
+    copy_issue_s: float = 0.0
 
     def __post_init__(self) -> None:
         where = f"device {self.name!r}"
@@ -139,8 +170,17 @@ class Device:
             raise PlatformError(f"{where}: 'kind' must be 'cpu' or 'gpu', got {self.kind!r}")
         for key in ("peak_flops", "mem_bandwidth_bytes_per_s", "memory_bytes"):
             _positive(where, key, getattr(self, key))
-        for key in ("launch_overhead_s", "dispatch_s", "handoff_s"):
+        for key in ("launch_overhead_s", "dispatch_s", "handoff_s", "graph_launch_s", "event_s",
+                    "copy_issue_s"):
             _non_negative(where, key, getattr(self, key))
+        if self.launch is not None:
+            if self.launch not in LAUNCH_MODES:
+                raise PlatformError(f"{where}: unknown 'launch' {self.launch!r}; modes: {list(LAUNCH_MODES)}")
+            if self.kind != "gpu":
+                raise PlatformError(f"{where}: 'launch' applies to GPU devices only, not {self.kind!r}")
+        if (isinstance(self.launch_queue_depth, bool) or not isinstance(self.launch_queue_depth, int)
+                or self.launch_queue_depth < 1):
+            raise PlatformError(f"{where}: 'launch_queue_depth' must be an int >= 1, got {self.launch_queue_depth!r}")
         if self.handoff_bandwidth_bytes_per_s is not None:
             _positive(where, "handoff_bandwidth_bytes_per_s", self.handoff_bandwidth_bytes_per_s)
         for key in ("sm_count", "l2_bytes"):
@@ -213,6 +253,12 @@ class Platform:
     #: memories whose bandwidth several devices or link directions share
     #: (:mod:`sim.contention`); empty: no contention is modelled.
     memory_domains: tuple[MemoryDomain, ...] = ()
+    #: the workers are threads of one Python process: the host part of every op (a CPU
+    #: op's call, a launch) holds the interpreter lock, one lock for all workers.
+    interpreter_lock: bool = False
+    #: where the figures came from when a calibration wrote this platform
+    #: (``machine``, ``date``, ``format``, ``hetsim_version``: strings); empty otherwise.
+    calibration: Mapping[str, Any] = field(default_factory=dict, compare=False)
     _by_name: dict[str, Device] = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
     _routes: dict[tuple[str, str], tuple[Link, ...]] = field(
         default=None, init=False, repr=False, compare=False
@@ -256,6 +302,14 @@ class Platform:
             raise PlatformError(f"platform {self.name!r}: 'decision_s' must be a finite number >= 0, "
                                 f"got {self.decision_s!r}")
         object.__setattr__(self, "decision_s", float(self.decision_s))
+        if not isinstance(self.interpreter_lock, bool):
+            raise PlatformError(f"platform {self.name!r}: 'interpreter_lock' must be true or false, "
+                                f"got {self.interpreter_lock!r}")
+        if not isinstance(self.calibration, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.calibration.items()):
+            raise PlatformError(f"platform {self.name!r}: 'calibration' must be a table of strings, "
+                                f"got {self.calibration!r}")
+        object.__setattr__(self, "calibration", dict(self.calibration))
         object.__setattr__(self, "_routes", {})
         object.__setattr__(self, "memory_domains", tuple(self.memory_domains))
         for dom in self.memory_domains:
@@ -423,7 +477,7 @@ class Platform:
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<dict>") -> Platform:
         """Build from the TOML structure; unknown keys raise :class:`PlatformError`."""
         top = {"name", "host", "dispatch_threads", "decision_s", "description", "devices", "links",
-               "memory_domains"}
+               "memory_domains", "interpreter_lock", "calibration"}
         _no_unknown(source, "platform", data, top)
         devs = data.get("devices")
         if not isinstance(devs, list) or not devs:
@@ -467,6 +521,8 @@ class Platform:
                 description=data.get("description", ""),
                 decision_s=data.get("decision_s", 0.0),
                 memory_domains=domains,
+                interpreter_lock=data.get("interpreter_lock", False),
+                calibration=data.get("calibration", {}),
             )
         except PlatformError as e:
             raise PlatformError(f"{source}: {e}") from None
@@ -497,6 +553,10 @@ class Platform:
         }
         if self.memory_domains:
             out["memory_domains"] = [dom.to_dict() for dom in self.memory_domains]
+        if self.interpreter_lock:
+            out["interpreter_lock"] = True
+        if self.calibration:
+            out["calibration"] = dict(self.calibration)
         return out
 
     @staticmethod
