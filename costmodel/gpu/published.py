@@ -30,7 +30,8 @@ from hetsim.costmodel.base import CostModelError
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
 
-__all__ = ["CONFIGS", "PUBLISHED_COLUMNS", "busy_time", "layer_graphs", "predict_published", "published_latencies"]
+__all__ = ["CONFIGS", "PUBLISHED_COLUMNS", "busy_time", "format_published", "layer_graphs", "predict_published",
+           "published_latencies"]
 
 #: the published models as the zoo's classes build them (Hugging Face configs of NeuSight)
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -109,3 +110,13 @@ def predict_published(costs: Sequence[str] = ("default", "roofline"), *, presets
                         "measured_s": float(r.latency_s), "predicted_s": pred,
                         "error_pct": 100.0 * (pred - float(r.latency_s)) / float(r.latency_s)})
     return pd.DataFrame(out, columns=PUBLISHED_COLUMNS)
+
+
+def format_published(published: pd.DataFrame) -> str:
+    """:func:`predict_published`'s rows as a text table (model, batch, GPU x cost model:
+    signed error in percent) and the mean absolute error per cost model."""
+    wide = published.pivot_table(index=["model", "batch", "gpu"], columns="cost", values="error_pct", sort=False)
+    mean = published.assign(abs_pct=published["error_pct"].abs()).groupby("cost", sort=False)["abs_pct"].mean()
+    return "\n".join(["published FP32 inference latencies against the presets: error % of the all-GPU busy time",
+                      wide.to_string(float_format=lambda v: f"{v:+.1f}"),
+                      "mean |error| %: " + ", ".join(f"{c} {v:.1f}" for c, v in mean.items())])
