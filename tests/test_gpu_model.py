@@ -308,3 +308,11 @@ def test_a_published_model_is_priced_as_one_layer_plus_the_others_at_the_second_
     assert got["error_pct"] == pytest.approx(100 * (got["predicted_s"] - 1e-3) / 1e-3)
     with pytest.raises(CostModelError, match="unknown published model 'bert_huge'"):
         layer_graphs("bert_huge", 1, 8)
+
+
+def test_cli_published_protocol_says_when_no_gpu_has_published_latencies(tmp_path: Path, capsys) -> None:
+    from hetsim.experiments.cli.gpu_eval import run_published
+
+    run_published(["a100-80gb"], tmp_path)
+    assert capsys.readouterr().out.startswith("published latencies: none for ['a100-80gb'] (published for ['a100-40gb'")
+    assert not (tmp_path / "published.csv").exists()
