@@ -13,7 +13,11 @@ Three protocols (:mod:`costmodel.gpu.evaluate`), on the call times the data set 
   GEMM and conv rows of the held-out GPU from its published figures alone;
 * published latencies (:mod:`costmodel.gpu.published`): the FP32 BERT-large and
   GPT-2-large inference latencies NeuSight published for seven GPUs, against each
-  GPU's preset (all-GPU busy time) under its default cost model and the roofline.
+  GPU's preset (all-GPU busy time) under its default cost model and the roofline;
+* zoo kernels: the measured kernel sums of zoo models in
+  ``experiments/gpu_costmodel/zoo_kernels.csv`` (the H200's, issue 34), against the
+  preset's all-GPU busy time under its default cost model, the roofline and
+  ``cross-gpu``.
 
 Run: ``python benchmarks/gpu_costmodel.py [--gpus t4,v100] [--protocols held-out,cv,logo,published]
 [--out eval/gpu] [--results experiments/gpu_costmodel]``
@@ -38,6 +42,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # no spinning XGBoost threads on a busy host
 
@@ -62,6 +67,10 @@ TARGETS = {(HELD_OUT, "gemm"): 5.0, (HELD_OUT, "conv"): 5.0, (HELD_OUT, "ALL"): 
 LOGO_MEDIAN = 20.0
 #: published latencies: the mean absolute error bound per cost model (issue 34)
 PUBLISHED_MEAN = 5.0
+#: per-model kernel-time error bounds (issue 34): mean and max over the models
+ZOO_MEAN, ZOO_MAX = 10.0, 20.0
+#: measured kernel sums of zoo models (model, batch, gpu, preset, kernel_s, source)
+ZOO_KERNELS = Path(__file__).resolve().parents[1] / "experiments" / "gpu_costmodel" / "zoo_kernels.csv"
 
 
 def targets(points: pd.DataFrame) -> pd.DataFrame:
@@ -83,6 +92,19 @@ def targets(points: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def zoo_targets(zoo: pd.DataFrame) -> pd.DataFrame:
+    """Per cost model and GPU: mean and max absolute per-model error of the zoo kernel
+    sums, against :data:`ZOO_MEAN` and :data:`ZOO_MAX`."""
+    rows = []
+    for (cost, gpu), grp in zoo.groupby(["cost", "gpu"], sort=False):
+        err = grp["error_pct"].abs()
+        rows.append({"protocol": f"zoo kernels ({cost})", "gpu": gpu, "target": f"mean <= {ZOO_MEAN:g}%",
+                     "n": len(grp), "mape_pct": float(err.mean()), "met": float(err.mean()) <= ZOO_MEAN})
+        rows.append({"protocol": f"zoo kernels ({cost})", "gpu": gpu, "target": f"max <= {ZOO_MAX:g}%",
+                     "n": len(grp), "mape_pct": float(err.max()), "met": float(err.max()) <= ZOO_MAX})
+    return pd.DataFrame(rows)
+
+
 def published_targets(published: pd.DataFrame) -> pd.DataFrame:
     """One row per cost model (and per cost model and GPU): the mean absolute error of
     the published latencies, against :data:`PUBLISHED_MEAN`."""
@@ -98,8 +120,8 @@ def published_targets(published: pd.DataFrame) -> pd.DataFrame:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", help="comma-separated GPUs to evaluate (default: every built-in GPU)")
-    ap.add_argument("--protocols", default="held-out,cv,logo,published",
-                    help="held-out, cv, logo and/or published (default all four)")
+    ap.add_argument("--protocols", default="held-out,cv,logo,published,zoo",
+                    help="held-out, cv, logo, published and/or zoo (default all five)")
     ap.add_argument("--published-costs", default="default,roofline",
                     help="cost models of the published-latency protocol (default: default,roofline)")
     ap.add_argument("--out", help="folder for gpu_eval.csv, gpu_eval_points.csv.gz and the scatter plot")
@@ -122,6 +144,15 @@ def main() -> None:
         published = predict_published(args.published_costs.split(","), presets=presets)
         print(format_published(published))
         checks.append(published_targets(published))
+    if "zoo" in args.protocols:
+        from hetsim.costmodel.gpu.published import predict_zoo
+
+        measured = pd.read_csv(ZOO_KERNELS)
+        zoo = predict_zoo(measured, list(dict.fromkeys([*args.published_costs.split(","), "cross-gpu"])))
+        print("measured zoo kernel sums against the presets' all-GPU busy time, error %:")
+        print(zoo.pivot_table(index=["model", "batch", "gpu"], columns="cost", values="error_pct", sort=False)
+              .to_string(float_format=lambda v: f"{v:+.1f}"))
+        checks.append(zoo_targets(zoo))
     frames = []
     bank = GPUBank.builtin() if any(p in args.protocols for p in ("held-out", "cv", "logo")) else None
     if "held-out" in args.protocols:
@@ -141,19 +172,17 @@ def main() -> None:
     print(check.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"targets met: {int(check['met'].sum())} of {len(check)}   ({time.perf_counter() - t0:.0f} s)")
     if args.results:
-        from pathlib import Path
-
         res = Path(args.results)
         res.mkdir(parents=True, exist_ok=True)
         if summary is not None:
             summary.to_csv(res / "results.csv", index=False)
         if published is not None:
             published.to_csv(res / "published.csv", index=False, float_format="%.6g")
+        if "zoo" in args.protocols:
+            zoo.to_csv(res / "zoo.csv", index=False, float_format="%.6g")
         check.to_csv(res / "targets.csv", index=False, float_format="%.4g")
         print(f"wrote {res}")
     if args.out and frames:
-        from pathlib import Path
-
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         summary.to_csv(out / "gpu_eval.csv", index=False)

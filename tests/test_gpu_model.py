@@ -316,3 +316,16 @@ def test_cli_published_protocol_says_when_no_gpu_has_published_latencies(tmp_pat
     run_published(["a100-80gb"], tmp_path)
     assert capsys.readouterr().out.startswith("published latencies: none for ['a100-80gb'] (published for ['a100-40gb'")
     assert not (tmp_path / "published.csv").exists()
+
+
+def test_a_measured_zoo_kernel_sum_is_compared_with_the_presets_busy_time() -> None:
+    from hetsim.costmodel import Roofline
+    from hetsim.costmodel.gpu.published import ZOO_COLUMNS, busy_time, predict_zoo
+    from hetsim.graphs import zoo
+
+    rows = pd.DataFrame([{"model": "lstm", "batch": 1, "gpu": "h200", "preset": "h200-server", "kernel_s": 1e-3}])
+    got = predict_zoo(rows, ("roofline",))
+    assert list(got.columns) == ZOO_COLUMNS and len(got) == 1
+    gpu = Platform.preset("h200-server").device("gpu")
+    want = busy_time(zoo.load("lstm", batch=1, cache=True), Roofline(), gpu)
+    assert got.loc[0, "predicted_s"] == want and got.loc[0, "error_pct"] == pytest.approx(100 * (want - 1e-3) / 1e-3)

@@ -30,14 +30,16 @@ from hetsim.costmodel.base import CostModelError
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
 
-__all__ = ["CONFIGS", "PUBLISHED_COLUMNS", "busy_time", "format_published", "layer_graphs", "predict_published",
-           "published_latencies"]
+__all__ = ["CONFIGS", "PUBLISHED_COLUMNS", "ZOO_COLUMNS", "busy_time", "format_published", "layer_graphs",
+           "predict_published", "predict_zoo", "published_latencies"]
 
 #: the published models as the zoo's classes build them (Hugging Face configs of NeuSight)
 CONFIGS: dict[str, dict[str, Any]] = {
     "bert_large": {"cls": "Bert", "d": 1024, "heads": 16, "ffn": 4096},
     "gpt2_large": {"cls": "GPT2", "d": 1280, "heads": 20},
 }
+#: columns of :func:`predict_zoo`
+ZOO_COLUMNS = ["gpu", "preset", "model", "batch", "cost", "measured_s", "predicted_s", "error_pct"]
 #: columns of :func:`predict_published`
 PUBLISHED_COLUMNS = ["gpu", "preset", "model", "batch", "seq_len", "layers", "cost", "measured_s", "predicted_s",
                      "error_pct"]
@@ -110,6 +112,30 @@ def predict_published(costs: Sequence[str] = ("default", "roofline"), *, presets
                         "measured_s": float(r.latency_s), "predicted_s": pred,
                         "error_pct": 100.0 * (pred - float(r.latency_s)) / float(r.latency_s)})
     return pd.DataFrame(out, columns=PUBLISHED_COLUMNS)
+
+
+def predict_zoo(rows: pd.DataFrame, costs: Sequence[str] = ("default", "roofline")) -> pd.DataFrame:
+    """Measured kernel sums of zoo models (``rows``: ``model, batch, gpu, preset,
+    kernel_s``) against each preset's all-GPU busy time of the zoo graph (default
+    options), per cost model of ``costs``; columns :data:`ZOO_COLUMNS`."""
+    from hetsim.costmodel import as_cost_model
+    from hetsim.graphs import zoo
+    from hetsim.sim.platform import Platform
+
+    out = []
+    for r in rows.itertuples():
+        graph = zoo.load(str(r.model), batch=int(r.batch), cache=True)
+        platform = Platform.preset(r.preset)
+        gpu = platform.devices_of_kind("gpu")[0]
+        for spec in costs:
+            cost = as_cost_model(None if spec == "default" else spec, platform=platform)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pred = busy_time(graph, cost, gpu)
+            out.append({"gpu": r.gpu, "preset": r.preset, "model": r.model, "batch": int(r.batch), "cost": spec,
+                        "measured_s": float(r.kernel_s), "predicted_s": pred,
+                        "error_pct": 100.0 * (pred - float(r.kernel_s)) / float(r.kernel_s)})
+    return pd.DataFrame(out, columns=ZOO_COLUMNS)
 
 
 def format_published(published: pd.DataFrame) -> str:
