@@ -23,8 +23,8 @@ def markdown(frame: pd.DataFrame) -> str:
 
 def error_table(frame: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     """Signed error (%) per row of ``index`` and cost model, and the mean absolute error."""
-    wide = frame.pivot_table(index=index, columns="cost", values="error_pct", sort=False)
-    out = wide.map(lambda v: f"{v:+.1f}").reset_index()
+    wide = frame.pivot_table(index=index, columns="cost", values="error_pct")[list(dict.fromkeys(frame["cost"]))]
+    out = wide.map(lambda v: f"{v:+.1f}").reset_index().astype(object)
     mean = frame.assign(a=frame["error_pct"].abs()).groupby("cost", sort=False)["a"].mean()
     out.loc[len(out)] = ["mean abs"] + [""] * (len(index) - 1) + [f"{mean[c]:.1f}" for c in wide.columns]
     return out
