@@ -106,8 +106,9 @@ class Profile:
         """What the learned predictors fit and are judged on: the time one call of
         the op costs its device (seconds, one per row of ``rows``, default ``ops``).
 
-        A GPU row's is its kernel time (CUDA events; the host's dispatch overlaps
-        it). A CPU row's is the measured wall time per call (``wall_s``; without
+        A GPU row's is its device time (format version 2: the kernels' time in a
+        stream, the launch apart in ``launch_s``; version 1: one call between CUDA
+        events). A CPU row's is the measured wall time per call (``wall_s``; without
         that column, ``time_s`` plus the dispatch time): a CPU worker issues its own kernels, and a
         view op (``reshape``) or a tiny kernel has no kernel time left once the
         dispatch is taken off (``time_s`` at its floor), which no relative error can
