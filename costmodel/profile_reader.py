@@ -228,7 +228,13 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
         raise CostModelError(f"profile folder {str(folder)!r} does not exist")
     manifest = read_manifest(folder / "manifest.json")
     kinds = {d["name"]: d["kind"] for d in manifest["devices"]}
-    if launch_included(manifest):
+    ops_path = folder / "ops.csv"
+    if not ops_path.is_file() and (folder / "ops.csv.gz").is_file():
+        ops_path = folder / "ops.csv.gz"
+    if not ops_path.is_file():
+        raise CostModelError(f"{ops_path}: missing (a profile needs ops.csv or ops.csv.gz)")
+    ops = validate_ops(read_csv_strict(ops_path), kinds, where=str(ops_path))
+    if launch_included(manifest) and (ops["device_kind"] == "gpu").any():
         import warnings
 
         from hetsim.costmodel.learned.measured import CostModelWarning
@@ -237,12 +243,6 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
             f"profile {manifest.get('name', folder.name)!r} ({folder}) is format version 1: its GPU times "
             "were measured per call between CUDA events and hold the launch; they are taken as device "
             "times (profile the GPU again with 'hetsim profile' for device and launch times)"), stacklevel=2)
-    ops_path = folder / "ops.csv"
-    if not ops_path.is_file() and (folder / "ops.csv.gz").is_file():
-        ops_path = folder / "ops.csv.gz"
-    if not ops_path.is_file():
-        raise CostModelError(f"{ops_path}: missing (a profile needs ops.csv or ops.csv.gz)")
-    ops = validate_ops(read_csv_strict(ops_path), kinds, where=str(ops_path))
     links_path = folder / "links.csv"
     if links_path.is_file():
         links = validate_links(read_csv_strict(links_path), kinds, where=str(links_path))
