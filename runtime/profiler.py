@@ -16,7 +16,7 @@ What is measured
   ``p90_s`` the spread. CPU: wall time per call (the call is synchronous) minus the
   device's dispatch time, so that ``time_s`` is the kernel's own time and the host
   dispatch is priced once, from ``dispatch.json`` (``wall_s`` keeps the raw median).
-  GPU (:func:`time_in_stream`, :mod:`runtime.stream_timer`): ``time_s`` is the
+  GPU (:func:`time_kernel`, :mod:`runtime.stream_timer`): ``time_s`` is the
   op's device time as it runs in a stream (calls captured as one CUDA graph and
   replayed, or queued back to back behind a busy wait, divided by the calls), and
   ``launch_s`` the host time of one eager launch, measured apart: the simulator
@@ -67,7 +67,7 @@ from hetsim.runtime.backends.base import (
 from hetsim.runtime.link_timing import measure_links
 
 __all__ = ["MeasureSettings", "ProfileRun", "Timing", "measure_dispatch", "measure_links",
-           "profile_graphs", "profile_models", "time_in_stream", "time_kernel"]
+           "profile_graphs", "profile_models", "time_kernel"]
 
 #: smallest kernel time written: a CPU op whose wall time does not exceed the dispatch
 #: time is recorded as this (its kernel is too short to tell apart from the dispatch)
@@ -182,12 +182,13 @@ def time_kernel(
 ) -> Timing:
     """Time ``kernel()`` on ``device`` (see the module docstring for the method).
 
-    CPU: wall time per call. GPU: :func:`time_in_stream` (``sync`` waits for the
-    device; ``timer`` reuses a :class:`~runtime.stream_timer.CudaStreamTimer`).
+    CPU: wall time per call. GPU: the device time per call as the op runs in a
+    stream, and its eager launch time (:func:`_stream_timing`; ``sync`` waits for
+    the device, ``timer`` reuses a :class:`~runtime.stream_timer.CudaStreamTimer`).
     """
     st = settings or MeasureSettings()
     if device.kind == "gpu":
-        return time_in_stream(kernel, device, st, sync=sync, timer=timer)
+        return _stream_timing(kernel, st, sync or (lambda: None), timer or _cuda_timer(device))
     gc_was = gc.isenabled()
     gc.disable()
     try:
@@ -201,28 +202,19 @@ def time_kernel(
     return Timing(med, float(p10), float(p90), len(samples), med)
 
 
-def time_in_stream(
-    kernel: Kernel | Callable[[], Any],
-    device: DeviceSpec,
-    settings: MeasureSettings | None = None,
-    *,
-    sync: Callable[[], None] | None = None,
-    timer: Any = None,
-) -> Timing:
-    """Device time per call of ``kernel`` on GPU ``device`` as it runs in a stream, and
-    its eager launch time (:mod:`runtime.stream_timer`).
+def _stream_timing(kernel: Callable[[], Any], st: MeasureSettings, sync: Callable[[], None], timer: Any) -> Timing:
+    """Device time per call of ``kernel`` as it runs in a stream, and its eager launch
+    time (:mod:`runtime.stream_timer`).
 
     A probe replay of one call sizes the replays (:func:`~runtime.stream_timer.calls_per_replay`:
-    about 1 ms each); replays are drawn until their median settles (``settings``).
+    about 1 ms each); replays are drawn until their median settles (``st``).
     ``time_s`` is the median per-call device time, ``repeats`` the calls timed,
     ``launch_s`` (and ``wall_s``) the host seconds per eager call, ``method``
     ``cuda_graph`` or ``cuda_stream``.
     """
-    from hetsim.runtime.stream_timer import CudaStreamTimer, calls_per_replay
+    from hetsim.runtime.stream_timer import calls_per_replay
 
-    st = settings or MeasureSettings()
-    timer = timer if timer is not None else CudaStreamTimer(device.index)
-    host = _warm_up(kernel, sync or (lambda: None), st)
+    host = _warm_up(kernel, sync, st)
     probe, _ = timer.device_times(kernel, 1, 3, host_per_call=host)
     calls = calls_per_replay(float(np.median(probe)))
     method: list[str] = []
