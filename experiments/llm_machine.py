@@ -139,6 +139,12 @@ def machine_from_platform(platform) -> Machine:
     from hetsim.sim.platform import Platform
 
     platform = Platform.load(platform)
+    if not any(d.kind == "gpu" for d in platform.devices):
+        cpus = [d for d in platform.devices if d.kind == "cpu"]
+        if not cpus or not cpus[0].threads:
+            raise SchedulerError(f"platform {platform.name!r}: no CPU device with threads")
+        return Machine(platform.name, host_memory=cpus[0].memory_bytes,
+                       host_bandwidth=cpus[0].mem_bandwidth_bytes_per_s, threads=int(cpus[0].threads))
     host, gpu = llm_devices(platform)
     h, g = platform.device(host), platform.device(gpu)
     hops = platform.link_directions(host, gpu)

@@ -131,7 +131,7 @@ def _generation(model: ModelWeights, machine: Machine, run: LlamaCppRun, pl: Pla
     seconds = {HOST: read[HOST] / _cpu_bandwidth(machine, rates, threads) if read[HOST] else 0.0}
     if machine.has_gpu:
         seconds[GPU] = (read[GPU] / (machine.gpu_bandwidth * rates.gpu_bw_frac) + rates.gpu_token_s
-                        + (0.0 if run.cuda_graphs else rates.gpu_layer_s * pl.gpu_layers))
+                        + (rates.graph_layer_s if run.cuda_graphs else rates.gpu_layer_s) * pl.gpu_layers)
         seconds["switch"] = (len(path) - 2) * rates.switch_s if len(path) > 2 else 0.0
     total = sum(seconds.values())
     return Prediction("tg", tokens, 1.0 / total, seconds)

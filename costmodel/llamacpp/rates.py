@@ -6,8 +6,9 @@ peaks into llama.cpp's speed:
 * ``gpu_bw_frac``: fraction of GPU memory bandwidth token generation draws (memory-bound
   matrix-vector products); ``gpu_token_s``: fixed seconds per generated token on the GPU
   (the synchronisation of the sampled token); ``gpu_layer_s``: seconds per GPU layer and
-  token when each kernel is launched on its own; a step replayed as one CUDA graph
-  (llama.cpp since PR #6766, 2024, on Ampere and newer) has no per-layer launch cost;
+  token when each kernel is launched on its own, ``graph_layer_s`` when the step is
+  replayed as one CUDA graph (llama.cpp since PR #6766, 2024, on Ampere and newer: the
+  launches go, the kernels' own latency stays);
 * ``gemm_frac_quant``: fraction of the GPU's dense INT8 tensor rate prompt processing
   reaches with quantised weights (llama.cpp's MMQ kernels multiply 8-bit integers);
   ``gemm_frac_float``: fraction of its dense FP16 tensor rate with FP16 accumulation
@@ -22,7 +23,8 @@ peaks into llama.cpp's speed:
 The shipped figures (``costmodel/data/llamacpp_rates.json``) are fitted by
 ``benchmarks/llm_published.py --fit`` on the fit rows of ``experiments/llm_published``;
 a figure no fit row depends on is listed in ``undetermined`` and set to its physical
-bound (a fraction of 1: the peak; an overhead of 0).
+bound (a fraction of 1: the peak; an overhead of 0; ``graph_layer_s``: ``gpu_layer_s``,
+since a replayed graph runs no slower than its kernels launched one by one).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class AchievedRates:
     gpu_bw_frac: float
     gpu_token_s: float
     gpu_layer_s: float
+    graph_layer_s: float
     gemm_frac_quant: float
     gemm_frac_float: float
     gemm_rows_half: float
