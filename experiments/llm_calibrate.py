@@ -119,16 +119,16 @@ def platform_toml(m: dict[str, Any]) -> str:
     desc = f"{m['processor']} ({m['threads']} threads)" + (f" + {gpu['name']}" if gpu else "")
     lines = ['name = "this"', f'description = "{desc} (measured by hetsim llm calibrate)"', 'host = "cpu"', "",
              "[[devices]]", 'name = "cpu"', 'kind = "cpu"', "# numpy float32 GEMM, measured",
-             f"peak_flops = {m['cpu_flops']:.4e}", "# STREAM triad, all threads, measured",
-             f"mem_bandwidth_bytes_per_s = {m['host_bandwidth']:.4e}", f"memory_bytes = {m['host_memory']}",
+             f"peak_flops = {float(m['cpu_flops'])!r}", "# STREAM triad, all threads, measured",
+             f"mem_bandwidth_bytes_per_s = {float(m['host_bandwidth'])!r}", f"memory_bytes = {m['host_memory']}",
              f"threads = {m['threads']}"]
     if gpu:
         lines += ["", "[[devices]]", 'name = "gpu"', 'kind = "gpu"', f'description = "{gpu["name"]}"',
-                  "# torch float16 GEMM, measured", f"peak_flops = {gpu['flops']:.4e}",
+                  "# torch float16 GEMM, measured", f"peak_flops = {float(gpu['flops'])!r}",
                   "# device-to-device copy, read + write bytes, measured",
-                  f"mem_bandwidth_bytes_per_s = {gpu['bandwidth']:.4e}", f"memory_bytes = {gpu['memory']}",
+                  f"mem_bandwidth_bytes_per_s = {float(gpu['bandwidth'])!r}", f"memory_bytes = {gpu['memory']}",
                   "", "[[links]]", 'src = "cpu"', 'dst = "gpu"', "# pinned host-to-device copy, measured",
-                  f"bandwidth_bytes_per_s = {gpu['link']:.4e}"]
+                  f"bandwidth_bytes_per_s = {float(gpu['link'])!r}"]
     from importlib.metadata import PackageNotFoundError, version
 
     try:

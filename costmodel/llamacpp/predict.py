@@ -57,8 +57,8 @@ def _cpu_seconds(flops: float, machine: Machine, rates: AchievedRates, threads: 
 
 def _cpu_bandwidth(machine: Machine, rates: AchievedRates, threads: int) -> float:
     if not machine.host_bandwidth or not threads:
-        raise CostModelError(f"machine {machine.name!r}: host memory bandwidth not known and weights are read "
-                             "from host memory (give --ram-bw)")
+        raise CostModelError(f"machine {machine.name!r}: host memory bandwidth or threads not known and "
+                             "weights are read from host memory (give --ram-bw and --threads)")
     return min(machine.host_bandwidth * rates.cpu_bw_frac, threads * rates.cpu_thread_bw)
 
 

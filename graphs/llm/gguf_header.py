@@ -157,6 +157,7 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
                              f"{', '.join(map(str, _VERSIONS))})")
         s.read_so_far = f"the version ({version})"
         n_tensors, n_kv = s.unpack("<Q"), s.unpack("<Q")
+        s.read_so_far = f"the version ({version}) and counts ({n_tensors} tensors, {n_kv} metadata entries)"
         metadata: dict[str, Any] = {}
         for i in range(n_kv):
             key = s.string()
