@@ -77,6 +77,17 @@ def _int8_tops(row: dict[str, str]) -> float:
     return float(row["int8_tensor_tops_dense"] or 4 * float(row["fp32_tflops"]))
 
 
+def _named_gpu(text: str) -> dict[str, str] | None:
+    """The cited GPU whose name or alias ``text`` contains as words (the longest such name)."""
+    low, best, found = text.lower(), 0, None
+    for row in {id(r): r for r in gpu_table().values()}.values():
+        for alias in [row["name"], *row["aliases"].split(";")]:
+            a = alias.strip().lower()
+            if a and len(a) > best and re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", low):
+                best, found = len(a), row
+    return found
+
+
 def parse_rate(text: str | float, unit: str = "GB/s") -> float:
     """``"90GB/s"``, ``"90"`` or ``90`` as bytes/s (GB = 1e9 bytes).
 
@@ -152,12 +163,10 @@ def machine_from_platform(platform) -> Machine:
         raise SchedulerError(f"platform {platform.name!r}: no link between {host!r} and {gpu!r}")
     if not h.threads:
         raise SchedulerError(f"platform {platform.name!r}: CPU {host!r} declares no threads (give threads = N)")
-    text = _norm(f"{g.description} {platform.description}")
-    cited = [row for key, row in gpu_table().items() if len(key) > 3 and key in text]
-    if not cited:
+    row = _named_gpu(f"{g.description} {platform.description}")
+    if row is None:
         raise SchedulerError(f"platform {platform.name!r}: its GPU description names no GPU with cited figures "
                              "(the INT8 rate is needed); describe the machine with --gpu ... instead")
-    row = max(cited, key=lambda r: len(_norm(r["name"])))
     return Machine(platform.name, host_memory=h.memory_bytes, host_bandwidth=h.mem_bandwidth_bytes_per_s,
                    threads=int(h.threads), gpu=gpu, gpu_memory=g.memory_bytes,
                    gpu_bandwidth=g.mem_bandwidth_bytes_per_s, gpu_flops=_fp16_acc_tflops(row) * 1e12,

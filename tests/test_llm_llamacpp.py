@@ -138,6 +138,9 @@ def test_machine_figures_and_missing_ones() -> None:
         predict(tiny(), unknown_host, LlamaCppRun(ngl=1), "tg", 4, RATES)
     platform = machine_from_platform("desktop-rtx4090")
     assert (platform.threads, platform.host_bandwidth, platform.pcie_bandwidth) == (16, 7.5e10, 2.5e10)
+    assert machine_from_platform("t4-server").gpu_int8_ops == 130e12  # "Tesla T4" in its description
+    with pytest.raises(SchedulerError, match=r"platform 'h100-server': its GPU description names no GPU with cited"):
+        machine_from_platform("h100-server")  # "H100 80GB": SXM or PCIe, not said
 
 
 def test_cli_plans_a_gguf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
