@@ -72,9 +72,9 @@ def _fp16_acc_tflops(row: dict[str, str]) -> float:
 
 
 def _int8_tops(row: dict[str, str]) -> float:
-    """Dense INT8 tensor TOPS; without INT8 tensor cores, four INT8 products per FP32 lane
-    and cycle (``dp4a``): four times the FP32 rate."""
-    return float(row["int8_tensor_tops_dense"] or 4 * float(row["fp32_tflops"]))
+    """Dense INT8 tensor TOPS; 0 for a GPU without INT8 tensor cores (Volta, Pascal), where
+    llama.cpp dequantises and multiplies in FP16."""
+    return float(row["int8_tensor_tops_dense"] or 0)
 
 
 def _named_gpu(text: str) -> dict[str, str] | None:

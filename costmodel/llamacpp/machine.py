@@ -32,7 +32,7 @@ def pcie_bandwidth(gen: int, lanes: int) -> float:
 class Machine:
     """Peak figures of a CPU-GPU machine (bytes, bytes/s, FLOP/s); ``gpu`` empty for a CPU-only
     one; a host figure (memory, bandwidth, threads) of 0 is not known (an error where a
-    prediction needs it)."""
+    prediction needs it); ``gpu_int8_ops`` 0: no INT8 tensor cores."""
 
     name: str
     host_memory: float
@@ -49,11 +49,11 @@ class Machine:
         checks: dict[str, Any] = {}
         if self.gpu:
             checks.update(gpu_memory=self.gpu_memory, gpu_bandwidth=self.gpu_bandwidth, gpu_flops=self.gpu_flops,
-                          gpu_int8_ops=self.gpu_int8_ops, pcie_bandwidth=self.pcie_bandwidth)
+                          pcie_bandwidth=self.pcie_bandwidth)
         for k, v in checks.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
                 raise CostModelError(f"machine {self.name!r}: {k} must be a positive number, got {v!r}")
-        for k in ("host_memory", "host_bandwidth", "threads"):
+        for k in ("host_memory", "host_bandwidth", "threads", "gpu_int8_ops"):
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
                 raise CostModelError(f"machine {self.name!r}: {k} must be a number >= 0 (0: not known), got {v!r}")

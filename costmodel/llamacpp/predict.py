@@ -41,7 +41,7 @@ class Prediction:
 
 
 def _gemm_seconds(flops: float, rows: float, machine: Machine, rates: AchievedRates, float_weights: bool) -> float:
-    if float_weights:
+    if float_weights or not machine.gpu_int8_ops:  # without INT8 tensor cores: dequantised to F16
         rate = machine.gpu_flops * rates.gemm_frac_float
     else:
         rate = machine.gpu_int8_ops * rates.gemm_frac_quant

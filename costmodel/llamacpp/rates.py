@@ -12,7 +12,8 @@ peaks into llama.cpp's speed:
 * ``gemm_frac_quant``: fraction of the GPU's dense INT8 tensor rate prompt processing
   reaches with quantised weights (llama.cpp's MMQ kernels multiply 8-bit integers);
   ``gemm_frac_float``: fraction of its dense FP16 tensor rate with FP16 accumulation
-  reached with F16 weights (cuBLAS); ``gemm_rows_half``: rows of a product at which it runs at half that rate (the small
+  reached with F16 weights (cuBLAS) and, on GPUs without INT8 tensor cores, with
+  quantised weights dequantised to F16; ``gemm_rows_half``: rows of a product at which it runs at half that rate (the small
   products of routed experts, ``ubatch x top_k / experts`` rows each);
 * ``cpu_bw_frac``: fraction of host DRAM bandwidth CPU generation draws; ``cpu_thread_bw``:
   bytes/s one thread draws (fewer threads than saturate DRAM); ``cpu_thread_flops``:
