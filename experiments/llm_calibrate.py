@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 __all__ = ["THIS_PLATFORM", "calibrate", "host_bandwidth", "platform_toml", "this_platform"]
 
 #: where ``hetsim llm calibrate`` writes this machine and ``--platform this`` reads it
@@ -37,9 +35,10 @@ FORMAT = "hetsim-llm-calibrate-1"
 def host_bandwidth(mib: int = 512, passes: int = 5) -> float:
     """Bytes/s of a multi-threaded STREAM triad over three arrays of ``mib`` MiB each."""
     import numba
+    import numpy as np
 
     @numba.njit(parallel=True, cache=False)
-    def triad(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: float) -> None:  # pragma: no cover - jitted
+    def triad(a, b, c, s):  # noqa: ANN001, ANN202 - jitted  # pragma: no cover - jitted
         for i in numba.prange(a.size):
             a[i] = b[i] + s * c[i]
 
@@ -55,6 +54,8 @@ def host_bandwidth(mib: int = 512, passes: int = 5) -> float:
 
 
 def _cpu_flops(size: int = 1024, repeats: int = 3) -> float:
+    import numpy as np
+
     x = np.ones((size, size), dtype=np.float32)
     x @ x
     best = float("inf")

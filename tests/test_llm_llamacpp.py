@@ -222,3 +222,14 @@ def test_calibrate_writes_a_platform_that_plans(tmp_path: Path) -> None:
     machine = machine_from_platform(path)
     assert machine.gpu_memory == 24 * 2**30 and machine.pcie_bandwidth == 2**20 / 0.002
     assert machine.gpu_int8_ops == 660.6e12 and machine.host_bandwidth == pytest.approx(m["host_bandwidth"], 1e-3)
+
+
+def test_shipped_rates_are_fitted_and_say_what_the_fit_did_not_determine(tmp_path: Path) -> None:
+    r = AchievedRates.load()
+    assert r.fitted_on.startswith("experiments/llm_published fit rows")
+    assert set(r.undetermined) <= set(AchievedRates.names())
+    assert all(getattr(r, n) == 1.0 for n in r.undetermined if n.endswith("_frac"))
+    bad = tmp_path / "rates.json"
+    bad.write_text('{"gpu_bw_frac": 0.5}')
+    with pytest.raises(CostModelError, match=r"rates\.json: not a llama.cpp rates file"):
+        AchievedRates.load(bad)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hetsim.graphs.graph import GraphError
@@ -150,7 +150,6 @@ class ModelWeights:
     tensors: tuple[TensorInfo, ...]
     weights: str
     origin: str
-    _groups: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         layers = [dict(attn=0, ffn=0, exps=0) for _ in range(self.arch.layers)]
@@ -173,8 +172,9 @@ class ModelWeights:
             elements[i][kind] += t.elements
         if self.arch.tied_embeddings and not any(t.name == "output.weight" for t in self.tensors):
             output += embd  # llama.cpp duplicates token_embd as the output head on the output's device
-        self._groups.update(layers=tuple(LayerBytes(**d) for d in layers), token_embd=embd, output=output,
-                           elements=tuple(LayerBytes(**d) for d in elements))
+        groups = {"layers": tuple(LayerBytes(**d) for d in layers), "token_embd": embd, "output": output,
+                  "elements": tuple(LayerBytes(**d) for d in elements)}
+        object.__setattr__(self, "_groups", groups)  # derived from the tensors, not a field
 
     @property
     def layer_bytes(self) -> tuple[LayerBytes, ...]:
