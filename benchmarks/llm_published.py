@@ -41,7 +41,7 @@ from hetsim.schedulers.llm.residency import DEFAULT_RESERVE_BYTES
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "experiments" / "llm_published"
 
-#: hosts of the CPU rows: threads (physical cores unless the row says), DRAM peak
+#: hosts of the CPU rows: physical cores (the threads a row without a count runs), DRAM peak
 #: (transfer rate x 8 bytes x channels; AM4, AM5 and LGA1700 are dual-channel, EPYC 9004
 #: twelve), PCIe generation of the host's GPU slot where the row has a GPU
 HOSTS = {
@@ -84,16 +84,17 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
     model = load_model(model_name, row["quant"])
     host = _host(row["cpu"]) if row["cpu"] else None
     threads = int(_num(row["threads"]) or (host["threads"] if host else 0))
+    cores = host["threads"] if host else threads
     try:
         if row["gpu"]:
             g = find_gpu(row["gpu"])
             gen = min(int(g["pcie_gen"]), host["pcie"]) if host else int(g["pcie_gen"])
             machine = machine_from_flags(row["gpu"], ram_gb=64, ram_bw=(host["ram_bw"] / 1e9) if host else 0,
-                                         threads=threads, pcie=f"{gen}x{g['pcie_lanes']}")
+                                         threads=cores, pcie=f"{gen}x{g['pcie_lanes']}")
         else:
             if host is None:
                 return f"host {row['cpu']!r} not in HOSTS"
-            machine = machine_from_flags(None, ram_gb=64, ram_bw=host["ram_bw"] / 1e9, threads=threads)
+            machine = machine_from_flags(None, ram_gb=64, ram_bw=host["ram_bw"] / 1e9, threads=cores)
     except SchedulerError as e:
         return str(e).split(";")[0]
     if row["test"] == "pp" and not row["tokens"]:

@@ -2,7 +2,8 @@
 
 A :class:`Machine` is one GPU (or none) and the host: GPU memory and its bandwidth, the
 GPU's dense FP16 tensor rate with FP16 accumulation and its dense INT8 tensor rate, the PCIe link,
-host memory and its bandwidth, and the CPU threads llama.cpp runs. Peaks, not achieved
+host memory and its bandwidth, and the CPU threads that run in parallel (physical cores:
+a run's threads beyond them add nothing). Peaks, not achieved
 rates: :class:`~costmodel.llamacpp.rates.AchievedRates` scales them.
 """
 

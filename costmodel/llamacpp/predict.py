@@ -66,7 +66,8 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
             rates: AchievedRates, placement: Placement | None = None) -> Prediction:
     """Tokens/s of llama-bench's ``test`` (``"pp"`` or ``"tg"``) of ``tokens`` tokens."""
     a = model.arch
-    threads = run.threads or machine.threads
+    # threads beyond the machine's cores add nothing: hyper-threads share a core's vector units
+    threads = min(run.threads, machine.threads) if run.threads and machine.threads else run.threads or machine.threads
     context = run.context or tokens
     pl = placement or place(model, run, context, has_gpu=machine.has_gpu)
     if test == "tg":
