@@ -233,3 +233,15 @@ def test_shipped_rates_are_fitted_and_say_what_the_fit_did_not_determine(tmp_pat
     bad.write_text('{"gpu_bw_frac": 0.5}')
     with pytest.raises(CostModelError, match=r"rates\.json: not a llama.cpp rates file"):
         AchievedRates.load(bad)
+
+
+def test_a_tied_head_is_copied_only_onto_the_gpu() -> None:
+    a = architecture_from_hf(TINY_CONFIGS["qwen2"])  # tie_word_embeddings
+    m = ModelWeights(a, recipe_tensors(a, "Q8_0"), "Q8_0", "test")
+    embd = m.token_embd_bytes
+    assert m.output_is_embedding and m.output_bytes == embd + 256 * 4  # + output_norm (F32)
+    layers = sum(lb.total for lb in m.layer_bytes)
+    on_host = place(m, LlamaCppRun(ngl=0), context=8)
+    assert on_host.breakdown["host"]["weights"] == embd + layers + 256 * 4
+    on_gpu = place(m, LlamaCppRun(ngl=3), context=8)
+    assert on_gpu.breakdown["host"]["weights"] == embd and on_gpu.breakdown["gpu"]["weights"] == layers + embd + 1024

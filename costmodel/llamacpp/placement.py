@@ -122,7 +122,8 @@ def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool 
         layers.append(groups)
         staged = max(staged, sum(s for k, s in sizes.items() if groups[k] != GPU))
     out_dev = GPU if ngl > n else HOST
-    by_group[out_dev]["weights"] += model.output_bytes
+    head = model.output_bytes - (model.token_embd_bytes if model.output_is_embedding and out_dev == HOST else 0)
+    by_group[out_dev]["weights"] += head  # a tied head in host memory is token_embd itself
     ctx = context
     kv_device = []
     for i in range(n):

@@ -170,11 +170,16 @@ class ModelWeights:
             kind = "exps" if "_exps" in rest else ("ffn" if rest.startswith("ffn") else "attn")
             layers[i][kind] += t.nbytes
             elements[i][kind] += t.elements
-        if self.arch.tied_embeddings and not any(t.name == "output.weight" for t in self.tensors):
-            output += embd  # llama.cpp duplicates token_embd as the output head on the output's device
+        if self.output_is_embedding:
+            output += embd  # the head is token_embd, duplicated onto the output's device when that is the GPU
         groups = {"layers": tuple(LayerBytes(**d) for d in layers), "token_embd": embd, "output": output,
                   "elements": tuple(LayerBytes(**d) for d in elements)}
         object.__setattr__(self, "_groups", groups)  # derived from the tensors, not a field
+
+    @property
+    def output_is_embedding(self) -> bool:
+        """Whether the output head is the token embedding (tied, no ``output.weight``)."""
+        return self.arch.tied_embeddings and not any(t.name == "output.weight" for t in self.tensors)
 
     @property
     def layer_bytes(self) -> tuple[LayerBytes, ...]:
