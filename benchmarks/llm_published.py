@@ -121,11 +121,13 @@ def cuda_graphs(row: dict) -> bool:
 
 
 def rows() -> list[dict]:
+    """The rows of ``measurements.csv``."""
     with (DATA / "measurements.csv").open() as fh:
         return list(csv.DictReader(fh))
 
 
 def evaluate(cases: list, rates: AchievedRates) -> np.ndarray:
+    """``log(predicted / measured)`` of each ``(row, case, measured)``."""
     out = []
     for _, (model, machine, run, test, tokens), measured in cases:
         p = predict(model, machine, run, test, tokens, rates)
@@ -172,6 +174,7 @@ START = AchievedRates(gpu_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Fit (``--fit``), predict every row, write ``results.csv``, print the targets."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="fit the rates on the fit rows and save them")
     args = ap.parse_args(argv)

@@ -84,6 +84,7 @@ class LlamaCppPlan:
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON-ready data (format :data:`PLAN_FORMAT`)."""
         e = self.evaluation
         return {
             "format": PLAN_FORMAT, "model": self.model.arch.name, "origin": self.model.origin,

@@ -61,7 +61,9 @@ class Machine:
 
     @property
     def has_gpu(self) -> bool:
+        """Whether the machine has a GPU."""
         return bool(self.gpu)
 
     def to_dict(self) -> dict[str, Any]:
+        """The figures as a dict."""
         return asdict(self)

@@ -80,6 +80,7 @@ class Placement:
 
     @property
     def gpu_layers(self) -> int:
+        """Layers whose attention runs on the GPU."""
         return sum(1 for d in self.layers if d["attn"] == GPU)
 
 

@@ -83,9 +83,11 @@ class AchievedRates:
             raise CostModelError(f"{p}: not a llama.cpp rates file: {e}") from None
 
     def save(self, path: str | Path | None = None) -> Path:
+        """Write the rates as JSON to ``path`` (default: the shipped file)."""
         p = Path(path) if path is not None else RATES_PATH
         p.write_text(json.dumps(asdict(self), indent=1) + "\n")
         return p
 
     def to_dict(self) -> dict[str, Any]:
+        """The rates as a dict."""
         return asdict(self)

@@ -93,6 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``hetsim llm plan`` or ``hetsim llm calibrate``."""
     if args.llm_command == "calibrate":
         return _calibrate(args)
     if args.llm_command != "plan":

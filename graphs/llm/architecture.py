@@ -91,10 +91,12 @@ class Architecture:
 
     @property
     def is_moe(self) -> bool:
+        """Whether the model has routed experts."""
         return self.experts > 0
 
     @property
     def is_mla(self) -> bool:
+        """Whether attention is DeepSeek's multi-head latent attention."""
         return self.kv_lora_rank > 0
 
     def is_moe_layer(self, i: int) -> bool:
@@ -122,6 +124,7 @@ class Architecture:
         return 2 * self.heads * cells * (self.head_dim + self.head_dim_v)
 
     def to_dict(self) -> dict[str, Any]:
+        """The hyper-parameters as a dict."""
         return dataclasses.asdict(self)
 
 
@@ -137,6 +140,7 @@ class LayerBytes:
 
     @property
     def total(self) -> int:
+        """All bytes of the layer."""
         return self.attn + self.ffn + self.exps
 
 
@@ -183,6 +187,7 @@ class ModelWeights:
 
     @property
     def layer_bytes(self) -> tuple[LayerBytes, ...]:
+        """Weight bytes of each layer by group (attention, FFN, routed experts)."""
         return self._groups["layers"]
 
     @property
@@ -198,6 +203,7 @@ class ModelWeights:
 
     @property
     def token_embd_bytes(self) -> int:
+        """Bytes of the token embedding (always in host memory)."""
         return self._groups["token_embd"]
 
     @property
@@ -228,4 +234,5 @@ class ModelWeights:
         return 1.0 - (1.0 - a.top_k / a.experts) ** max(tokens, 1)
 
     def parameters(self) -> int:
+        """Weights (elements) of every tensor."""
         return sum(t.elements for t in self.tensors)

@@ -48,6 +48,7 @@ class TensorInfo:
 
     @property
     def elements(self) -> int:
+        """Weights in the tensor."""
         n = 1
         for d in self.shape:
             n *= d
@@ -87,6 +88,7 @@ class GGUFHeader:
 
     @property
     def architecture(self) -> str:
+        """``general.architecture``; :class:`GraphError` when absent."""
         arch = self.metadata.get("general.architecture")
         if not isinstance(arch, str):
             raise GraphError(f"{self.path}: GGUF metadata has no general.architecture")
