@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hetsim.graphs.graph import GraphError
+from hetsim.graphs.llm.config import require_positive_ints
 from hetsim.graphs.llm.gguf_header import TensorInfo, tensor_nbytes
 
 __all__ = ["Architecture", "LayerBytes", "ModelWeights"]
@@ -76,10 +77,7 @@ class Architecture:
 
     def __post_init__(self) -> None:
         where = f"model {self.name!r} ({self.arch})"
-        for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "max_context"):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise GraphError(f"{where}: {k} must be an int >= 1, got {v!r}")
+        require_positive_ints(where, self, ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "max_context"))
         if self.heads % self.kv_heads:
             raise GraphError(f"{where}: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
         if self.experts and not 1 <= self.top_k <= self.experts:
