@@ -160,3 +160,18 @@ def test_config_folder_preset_and_weight_names(tmp_path: Path) -> None:
         load_model("nope")
     moe = load_model("qwen3-30b-a3b", "Q4_K_M")
     assert moe.arch.is_moe and round(moe.parameters() / 1e9, 2) == 30.53
+
+
+@pytest.mark.parametrize("name", sorted(TINY_CONFIGS))
+def test_every_architecture_plans_on_a_machine(tmp_path: Path, name: str) -> None:
+    from hetsim.experiments.llm_llamacpp_plan import plan_llamacpp
+    from hetsim.experiments.llm_machine import machine_from_flags
+
+    a = architecture_from_hf(TINY_CONFIGS[name], name=name)
+    ftype = "MXFP4_MOE" if name == "gpt-oss" else "Q4_K_M"
+    m = load_model(write_gguf(tmp_path / f"{name}.gguf", a, recipe_tensors(a, ftype), 38 if name == "gpt-oss" else 15))
+    plan = plan_llamacpp(m, machine_from_flags("RTX 4090", ram_gb=64, ram_bw=90, threads=16), context=512)
+    # a tiny model fits whole: every layer and the output layer on the GPU
+    assert plan.evaluation.flags() == f"-ngl {a.layers + 1}" and plan.evaluation.fits
+    assert plan.evaluation.pp.tokens_per_s > 0 and plan.evaluation.tg.tokens_per_s > 0
+    assert plan.to_dict()["file_bytes"] == m.file_bytes
