@@ -139,4 +139,7 @@ def plan_llamacpp(model: ModelWeights, machine: Machine, *, context: int | None 
         raise SchedulerError(f"{e.flags()} does not fit: gpu needs {size_text(e.placement.memory['gpu'])} + a "
                              f"{size_text(reserve)} reserve, has {size_text(machine.gpu_memory)}; host needs "
                              f"{size_text(e.placement.memory['host'])}")
-    return LlamaCppPlan(model, machine, context, e, not given, rates, list(e.placement.notes))
+    notes = list(e.placement.notes)
+    if given and not machine.has_gpu and run.ngl:
+        notes.append(f"no GPU: -ngl {run.ngl} puts nothing on a GPU")
+    return LlamaCppPlan(model, machine, context, e, not given, rates, notes)

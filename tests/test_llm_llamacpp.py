@@ -156,6 +156,9 @@ def test_cli_plans_a_gguf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "given: -ngl 3" in out and "note: -ngl 50 clamped to 3 (the model has 2 layers and an output layer)" in out
     data = json.loads((tmp_path / "out" / "llm-plan.json").read_text())
     assert data["flags"] == "-ngl 3" and data["weights"] == "Q4_K_M" and data["fits"]
+    rc = main(["llm", "plan", str(gg), "--ram-gb", "64", "--ram-bw", "90GB/s", "--threads", "16", "--ngl", "10"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "| CPU     |   0 | pp512 |" in out and "note: no GPU: -ngl 10 puts nothing on a GPU" in out
 
 
 @pytest.mark.parametrize(

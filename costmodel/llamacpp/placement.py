@@ -88,7 +88,7 @@ def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool 
     """Where ``run`` puts ``model``'s tensors and what each device allocates at ``context`` tokens."""
     a = model.arch
     n = a.layers
-    notes = []
+    notes: list[str] = []
     ngl = run.ngl if has_gpu else 0
     if ngl > n + 1:
         notes.append(f"-ngl {run.ngl} clamped to {n + 1} (the model has {n} layers and an output layer)")
