@@ -125,7 +125,7 @@ def calibrate(
     -------
     Calibration
     """
-    from hetsim import __version__
+    import hetsim
     from hetsim.sim.platform import LAUNCH_MODES, Platform, PlatformError
 
     base = Platform.load(platform)
@@ -161,7 +161,7 @@ def calibrate(
         finish()
     measured = {"format": FORMAT, "machine": machine_name(dev.name if dev is not None else None),
                 "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                "hetsim_version": __version__, "platform": base.name, "cpu": cpu, "interpreter": interp,
+                "hetsim_version": hetsim.__version__, "platform": base.name, "cpu": cpu, "interpreter": interp,
                 "gpu": gpu_measured, "notes": notes}
     result = Calibration(apply_calibration(base, measured, launch=launch), measured, notes)
     if out is not None:

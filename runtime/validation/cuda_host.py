@@ -129,13 +129,13 @@ def fresh_calibration(platform: Platform, *, device_map: Mapping[str, str] | Non
 
 
 def host_model(platform: Platform, device_map: Mapping[str, str] | None, out: str | os.PathLike[str] | None,
-               progress: Callable[[str], None] | None) -> tuple[Platform, str | None]:
+               progress: Callable[[str], None] | None, **options: Any) -> tuple[Platform, str | None]:
     """On a platform with GPUs (of this machine: the caller checked), the platform
-    with a fresh calibration's host keys and the provenance line; else the platform
-    as given and None."""
+    with a fresh calibration's host keys (:func:`fresh_calibration`, with ``options``)
+    and the provenance line; else the platform as given and None."""
     if not any(d.kind == "gpu" for d in platform.devices):
         return platform, None
-    cal = fresh_calibration(platform, device_map=device_map, out=out, progress=progress)
+    cal = fresh_calibration(platform, device_map=device_map, out=out, progress=progress, **options)
     where = f" ({cal.files['platform']})" if cal.files else ""
     line = (f"calibrated in this run{where}: launch, graph replay, events, copy issue, hand-overs, "
             f"interpreter lock ({'; '.join(cal.notes) or cal.measured['machine']}); no 'two workers active' "
