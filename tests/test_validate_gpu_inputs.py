@@ -286,3 +286,65 @@ def test_a_dynamic_plan_is_simulated_with_its_runs_decisions():
     assert {r["resource"] for r in again.result.records if r["kind"] == "op"} == {"cpu"}
     static = schedulers.get("all-cpu").run(g, plat, "roofline", record=True)
     assert simulate_as_run(static, measured, plat, "roofline", requests=None, seed=None, again=False) == (static, "")
+
+
+# ------------------------------------------------------------------ benchmarks/gpu_validation.py
+def _benchmark():  # noqa: ANN202
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_validation.py"
+    spec = importlib.util.spec_from_file_location("gpu_validation", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_validation_targets_from_the_parts_csvs(tmp_path):
+    bench = _benchmark()
+    card = "NVIDIA H200"
+    bench.write_csv(tmp_path / "replay.csv", [
+        {"model": "googlenet", "ratio": 1.2, "spread_pct": 1.5, "card": card},
+        {"model": "resnet18", "ratio": 1.3, "spread_pct": 4.0, "card": card}])
+    ok = {"status": "ok", "card": card}
+    bench.write_csv(tmp_path / "validate-graph-b1.csv", [
+        {**ok, "model": "googlenet", "batch": 1, "error_pct": -2.0, "kendall_tau": 0.95},
+        {**ok, "model": "googlenet", "batch": 1, "error_pct": 6.0, "kendall_tau": 0.95},
+        {"status": "skipped", "model": "googlenet", "batch": 1, "error_pct": "", "kendall_tau": "", "card": card}])
+    bench.write_csv(tmp_path / "validate-eager-b8.csv", [
+        {**ok, "model": "resnet18", "batch": 8, "error_pct": 9.0, "kendall_tau": 1.0}])
+    rows = {r["target"].split(":")[0].split(" within")[0]: r for r in bench.targets(tmp_path)}
+    assert [(r["status"], r["figure"]) for r in rows.values()] == [
+        ("missed", "googlenet 1.20x, resnet18 1.30x"),
+        ("met", "googlenet 1.5%, resnet18 4.0%"),
+        ("met", "googlenet b1 mean 4.0% max 6.0% tau 0.95"),
+        ("missed", "resnet18 b8 mean 9.0% max 9.0% tau 1.00"),
+        ("not measured", "run python benchmarks/validate_cpu2.py on a quiet CPU host")]
+    assert {r["card"] for r in list(rows.values())[:4]} == {card}
+
+
+def test_gpu_validation_dry_run_writes_its_results_folder(tmp_path, capsys):
+    bench = _benchmark()
+    out = tmp_path / "res"
+    assert bench.main(["--dry-run", "--out", str(out), "--parts", "calibration,replay,validate-graph-b1",
+                       "--budget-s", "300"]) == 0
+    printed = capsys.readouterr().out
+    parts = bench.read_csv(out / "parts.csv")
+    assert [(p["part"], p["status"]) for p in parts] == [("calibration", "ok"), ("replay", "ok"),
+                                                         ("validate-graph-b1", "ok")]
+    (replay,) = bench.read_csv(out / "replay.csv")
+    assert replay["model"] == "squeezenet1_1" and replay["baseline"] == "sequential calls"
+    assert float(replay["ratio"]) == pytest.approx(float(replay["executor_ms"]) / float(replay["whole_model_ms"]))
+    table = bench.read_csv(out / "validate-graph-b1.csv")
+    assert {r["scheduler"] for r in table} == {"all-cpu", "heft", "dynamic"}
+    dyn = next(r for r in table if r["scheduler"] == "dynamic")
+    assert "simulated with the placements and order of its measured median run" in dyn["note"]
+    assert (out / "calibration" / "platform.toml").is_file()
+    summary = bench.read_csv(out / "summary.csv")
+    assert [r["status"] for r in summary][-2:] == ["not measured", "not measured"]  # eager part not run; cpu2
+    assert printed.count("\n") >= len(summary) and "results in" in printed
+    # a part the overall budget cannot fit is recorded as skipped, the rest kept
+    assert bench.main(["--dry-run", "--out", str(out), "--parts", "replay", "--budget-s", "1"]) == 1
+    assert bench.read_csv(out / "parts.csv") == [
+        {"part": "replay", "status": "skipped", "seconds": "0.0", "note": "the overall budget was spent"}]
+    assert bench.read_csv(out / "replay.csv") == [replay]
