@@ -579,3 +579,13 @@ def test_the_printed_table_shows_each_plans_spread():
     assert text.splitlines()[0].split()[6:10] == ["p10-p90", "ms", "spread", "band"]
     assert "940.00-1060.00   12.0%" in text  # p10 0.94 s, p90 1.06 s: (1.06 - 0.94) / 1.0
     assert "measured ms: the mean or median of each plan's timed runs" in text
+
+
+def test_validate_warns_for_a_platform_calibrated_on_another_machine():
+    from hetsim.runtime.calibration import CalibrationWarning
+    from hetsim.sim.platform import Platform
+
+    far = Platform.preset("cpu2").replace(calibration={"machine": "far | CPU Z | no GPU", "date": "2026-01-02",
+                                                       "format": "1"})
+    with pytest.warns(CalibrationWarning, match="calibrated on another machine, 'far | CPU Z | no GPU' on 2026-01-02"):
+        assert len(validate_all([], far, cost="roofline")) == 0

@@ -157,7 +157,7 @@ def _run_one(args: argparse.Namespace) -> int:
     from hetsim.runtime.validation.validate import validate
     from hetsim.sim.platform import Platform
 
-    platform = Platform.load(args.platform)
+    platform = Platform.load(args.platform)  # its calibration is checked by validate()
     if not args.plan:  # a mistyped scheduler, parameter or cost is reported before the model import
         schedulers.get(args.scheduler, **parse_kv(args.scheduler_arg))
     if args.cost:

@@ -109,9 +109,11 @@ __all__ = [
 
 
 def _platform(platform: Platform | str) -> Platform:
-    from hetsim.sim.platform import Platform
+    """The platform, its calibration checked (:func:`runtime.calibration.load_calibrated`:
+    a warning for another machine's or an older format's figures)."""
+    from hetsim.runtime.calibration import load_calibrated
 
-    return Platform.load(platform)
+    return load_calibrated(platform)
 
 
 def _cost(cost: Any, platform: Platform) -> tuple[Any, str]:
