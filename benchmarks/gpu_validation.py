@@ -87,6 +87,8 @@ def sequential_call(ex: Any, device: str) -> Callable[[], Any]:
     copied there once): the model as a plain sequence of its graph's ops."""
     import torch
 
+    from hetsim.runtime.executor.check import run_in_order
+
     eng = ex.engine
     d = eng.dev_index[device]
     calls, where = eng.calls[eng.dmem[d]], eng.mem_names[eng.dmem[d]]
@@ -96,17 +98,7 @@ def sequential_call(ex: Any, device: str) -> Callable[[], Any]:
     inputs = [(torch.as_tensor(v).to(where),) for v in eng.input_values]
     ex.backend.configure(eng.specs[d])
 
-    def run_all() -> Any:
-        vals: list[Any] = [None] * eng.n + inputs
-        for u in range(eng.n):
-            call = calls[u]
-            args = call.tmpl.copy()
-            for i, p, k in call.slots:
-                args[i] = vals[p][k]
-            vals[u] = call(args, 0)
-        return vals
-
-    return run_all
+    return lambda: run_in_order(calls, eng.n, inputs)
 
 
 def whole_model_times(run_all: Callable[[], Any], repeats: int, *, cuda: bool) -> list[float]:
