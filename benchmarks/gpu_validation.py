@@ -15,7 +15,7 @@ written as soon as its part ends):
   host costs measured in the run) on googlenet, resnet18, mobilenet_v2 and bert_base
   at 128 tokens with the schedulers of issue 33, in each launch mode;
   ``validate-graph-b8``, ``validate-eager-b8`` -- googlenet and resnet18 at batch 8
-  (``<part>.csv``, the traces under ``<part>/``).
+  (``<part>.csv``, rewritten after each model; the traces under ``<part>/<model>/``).
 
 ``summary.csv`` holds one row per target of issue 33 (met, missed or not measured,
 the figure, the card) and ``parts.csv`` each part's status and time; the targets
@@ -167,19 +167,24 @@ def part_replay(out: Path, s: dict[str, Any]) -> None:
 
 
 def part_validate(out: Path, s: dict[str, Any], launch: str, big: bool) -> None:
+    """``validate --all`` of each model in turn (its own rounds and calibration), the
+    part's CSV rewritten after each: a part cut short by its budget keeps the models done."""
+    import pandas as pd
+
     from hetsim.runtime.validation.validate import format_table, validate_all
 
     name = f"validate-{launch}-b{8 if big else 1}"
-    models = s["models_b8"] if big else s["models_b1"]
     scheds = None if s["schedulers"] == "all" else s["schedulers"].split(",")
-    table = validate_all(models, s["platform"], scheds, None, warmup=s["warmup"], repeats=s["repeats"],
-                         batch=s["batch_big"] if big else 1, model_kwargs=s["model_args"], out=out / name,
-                         progress=lambda line: print(line, file=sys.stderr, flush=True),
-                         calibrate=s["host_calibration"], replicas=s["replicas"], launch=launch)
-    table["card"] = card(s["device"] != "cpu0")
-    table["batch"] = s["batch_big"] if big else 1
-    print(format_table(table), flush=True)
-    table.to_csv(out / f"{name}.csv", index=False)
+    batch = s["batch_big"] if big else 1
+    tables = []
+    for model in s["models_b8"] if big else s["models_b1"]:
+        table = validate_all([model], s["platform"], scheds, None, warmup=s["warmup"], repeats=s["repeats"],
+                             batch=batch, model_kwargs=s["model_args"], out=out / name / model,
+                             progress=lambda line: print(line, file=sys.stderr, flush=True),
+                             calibrate=s["host_calibration"], replicas=s["replicas"], launch=launch)
+        print(format_table(table), flush=True)
+        tables.append(table.assign(card=card(s["device"] != "cpu0"), batch=batch))
+        pd.concat(tables, ignore_index=True).to_csv(out / f"{name}.csv", index=False)
 
 
 def card(cuda: bool) -> str:
