@@ -269,6 +269,12 @@ def test_recorded_plan_places_and_orders_as_the_run_did():
     assert placed == plan.policy.placement
     with pytest.raises(PlanError, match=r"no op of node\(s\) \['d'\]"):
         recorded_plan(g, recs[:3])
+    from hetsim.runtime.validation.replay import as_static
+
+    static = as_static(plan)
+    assert static.policy is None and static.placement == plan.policy.placement
+    assert static.priority == plan.priority and as_static(static) is static
+    static.validate(g, plat)
 
 
 def test_a_dynamic_plan_is_simulated_with_its_runs_decisions():
@@ -339,6 +345,10 @@ def test_gpu_validation_dry_run_writes_its_results_folder(tmp_path, capsys):
     assert {r["scheduler"] for r in table} == {"all-cpu", "heft", "dynamic"}
     dyn = next(r for r in table if r["scheduler"] == "dynamic")
     assert "simulated with the placements and order of its measured median run" in dyn["note"]
+    from hetsim import schedulers
+
+    plan = schedulers.load_plan(out / "validate-graph-b1" / "squeezenet1_1" / "squeezenet1_1" / "dynamic" / "plan.json")
+    assert plan.policy is None and plan.meta["recorded_from"] == "run" and plan.placement  # the run's decisions
     assert (out / "calibration" / "platform.toml").is_file()
     summary = bench.read_csv(out / "summary.csv")
     assert [r["status"] for r in summary][-2:] == ["not measured", "not measured"]  # eager part not run; cpu2

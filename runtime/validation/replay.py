@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.plan import Plan, SystemView
     from hetsim.sim.platform import Platform
 
-__all__ = ["RecordedPolicy", "recorded_plan", "simulate_as_run"]
+__all__ = ["RecordedPolicy", "as_static", "recorded_plan", "simulate_as_run"]
 
 
 class RecordedPolicy:
@@ -93,6 +93,17 @@ def recorded_plan(graph: Graph, records: Sequence[Mapping[str, Any]], meta: Mapp
     placement = {n: devices[n].most_common(1)[0][0] for n in order}
     return Plan(placement={}, priority={n: float(i) for i, n in enumerate(order)},
                 policy=RecordedPolicy(placement), meta={**dict(meta or {}), "recorded_from": "run"})
+
+
+def as_static(plan: Plan) -> Plan:
+    """A plan placed by a :class:`RecordedPolicy` as the static plan of the same
+    placements and order (what ``plan.json`` holds: a file every plan reader loads);
+    any other plan as it is."""
+    from hetsim.sim.plan import Plan
+
+    if not isinstance(plan.policy, RecordedPolicy):
+        return plan
+    return Plan(placement=dict(plan.policy.placement), priority=dict(plan.priority), meta=dict(plan.meta))
 
 
 def simulate_as_run(run: PlanRun, measured: RunResult, platform: Platform, cost: Any, *, requests: int | None,

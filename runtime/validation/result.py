@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim.runtime.validation.replay import as_static
 from hetsim.runtime.validation.table import in_band
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -120,12 +121,13 @@ class ValidationResult:
 
     def write(self, out: str | os.PathLike[str]) -> Path:
         """Write ``sim_trace.json``, ``run_trace.json``, ``plan.json`` and
-        ``summary.json`` into the folder ``out``."""
+        ``summary.json`` into the folder ``out`` (a dynamic plan's ``plan.json``: the
+        placements and order its run made, as a static plan)."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         self.sim.to_chrome_trace(out / "sim_trace.json")
         self.run.to_chrome_trace(out / "run_trace.json")
-        self.plan.to_json(out / "plan.json")
+        as_static(self.plan).to_json(out / "plan.json")
         summary = {"row": _jsonable(self.row()), "inputs": self.inputs, "run": _jsonable(self.run.summary()),
                    "sim": _jsonable(self.sim.summary()), "makespans_s": self.run.makespans,
                    "check": self.run.check}
