@@ -35,8 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Plan MODEL with a scheduler, simulate the plan, execute it on the real devices the "
         "platform maps to (cpu -> cpu@threads, gpu -> cuda:K), and print simulated vs measured makespan, "
         "the measured p10-p90 band, the error and per-device busy time. Without --cost the op times and "
-        "host costs are measured in the run's own rounds (the output says which inputs were measured and "
-        "which came from a file). --out writes "
+        "host costs are measured in the run's own rounds (on a CUDA platform after a fresh calibration of the "
+        "host costs; the output says which inputs were measured and which came from a file). Plans that use a "
+        "GPU run with CUDA graphs unless --launch eager; dynamic plans are simulated with the placements their "
+        "run made. --out writes "
         "sim_trace.json and run_trace.json (open them side by side in Perfetto). With --all: every "
         "applicable scheduler on several models, a validation.csv table and the Kendall tau between "
         "the simulated and measured rankings per model.",
@@ -80,6 +82,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--input-shape", action="append", metavar="[NAME=]DIMS[:DTYPE[:HIGH]]",
                    help="example input of an ONNX or file.py:ClassName MODEL, full shape, e.g. 1x3x224x224 "
                    "or input_ids=2x16:int64:50257; repeat for several inputs")
+    p.add_argument("--launch", choices=["graph", "eager"], default=None,
+                   help="how plans that use a GPU launch its ops, in the run and in the simulation: graph (each "
+                   "segment between cross-device edges a CUDA graph; the default) or eager (one launch per op); "
+                   "dynamic plans and the tvm backend launch eagerly, with a note")
+    p.add_argument("--statistic", choices=["median", "mean"], default=None,
+                   help="statistic of the measured makespans set beside the simulation (default: mean where "
+                   "the op times are measured in the run on a CUDA platform, median otherwise)")
     p.add_argument("--out", default=None, metavar="DIR", help="write traces (and the --all tables) here")
     p.add_argument("--calibrate", default=None, metavar="PROFILE",
                    help="measure the executor's per-op overhead and write it into PROFILE/dispatch.json")
@@ -148,7 +157,7 @@ def _run_one(args: argparse.Namespace) -> int:
     from hetsim.runtime.validation.validate import validate
     from hetsim.sim.platform import Platform
 
-    platform = Platform.load(args.platform)
+    platform = Platform.load(args.platform)  # its calibration is checked by validate()
     if not args.plan:  # a mistyped scheduler, parameter or cost is reported before the model import
         schedulers.get(args.scheduler, **parse_kv(args.scheduler_arg))
     if args.cost:
@@ -165,6 +174,7 @@ def _run_one(args: argparse.Namespace) -> int:
                    repeats=args.repeats, device_map=_device_map(args.device_map),
                    scheduler_args=parse_kv(args.scheduler_arg) if not args.plan else None,
                    calibrate=args.host_calibration, folder=args.out, replicas=args.replicas,
+                   launch=args.launch, statistic=args.statistic,
                    progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(res)
     _hint_if_busy([res.run.spread])
@@ -197,7 +207,7 @@ def _run_all(args: argparse.Namespace) -> int:
                          model_kwargs=_model_kwargs(models, args.arg),
                          device_map=_device_map(args.device_map), out=args.out, progress=say,
                          in_context=args.in_context, calibrate=args.host_calibration,
-                         replicas=args.replicas)
+                         replicas=args.replicas, launch=args.launch, statistic=args.statistic)
     print(format_table(table))
     print("\ninputs of the simulation:")
     for what, where in table.attrs.get("inputs", {}).items():
