@@ -15,6 +15,12 @@ so that the measured makespan can be set against the simulated one.
   once per device before timing.
 * A dynamic plan's policy places ops as they become ready, through the same
   :class:`sim.plan.SystemView` interface as in the simulator.
+* GPU work is launched as a deployment launches it (``launch``): a static plan on
+  the torch backend replays each GPU segment (the ops between cross-device edges,
+  :mod:`runtime.executor.segments`) as a CUDA graph captured once per execution
+  (``"graph"``, the default there); dynamic plans and the tvm backend launch op by
+  op (``"eager"``). Timed runs record no CUDA timing event; ``trace=True`` adds a
+  traced run of its own for per-op device times (:attr:`RunResult.trace`).
 * The first run is checked: every node's outputs against the same node in a
   single-device run (all nodes in order on the host), and the graph outputs
   against the zoo model's own torch module: a plan executed wrongly raises
@@ -35,6 +41,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
@@ -54,13 +61,13 @@ from hetsim.runtime.executor.check import (
     translate_error,
 )
 from hetsim.runtime.executor.setup import (
+    CheckedPlan,
     ExecutionError,
     Wiring,
     build_calls,
-    check_devices,
+    check_plan,
     load_model,
     map_devices,
-    plan_devices,
     wire,
 )
 from hetsim.runtime.executor.view import torch_threads
@@ -115,6 +122,16 @@ class RunResult:
         A dynamic plan's median time per run-time placement (the policy's
         ``select`` and the bookkeeping after it, under the executor's lock) over
         every decision of the timed runs; None for a static plan.
+    launch
+        How GPU work was launched: ``"graph"`` (a CUDA graph per segment: one
+        ``dispatch`` record per segment replay in ``records``), ``"eager"`` (one
+        ``dispatch`` record per op launch), or None when no GPU took part. Timed
+        runs record no GPU device times: their GPU ops have no ``op`` records.
+    trace
+        With ``trace=True``: the records of a traced run of its own (every GPU op
+        launched eagerly between two CUDA timing events, copies timed likewise; CPU
+        ops as in ``records``), in the same format; the GPUs' ``device_busy`` comes
+        from it. None otherwise.
     """
 
     graph: str
@@ -132,6 +149,16 @@ class RunResult:
     setup_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     decision_s: float | None = None
+    launch: str | None = None
+    trace: list[dict[str, Any]] | None = None
+
+    def with_trace(self, records: list[dict[str, Any]], gpus: list[str]) -> RunResult:
+        """This result with a traced run's ``records``, and the busy time of the devices
+        ``gpus`` taken from them."""
+        busy = dict(self.device_busy)
+        for d in gpus:
+            busy[d] = sum(r["end"] - r["start"] for r in records if r["kind"] == "op" and r["resource"] == d)
+        return dataclasses.replace(self, trace=records, device_busy=busy)
 
     # ------------------------------------------------------------------ stats
     @property
@@ -187,7 +214,7 @@ class RunResult:
             "warmup": self.warmup, "makespan_s": self.median, "makespan_p10_s": self.p10,
             "makespan_p90_s": self.p90, "makespan_min_s": min(self.makespans),
             "ops": sum(1 for r in self.records if r["kind"] == "op"), "setup_s": self.setup_s,
-            "check_error": None if self.check is None else self.check["error"],
+            "check_error": None if self.check is None else self.check["error"], "launch": self.launch,
         }
         if self.decision_s is not None:
             row["decision_s"] = self.decision_s
@@ -202,7 +229,8 @@ class RunResult:
         devs = ", ".join(f"{k}={v}" for k, v in self.devices.items())
         lines = [
             f"{self.graph} on {self.platform} ({devs}), backend {self.backend}"
-            + (f", plan {self.scheduler}" if self.scheduler else ""),
+            + (f", plan {self.scheduler}" if self.scheduler else "")
+            + (f", GPU launch {self.launch}" if self.launch else ""),
             f"makespan (ms): median {self.median * ms:.3f}  p10 {self.p10 * ms:.3f}  p90 {self.p90 * ms:.3f}"
             f"  ({len(self.makespans)} runs after {self.warmup} warm-up, {self.requests} request(s))",
         ]
@@ -247,6 +275,8 @@ def execute(
     pin_threads: bool = True,
     tune_malloc: bool = True,
     replicas: int = 1,
+    launch: str | None = None,
+    trace: bool = False,
 ) -> RunResult:
     """Run ``plan`` for ``graph`` on the real devices of ``platform`` and time it.
 
@@ -299,6 +329,15 @@ def execute(
         (:func:`~runtime.validation.rounds.pool_runs`: ``replicas * repeats``
         makespans): one execution's memory layout is an offset that all its runs
         share (see :mod:`runtime.validation.rounds`).
+    launch
+        How GPU work is launched: ``"graph"`` (each segment of a GPU's ops between
+        cross-device edges captured once as a CUDA graph and replayed; the default
+        for static plans on the torch backend) or ``"eager"`` (one launch per op;
+        the default, and the only mode, for dynamic plans and the tvm backend).
+        Ignored when no GPU takes part.
+    trace
+        After the timed runs, run once more with a CUDA timing event pair around
+        every GPU op (launched eagerly) and copy: :attr:`RunResult.trace`.
 
     Returns
     -------
@@ -309,29 +348,26 @@ def execute(
     sim.PlanError
         For a plan that names nodes the graph lacks, or devices the platform lacks.
     ExecutionError
-        For a device this machine does not have (before anything runs), a model
-        that does not explain the graph, outputs that differ from the reference,
-        an out-of-memory device (with the simulator's predicted peak), a failure.
+        For a device this machine does not have or a launch mode the plan cannot
+        use (before anything runs), a model that does not explain the graph,
+        outputs that differ from the reference, an out-of-memory device (with the
+        simulator's predicted peak), a failure (a CUDA error in a captured segment
+        names the plan and the segment's first node).
     BackendError
         When the backend cannot run an op (naming it, suggesting the other backend).
     """
-    from hetsim.sim.platform import Platform
-
-    platform = Platform.load(platform)
     check_replicas(replicas)
     t_setup = time.perf_counter()
-    plan.validate(graph, platform)
-    specs = map_devices(platform, device_map)
-    active = plan_devices(plan, platform)
-    check_devices(specs, sorted(set(active) | {platform.host}))
+    checked = check_plan(graph, plan, platform, device_map=device_map, launch=launch,
+                         backend=backend if isinstance(backend, str) else backend.name)
     if model is None:
         model = load_model(graph)
     wiring = wire(graph, model)
     return execute_wired(
-        graph, plan, platform, wiring, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
+        graph, plan, checked.platform, wiring, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
         device_map=device_map, cost=cost, model=model, requests=requests, check=check, rtol=rtol,
         atol=atol, timeout_s=timeout_s, setup_start=t_setup, pin_threads=pin_threads,
-        tune_malloc=tune_malloc, replicas=replicas,
+        tune_malloc=tune_malloc, replicas=replicas, launch=launch, trace=trace, checked=checked,
     )
 
 
@@ -344,16 +380,22 @@ def execute_wired(
     warmup: int = 3,
     repeats: int = 10,
     replicas: int = 1,
+    trace: bool = False,
     **kw: Any,
 ) -> RunResult:
     """:func:`execute` with the dataflow given as a :class:`~runtime.executor.setup.Wiring`
     (for graphs that no Relax model describes, e.g. synthetic ones); ``kw`` as
     :class:`Execution` (``model`` only gives the tvm backend its kernels and the
-    check its torch module)."""
+    check its torch module). The plan is checked once (:func:`check_plan`) for all
+    ``replicas``."""
     for name, v, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
     check_replicas(replicas)
+    if kw.get("checked") is None:
+        bk = kw.get("backend", "torch")
+        kw["checked"] = check_plan(graph, plan, platform, device_map=kw.get("device_map"), launch=kw.get("launch"),
+                                   backend=bk if isinstance(bk, str) else bk.name)
     executions: list[Execution] = []
     try:  # each replica built apart (its own buffers and threads), their runs interleaved
         for _ in range(replicas):
@@ -362,7 +404,10 @@ def execute_wired(
         for order in round_orders(executions, repeats):
             for ex in order:
                 ex.run(1)
-        return pool_runs([ex.result() for ex in executions])
+        result = pool_runs([ex.result() for ex in executions])
+        if trace:
+            result = result.with_trace(executions[0].trace(), executions[0].gpu_devices)
+        return result
     finally:
         for ex in executions:
             ex.close()
@@ -376,7 +421,17 @@ class Execution:
     conditions. Close it (or use it as a context manager) to stop its threads.
 
     Parameters are those of :func:`execute`, with the dataflow as a ``wiring``
-    (:func:`runtime.executor.setup.wire`).
+    (:func:`runtime.executor.setup.wire`), and
+
+    checked
+        The plan already checked (:func:`~runtime.executor.setup.check_plan`, with
+        this ``device_map``, ``backend`` and ``launch``), not checked again.
+    cuda_device
+        The CUDA calls (:class:`~runtime.executor.device.CudaDevice`; default
+        ``torch.cuda``).
+
+    With ``launch="graph"``, the first :meth:`run` is preceded by a run of its own
+    that captures every segment (counted neither as warm-up nor as timed).
     """
 
     def __init__(
@@ -399,22 +454,21 @@ class Execution:
         setup_start: float | None = None,
         pin_threads: bool = True,
         tune_malloc: bool = True,
+        launch: str | None = None,
+        checked: CheckedPlan | None = None,
+        cuda_device: Any = None,
     ) -> None:
         from hetsim.runtime.backends import get_backend
         from hetsim.runtime.executor.run import Engine
-        from hetsim.sim.platform import Platform
 
-        platform = Platform.load(platform)
         t_setup = setup_start if setup_start is not None else time.perf_counter()
         n_req = requests if requests is not None else (plan.microbatches or 1)
         if isinstance(n_req, bool) or not isinstance(n_req, int) or n_req < 1:
             raise ValueError(f"requests must be an int >= 1, got {requests!r}")
-        plan.validate(graph, platform)
-        specs = map_devices(platform, device_map)
-        active = plan_devices(plan, platform)
-        check_devices(specs, sorted(set(active) | {platform.host}))
-        if specs[platform.host].kind != "cpu":
-            raise ExecutionError(f"platform host {platform.host!r} must run on a CPU, not {specs[platform.host].name!r}")
+        if checked is None:
+            checked = check_plan(graph, plan, platform, device_map=device_map, launch=launch,
+                                 backend=backend if isinstance(backend, str) else backend.name)
+        platform, specs, active = checked.platform, checked.specs, checked.active
         bk = get_backend(backend) if isinstance(backend, str) else backend
         if cost is None:
             from hetsim.costmodel.roofline import Roofline
@@ -426,7 +480,14 @@ class Execution:
         self.specs, self.n_req, self.timeout_s = specs, n_req, timeout_s
         self.check, self.rtol, self.atol = check, rtol, atol
         self.gpu = any(specs[d].kind == "gpu" for d in active)
+        #: platform devices of the plan that run on a GPU
+        self.gpu_devices = [d for d in active if specs[d].kind == "gpu"]
+        self.launch = checked.launch
+        self.captured = checked.launch != "graph"
         self.notes: list[str] = []
+        if self.gpu:
+            self.notes.append("timed runs record no GPU device time: the GPUs' busy times come from "
+                              "trace=True (--trace)")
         self.makespans: list[float] = []
         self.runs: list[list[dict[str, Any]]] = []
         self.decision_times: list[float] = []  # every run-time placement of the timed runs
@@ -443,13 +504,18 @@ class Execution:
         try:
             calls = _prepare(graph, plan, platform, specs, active, wiring, bk)
             inputs = _host_inputs(wiring, bk, graph)
-            cuda = None
+            cuda = segments = None
             if self.gpu:
                 from hetsim.runtime.executor.cuda import CudaRuntime
 
-                cuda = CudaRuntime(bk.name)
+                cuda = CudaRuntime(bk.name, cuda_device)
+            if self.launch == "graph":
+                from hetsim.runtime.executor.segments import gpu_segments
+
+                segments = gpu_segments(graph, plan, platform)
             self.engine = Engine(graph, platform, plan, specs, calls, inputs, bk, cost, active=active,
-                                 requests=n_req, seed=seed, cuda=cuda, pin=pin_threads)
+                                 requests=n_req, seed=seed, cuda=cuda, pin=pin_threads, segments=segments,
+                                 plan_name=str(plan.meta.get("scheduler") or "plan"))
             if check:
                 nodes_ref = sequential_reference(graph, self.engine, wiring, bk, specs)
                 module_ref = reference_outputs(graph, model) if model is not None else None
@@ -474,6 +540,9 @@ class Execution:
         out = []
         engine = self.engine
         try:
+            if not self.captured:  # a run of its own captures the segments
+                engine.run_once(self.timeout_s)
+                self.captured = True
             for _ in range(n):
                 first = self.warmup + len(self.makespans) == 0
                 span = engine.run_once(self.timeout_s, keep=self.check and first)
@@ -495,6 +564,24 @@ class Execution:
             raise
         return out
 
+    def trace(self) -> list[dict[str, Any]]:
+        """One traced run (every GPU op launched eagerly between two CUDA timing
+        events, copies timed likewise; not timed, not kept among the runs): its
+        records in the simulator's format."""
+        from hetsim.runtime.executor.run import Failure
+
+        if self.engine is None:
+            raise ExecutionError("this execution is closed")
+        try:
+            self.engine.run_once(self.timeout_s, trace=True)
+        except Failure as f:
+            self.close()
+            raise translate_error(f.exc, f.where, self.graph, self.platform, self.plan, self.cost) from f.exc
+        except BaseException:
+            self.close()
+            raise
+        return self.engine.records()
+
     def result(self) -> RunResult:
         """The timed runs so far as a :class:`RunResult` (records of the median run)."""
         if not self.makespans:
@@ -514,6 +601,7 @@ class Execution:
             streams={d.name: d.streams for d in platform.devices}, check=self.check_result,
             setup_s=self.setup_s, notes=list(self.notes),
             decision_s=float(statistics.median(self.decision_times)) if self.decision_times else None,
+            launch=self.launch,
         )
 
     def close(self) -> None:

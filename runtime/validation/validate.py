@@ -131,6 +131,8 @@ def validate(
     folder: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
     replicas: int = 3,
+    launch: str | None = None,
+    trace: bool = False,
 ) -> ValidationResult:
     """Plan, simulate and execute ``graph`` on ``platform``; compare.
 
@@ -173,6 +175,9 @@ def validate(
         buffers and threads), run in the same interleaved rounds, their
         ``replicas * repeats`` timed runs pooled: one execution's memory layout
         is an offset all its runs share (:mod:`runtime.validation.rounds`).
+    launch, trace
+        How GPU work is launched (``"graph"``, ``"eager"``, default per plan) and
+        whether a traced run adds per-op GPU times, as :func:`runtime.execute`.
 
     Returns
     -------
@@ -204,7 +209,7 @@ def validate(
                                    warmup=warmup, repeats=repeats, device_map=device_map, out_dir=None,
                                    progress=progress, profiler=inputs.profiler, calibration=inputs.calibration,
                                    cal_rows=cal_rows, results=results, requests=requests, seed=seed,
-                                   decisions=decisions, replicas=replicas)
+                                   decisions=decisions, replicas=replicas, launch=launch, trace=trace)
             if not results:
                 raise ExecutionError(f"{graph.name} {label}: {rows[0]['status']}: {rows[0].get('note', '')}")
             res = results[0]
@@ -218,7 +223,7 @@ def validate(
                     requests=requests, record=True, seed=seed)  # fmt: skip
     result = execute(run.graph, run.plan, platform, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
                      device_map=device_map, cost=cost_model, model=model, requests=requests,
-                     replicas=replicas)  # fmt: skip
+                     replicas=replicas, launch=launch, trace=trace)  # fmt: skip
     inputs = file_inputs(platform, cost_name, replicas=replicas, rounds=repeats)
     if cost is None:
         inputs["op times"] += f" ({why_not_measured(platform)})"
@@ -256,6 +261,8 @@ def validate_all(
     in_context: str | os.PathLike[str] | None = None,
     calibrate: str | None = None,
     replicas: int = 3,
+    launch: str | None = None,
+    trace: bool = False,
 ) -> pd.DataFrame:
     """Validate every applicable scheduler on each model; one row per (model, scheduler).
 
@@ -309,6 +316,11 @@ def validate_all(
     replicas
         As :func:`validate`: each plan measured as this many executions, each
         built apart, in the same rounds, their timed runs pooled.
+    launch
+        As :func:`runtime.execute` (default: CUDA graphs for static plans, eager
+        launches for dynamic ones; ``"graph"`` fails the dynamic plans' rows).
+    trace
+        After the rounds, a traced run of each plan (:func:`runtime.execute`).
 
     Notes
     -----
@@ -374,7 +386,7 @@ def validate_all(
                                     backend=backend, warmup=warmup, repeats=repeats, device_map=device_map,
                                     out_dir=out_dir, progress=progress, profiler=profiler,
                                     calibration=calibration, cal_rows=cal_rows, decisions=decisions,
-                                    replicas=replicas)
+                                    replicas=replicas, launch=launch, trace=trace)
     finally:
         if measured is not None:
             measured.close()
@@ -413,7 +425,7 @@ def _validate_model(
     profiler: ContextProfiler | None = None, calibration: HostCalibration | None = None,
     cal_rows: list[dict[str, Any]] | None = None, results: list[ValidationResult] | None = None,
     requests: int | None = None, seed: int | None = None, decisions: dict[str, float] | None = None,
-    replicas: int = 1,
+    replicas: int = 1, launch: str | None = None, trace: bool = False,
 ) -> list[dict[str, Any]]:
     """Plan and simulate with every scheduler, prepare every execution, then run them
     interleaved (each round runs each execution once, in the order of
@@ -471,7 +483,7 @@ def _validate_model(
                 for _ in range(replicas):  # each built apart: its own buffers and threads
                     ex = Execution(run.graph, run.plan, platform, wire(run.graph, relax_model), backend=backend,
                                    cost=cost, model=relax_model, device_map=device_map, requests=requests,
-                                   seed=seed)  # fmt: skip
+                                   seed=seed, launch=launch)  # fmt: skip
                     live.append((name, run, ex))
                     ex.run(warmup, timed=False)
                 key = _execution_key(run)
@@ -522,7 +534,13 @@ def _validate_model(
         for name, run, ex in live:
             replica_runs.setdefault(name, []).append(ex.result())
             plan_runs[name] = run
+        traces: dict[str, tuple[list[dict[str, Any]], list[str]]] = {}
+        for name, _, ex in live if trace else ():  # a traced run of each plan's first execution
+            if name not in traces:
+                traces[name] = (ex.trace(), ex.gpu_devices)
         measured = {name: pool_runs(runs) for name, runs in replica_runs.items()}
+        for name, (records, gpus) in traces.items():
+            measured[name] = measured[name].with_trace(records, gpus)
         notes = _pool_same_plans(measured, same.values())
         for name, run in plan_runs.items():
             measured_run, note = measured[name], notes.get(name, "")
