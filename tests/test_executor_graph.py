@@ -441,3 +441,16 @@ def test_cli_validate_refuses_graph_launch_of_a_dynamic_plan(capsys):
     err = capsys.readouterr().err
     assert rc == 2
     assert "hetsim validate: error: launch 'graph' needs a static plan" in err and err.count("\n") == 1
+
+
+def test_a_traced_execution_times_every_run(fake_gpu):
+    """traced=True (profiling and calibration executions): every run, timed ones too,
+    launches eagerly between timing events; nothing is captured."""
+    g, wiring = _graph(CHAIN)
+    with _execution(g, wiring, MIXED, fake_gpu, traced=True) as ex:
+        ex.run(2)
+        res = ex.result()
+    assert fake_gpu.graphs == [] and res.launch == "eager" and res.notes == []
+    assert sorted(r["node"] for r in res.records if r["kind"] == "op") == ["a", "b", "c", "d"]
+    assert len([r for r in res.records if r["kind"] == "transfer"]) == 4
+    assert res.device_busy["gpu"] > 0

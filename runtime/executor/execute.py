@@ -429,6 +429,10 @@ class Execution:
     cuda_device
         The CUDA calls (:class:`~runtime.executor.device.CudaDevice`; default
         ``torch.cuda``).
+    traced
+        Make every run a traced run (GPU ops launched eagerly between CUDA timing
+        events, copies timed): the records of profiling and calibration
+        executions, which measure per-op and per-copy times, not makespans.
 
     With ``launch="graph"``, the first :meth:`run` is preceded by a run of its own
     that captures every segment (counted neither as warm-up nor as timed).
@@ -457,6 +461,7 @@ class Execution:
         launch: str | None = None,
         checked: CheckedPlan | None = None,
         cuda_device: Any = None,
+        traced: bool = False,
     ) -> None:
         from hetsim.runtime.backends import get_backend
         from hetsim.runtime.executor.run import Engine
@@ -482,10 +487,11 @@ class Execution:
         self.gpu = any(specs[d].kind == "gpu" for d in active)
         #: platform devices of the plan that run on a GPU
         self.gpu_devices = [d for d in active if specs[d].kind == "gpu"]
-        self.launch = checked.launch
-        self.captured = checked.launch != "graph"
+        self.traced = traced
+        self.launch = "eager" if traced and checked.launch else checked.launch
+        self.captured = self.launch != "graph"
         self.notes: list[str] = []
-        if self.gpu:
+        if self.gpu and not traced:
             self.notes.append("timed runs record no GPU device time: the GPUs' busy times come from "
                               "trace=True (--trace)")
         self.makespans: list[float] = []
@@ -545,7 +551,7 @@ class Execution:
                 self.captured = True
             for _ in range(n):
                 first = self.warmup + len(self.makespans) == 0
-                span = engine.run_once(self.timeout_s, keep=self.check and first)
+                span = engine.run_once(self.timeout_s, keep=self.check and first, trace=self.traced)
                 if first and self.check:
                     self.check_result = check_run(self.graph, engine, self._ref, self.rtol, self.atol, self.gpu)
                     self._ref = None
