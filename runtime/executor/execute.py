@@ -41,11 +41,12 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -539,13 +540,8 @@ class Execution:
     def run(self, n: int = 1, *, timed: bool = True) -> list[float]:
         """Run ``n`` times (timed: kept in the result; else warm-up); the makespans.
         The first run is checked against the references."""
-        from hetsim.runtime.executor.run import Failure
-
-        if self.engine is None:
-            raise ExecutionError("this execution is closed")
         out = []
-        engine = self.engine
-        try:
+        with self._closed_on_failure() as engine:
             if not self.captured:  # a run of its own captures the segments
                 engine.run_once(self.timeout_s)
                 self.captured = True
@@ -562,31 +558,32 @@ class Execution:
                 else:
                     self.warmup += 1
                 out.append(span)
-        except Failure as f:
-            self.close()
-            raise translate_error(f.exc, f.where, self.graph, self.platform, self.plan, self.cost) from f.exc
-        except BaseException:
-            self.close()
-            raise
         return out
 
     def trace(self) -> list[dict[str, Any]]:
         """One traced run (every GPU op launched eagerly between two CUDA timing
         events, copies timed likewise; not timed, not kept among the runs): its
         records in the simulator's format."""
+        with self._closed_on_failure() as engine:
+            engine.run_once(self.timeout_s, trace=True)
+            return engine.records()
+
+    @contextlib.contextmanager
+    def _closed_on_failure(self) -> Iterator[Any]:
+        """The engine; a failure closes the execution, a worker's failure raised as
+        the error :func:`execute` raises."""
         from hetsim.runtime.executor.run import Failure
 
         if self.engine is None:
             raise ExecutionError("this execution is closed")
         try:
-            self.engine.run_once(self.timeout_s, trace=True)
+            yield self.engine
         except Failure as f:
             self.close()
             raise translate_error(f.exc, f.where, self.graph, self.platform, self.plan, self.cost) from f.exc
         except BaseException:
             self.close()
             raise
-        return self.engine.records()
 
     def result(self) -> RunResult:
         """The timed runs so far as a :class:`RunResult` (records of the median run)."""
