@@ -147,6 +147,8 @@ class FakeCuda:
         self.capturing: int | None = None
         self.captured: dict[int, list[str]] = {}
         self.fail_in = fail_in
+        #: "wait_host" or "synchronize": where an asynchronous CUDA error surfaces
+        self.fail_at: str | None = None
 
     def stream(self, index: int) -> FakeStream:
         self.streams.append(FakeStream(f"s{len(self.streams)}"))
@@ -164,6 +166,8 @@ class FakeCuda:
 
     def wait_host(self, event: FakeEvent) -> None:
         self.log.append(("wait_host", event.id))
+        if self.fail_at == "wait_host":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     def elapsed_s(self, start: FakeEvent, end: FakeEvent) -> float:
         return (end.id - start.id) * 1e-6
@@ -205,6 +209,8 @@ class FakeCuda:
 
     def synchronize(self, index: int) -> None:
         self.log.append(("sync", index))
+        if self.fail_at == "synchronize":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     def using(self, index: int, stream: FakeStream) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
@@ -376,6 +382,21 @@ def test_a_cuda_error_in_a_captured_segment_names_the_plan_and_its_first_node(fa
         assert other.result().check["error"] <= 1.0
 
 
+@pytest.mark.parametrize(("where", "culprit"), [("wait_host", "waited on by node 'c'"), ("synchronize", "")])
+def test_an_asynchronous_cuda_error_names_the_plan_and_the_last_launch(fake_gpu, where, culprit):
+    """A kernel fault surfaces where the host next waits on the GPU: in the CPU worker
+    waiting for its input, or at the end of the run."""
+    g, wiring = _graph(CHAIN)
+    ex = _execution(g, wiring, MIXED, fake_gpu)
+    ex.run(1)
+    fake_gpu.fail_at = where
+    with pytest.raises(ExecutionError, match=r"plan 'mixed': the GPU work of a run \(last launched: 'gpu': "
+                                             r"'graph (a\.\.b|d)'\)" + (", " + culprit if culprit else "")
+                                             + r".*RuntimeError: CUDA error: an illegal"):
+        ex.run(1)
+    assert ex.engine is None
+
+
 # ------------------------------------------------------------------ launch modes
 def test_launch_mode_defaults_and_refusals():
     assert resolve_launch(None, dynamic=False, backend="torch", gpu=True) == "graph"
@@ -454,3 +475,17 @@ def test_a_traced_execution_times_every_run(fake_gpu):
     assert sorted(r["node"] for r in res.records if r["kind"] == "op") == ["a", "b", "c", "d"]
     assert len([r for r in res.records if r["kind"] == "transfer"]) == 4
     assert res.device_busy["gpu"] > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_real_cuda_graphs_replay_a_mixed_plan():
+    g, wiring = _graph(CHAIN)
+    with Execution(g, MIXED, BOX, wiring, device_map={"cpu": "cpu@1"}, pin_threads=False) as ex:
+        ex.run(1, timed=False)
+        ex.run(3)
+        res = ex.result()
+        assert res.launch == "graph" and res.check["node_error"] <= 1.0
+        assert sorted(key[0] for key in ex.engine.cuda.graphs) == [0, 1]
+        assert [c.replays for c in ex.engine.cuda.graphs.values()] == [5, 5]
+        records = ex.trace()
+    assert sorted(r["node"] for r in records if r["kind"] == "op") == ["a", "b", "c", "d"]

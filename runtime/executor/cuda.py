@@ -89,6 +89,8 @@ class CudaRuntime:
         self.anchor: dict[int, tuple[float, Any]] = {}
         self.xfers: list[tuple] = []
         self.tracing = False
+        #: platform device -> the name of its last launch (an op, or ``graph first..last``)
+        self.last_launch: dict[str, str] = {}
 
     # --------------------------------------------------------------- lifecycle
     def start(self, engine: Engine) -> None:
@@ -126,6 +128,12 @@ class CudaRuntime:
         """Wait for every GPU (all work of the run done)."""
         for m in self.h2d:
             self.dev.synchronize(self.index[m])
+
+    def describe(self, engine: Engine) -> str:
+        """Where the GPU work of ``engine``'s plan stood: for an error that surfaces at a
+        synchronisation, after the launch that caused it."""
+        last = ", ".join(f"{d!r}: {name!r}" for d, name in self.last_launch.items()) or "none"
+        return f"plan {engine.plan_name!r}: the GPU work of a run (last launched: {last})"
 
     def _event(self, key: tuple, *, timing: bool = False) -> Any:
         ev = self.events.get(key)
@@ -236,6 +244,7 @@ class CudaRuntime:
         if e1 is not None:
             dev.record(e1, stream)
         t_enq = time.perf_counter()
+        self.last_launch[engine.dev_names[d]] = engine.names[u]
         st.vals[u] = out
         st.evs[u] = (e1, stream) if e1 is not None else None
         if self.tracing:
@@ -268,6 +277,7 @@ class CudaRuntime:
             engine.fail(e, where)
             return None
         t_enq = time.perf_counter()
+        self.last_launch[engine.dev_names[d]] = seg.name
         evs, vals, outs = st.evs, st.vals, cap.outs
         done = (ev, stream)
         for v in seg.members:

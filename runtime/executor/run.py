@@ -392,7 +392,11 @@ class Engine:
                 else:  # a copy from a GPU: wait for its event here, in this worker
                     args[i], ev = st.cvals[(p, k, mine)]
                     if ev is not None:
-                        wait_host(ev[0])
+                        try:
+                            wait_host(ev[0])
+                        except BaseException as e:  # noqa: BLE001 - a CUDA error surfaces here
+                            self.fail(e, f"{self.cuda.describe(self)}, waited on by node {self.names[u]!r}")
+                            return
             t_call = pc()
             try:
                 out = call(args, r)
@@ -587,13 +591,16 @@ class Engine:
             if self.error is not None:
                 exc, where = self.error
                 raise Failure(exc, where)
-            if self.output_events:  # the host waits for the graph outputs' copies
-                for ev in self.output_events:
-                    self.cuda.dev.wait_host(ev)
-                self.t_end = max(self.t_end, time.perf_counter())
-            makespan = self.t_end - self.t0
             if self.cuda is not None:
-                self.cuda.end(self)
+                try:
+                    if self.output_events:  # the host waits for the graph outputs' copies
+                        for ev in self.output_events:
+                            self.cuda.dev.wait_host(ev)
+                        self.t_end = max(self.t_end, time.perf_counter())
+                    self.cuda.end(self)
+                except Exception as e:  # a CUDA error of work launched earlier surfaces here
+                    raise Failure(e, self.cuda.describe(self)) from e
+            makespan = self.t_end - self.t0
         finally:
             sys.setswitchinterval(switch)
             if gc_was:
