@@ -147,7 +147,7 @@ class FakeCuda:
         self.capturing: int | None = None
         self.captured: dict[int, list[str]] = {}
         self.fail_in = fail_in
-        #: "wait_host" or "synchronize": where an asynchronous CUDA error surfaces
+        #: "wait_host", "synchronize" or "replay": where a CUDA error surfaces
         self.fail_at: str | None = None
 
     def stream(self, index: int) -> FakeStream:
@@ -201,6 +201,8 @@ class FakeCuda:
 
     def replay(self, graph: FakeGraph, stream: FakeStream) -> None:
         """Run the body again and write its outputs into the captured ones, as a replay does."""
+        if self.fail_at == "replay":
+            raise RuntimeError("CUDA error: an illegal instruction was encountered")
         graph.replays += 1
         self.log.append(("replay", graph.id, stream.name))
         for v, new in graph.body().items():
@@ -372,7 +374,9 @@ def test_a_cuda_error_in_a_captured_segment_names_the_plan_and_its_first_node(fa
     fake_gpu.fail_in = "d"
     ex = _execution(g, wiring, MIXED, fake_gpu)
     with pytest.raises(ExecutionError, match=r"plan 'mixed': the CUDA graph of the segment from node 'd' "
-                                             r"\(1 ops\) on 'gpu': RuntimeError: CUDA error: an illegal"):
+                                             r"\(1 ops\) on 'gpu': capture failed: RuntimeError: CUDA error: an illegal memory access "
+                                             r"was encountered \(an op that waits for the host cannot be captured: "
+                                             r"run this plan with launch 'eager'\)"):
         ex.run(1)
     assert ex.engine is None  # closed
     # another execution of the same process is unaffected
@@ -380,6 +384,16 @@ def test_a_cuda_error_in_a_captured_segment_names_the_plan_and_its_first_node(fa
     with _execution(g, wiring, MIXED, fake_gpu) as other:
         other.run(1)
         assert other.result().check["error"] <= 1.0
+
+
+def test_a_failed_replay_names_the_plan_and_the_segment(fake_gpu):
+    g, wiring = _graph(CHAIN)
+    ex = _execution(g, wiring, MIXED, fake_gpu)
+    ex.run(1)
+    fake_gpu.fail_at = "replay"
+    with pytest.raises(ExecutionError, match=r"^plan 'mixed': the CUDA graph of the segment from node 'a' \(2 ops\) "
+                                             r"on 'gpu': RuntimeError: CUDA error: an illegal instruction"):
+        ex.run(1)
 
 
 @pytest.mark.parametrize(("where", "culprit"), [("wait_host", "waited on by node 'c'"), ("synchronize", "")])

@@ -265,7 +265,13 @@ class CudaRuntime:
             inputs = self._inputs(st, seg.reads, stream, mine)
             cap = self.graphs.get((seg.id, r))
             if cap is None:
-                cap = self._capture(seg, calls, inputs, r, stream)
+                try:
+                    cap = self._capture(seg, calls, inputs, r, stream)
+                except Exception as e:
+                    text = (str(e).strip().splitlines() or [""])[0][:300]
+                    raise ExecutionError(
+                        f"capture failed: {type(e).__name__}: {text} (an op that waits for the host cannot be "
+                        "captured: run this plan with launch 'eager')") from e
                 self.graphs[(seg.id, r)] = cap
             elif any(x is not y for x, y in zip(inputs, cap.inputs)):
                 raise ExecutionError("an input buffer moved since the capture")
