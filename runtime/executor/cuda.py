@@ -43,7 +43,8 @@ from hetsim.runtime.executor.setup import ExecutionError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.executor.device import CudaDevice
-    from hetsim.runtime.executor.run import Engine, RequestState, SegmentRun
+    from hetsim.runtime.executor.run import Engine, RequestState
+    from hetsim.runtime.executor.segments import SegmentRun
 
 __all__ = ["Captured", "CudaRuntime"]
 

@@ -36,10 +36,10 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
+from hetsim.runtime.executor.segments import SegmentRun, segment_tables, successors
 from hetsim.runtime.executor.setup import ExecutionError
 from hetsim.runtime.executor.view import (
     CachedCost,
@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
-__all__ = ["Engine", "SegmentRun"]
+__all__ = ["Engine"]
 
 _OUT = -1  # consumer id of a graph output waiting for its copy to the host
 
@@ -67,29 +67,6 @@ class RequestState:
 
     __slots__ = ("r", "base", "vals", "pending", "loc", "mem", "cvals", "inflight", "evs",
                  "remaining", "end", "refs")
-
-
-@dataclass(frozen=True)
-class SegmentRun:
-    """A :class:`~runtime.executor.segments.Segment` as the engine runs it.
-
-    Attributes
-    ----------
-    id
-        Its position among all segments of the plan.
-    members
-        Its ops' indices in launch order.
-    reads
-        ``(producer index, output)`` of every value it reads from outside itself.
-    first, name
-        Its first op's name, and ``"graph <first>..<last>"`` (launch records).
-    """
-
-    id: int
-    members: tuple[int, ...]
-    reads: tuple[tuple[int, int], ...]
-    first: str
-    name: str
 
 
 class Engine:
@@ -186,13 +163,16 @@ class Engine:
                 if k not in ks:
                     ks.append(k)
         self.reads = reads
-        self.succs = _successors(reads, len(self.names))
+        self.succs = successors(reads, len(self.names))
         self.npred = [len(reads[v]) for v in range(n)]
         self.node_tables = (self.reads, self.succs, self.npred)
         self.plan_name = plan_name
-        #: segment of each head op (index) when launching CUDA graphs, else None
+        #: the dependency tables of a run that launches CUDA graphs, and the segment of
+        #: each head op (index; None elsewhere): ``segments.segment_tables``
+        self.segment_tables: tuple[list, list, list] | None = None
         self.segment_at: list[SegmentRun | None] = [None] * n
-        self.segment_tables = self._segment(segments) if segments else None
+        if segments:
+            self.segment_tables, self.segment_at = segment_tables(reads, segments, self.index, len(self.names))
         #: whether this run launches segments (a traced run launches op by op)
         self.segmented = False
         # Outputs in a run where every device shares one memory (cpu2) are dropped when
@@ -253,35 +233,6 @@ class Engine:
         blocks: ``spin_s`` when its workers are pinned (only pinned workers spin) and
         no GPU takes part, else 0."""
         return float(self.spin_s) if any(self.pins.values()) and self.cuda is None else 0.0
-
-    def _segment(self, segments: Mapping[str, Sequence[Segment]]) -> tuple[list, list, list]:
-        """The dependency tables of a run that launches ``segments`` as units: a
-        segment's head reads everything its members read from outside it, its other
-        members are never ready on their own, and an edge inside a segment is no
-        dependency (stream order)."""
-        n, index = self.n, self.index
-        reads = [dict(r) for r in self.reads]
-        sid = 0
-        for segs in segments.values():
-            for seg in segs:
-                members = tuple(index[x] for x in seg.nodes)
-                inside = set(members)
-                merged: dict[int, list[int]] = {}
-                for v in members:
-                    for p, ks in self.reads[v].items():
-                        if p not in inside:
-                            have = merged.setdefault(p, [])
-                            have += [k for k in ks if k not in have]
-                    reads[v] = {}
-                head = members[0]
-                reads[head] = merged
-                self.segment_at[head] = SegmentRun(
-                    sid, members, tuple((p, k) for p, ks in merged.items() for k in ks), seg.first,
-                    f"graph {seg.first}..{seg.nodes[-1]}" if len(members) > 1 else f"graph {seg.first}")
-                sid += 1
-        waiting = {v for run in self.segment_at if run is not None for v in run.members[1:]}
-        npred = [(1 << 30) if v in waiting else len(reads[v]) for v in range(n)]
-        return reads, _successors(reads, len(self.names)), npred
 
     # ----------------------------------------------------------------- pricing
     def price(self, u: int, d: int) -> float:
@@ -650,15 +601,6 @@ class Engine:
                                 0, start, end, nbytes, devs[dst], k, 0))
         out.sort(key=lambda x: (x["start"], x["end"]))
         return out
-
-
-def _successors(reads: list[dict[int, list[int]]], size: int) -> list[list[int]]:
-    """Producer -> the ops that read it, from each op's reads."""
-    succs: list[list[int]] = [[] for _ in range(size)]
-    for v, r in enumerate(reads):
-        for p in r:
-            succs[p].append(v)
-    return succs
 
 
 class Failure(Exception):

@@ -34,6 +34,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
@@ -45,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
-__all__ = ["Segment", "gpu_segments", "launch_order"]
+__all__ = ["Segment", "SegmentRun", "gpu_segments", "launch_order", "segment_tables", "successors"]
 
 
 @dataclass(frozen=True)
@@ -164,3 +165,84 @@ def gpu_segments(graph: Graph, plan: Plan, platform: Platform) -> dict[str, list
                        if v in graph_outputs or any(s not in members for s in nx.successors(v))]
             out.setdefault(d, []).append(Segment(d, i, tuple(nodes), tuple(inputs + names), tuple(outputs)))
     return out
+
+
+# ------------------------------------------------------------- engine tables
+@dataclass(frozen=True)
+class SegmentRun:
+    """A :class:`Segment` as the executor's engine runs it (op and producer indices).
+
+    Attributes
+    ----------
+    id
+        Its position among all segments of the plan.
+    members
+        Its ops' indices in launch order.
+    reads
+        ``(producer index, output)`` of every value it reads from outside itself.
+    first, name
+        Its first op's name, and ``"graph <first>..<last>"`` (launch records).
+    """
+
+    id: int
+    members: tuple[int, ...]
+    reads: tuple[tuple[int, int], ...]
+    first: str
+    name: str
+
+
+def successors(reads: Sequence[Mapping[int, list[int]]], size: int) -> list[list[int]]:
+    """Producer index -> the ops that read it, from each op's reads
+    (``reads[v]``: producer index -> its outputs ``v`` reads)."""
+    succs: list[list[int]] = [[] for _ in range(size)]
+    for v, r in enumerate(reads):
+        for p in r:
+            succs[p].append(v)
+    return succs
+
+
+def segment_tables(
+    reads: Sequence[Mapping[int, list[int]]], segments: Mapping[str, Sequence[Segment]], index: Mapping[str, int],
+    size: int,
+) -> tuple[tuple[list, list, list], list[SegmentRun | None]]:
+    """The dependency tables of a run that launches ``segments`` as units, from the
+    ops' own ``reads`` (op index -> producer index -> outputs read; ``size``: ops and
+    graph inputs): a segment's first op (its head) reads everything its members
+    read from outside it, its other members are never ready on their own, and an
+    edge inside a segment is no dependency (stream order keeps it).
+
+    Returns
+    -------
+    ((reads, successors, predecessor counts), segment of each head op or None)
+
+    Examples
+    --------
+    >>> seg = Segment("gpu", 0, ("a", "b"), ("x",), ("b",))
+    >>> (r, s, n), at = segment_tables([{2: [0]}, {0: [0]}], {"gpu": [seg]}, {"a": 0, "b": 1, "x": 2}, 3)
+    >>> r, s, n[1] > 1 << 20, at[0].name, at[0].reads
+    ([{2: [0]}, {}], [[], [], [0]], True, 'graph a..b', ((2, 0),))
+    """
+    n = len(reads)
+    out = [dict(r) for r in reads]
+    at: list[SegmentRun | None] = [None] * n
+    waiting: set[int] = set()
+    sid = 0
+    for segs in segments.values():
+        for seg in segs:
+            members = tuple(index[x] for x in seg.nodes)
+            inside = set(members)
+            merged: dict[int, list[int]] = {}
+            for v in members:
+                for p, ks in reads[v].items():
+                    if p not in inside:
+                        have = merged.setdefault(p, [])
+                        have += [k for k in ks if k not in have]
+                out[v] = {}
+            head = members[0]
+            out[head] = merged
+            waiting.update(members[1:])
+            at[head] = SegmentRun(sid, members, tuple((p, k) for p, ks in merged.items() for k in ks), seg.first,
+                                  f"graph {seg.first}..{seg.nodes[-1]}" if len(members) > 1 else f"graph {seg.first}")
+            sid += 1
+    npred = [(1 << 30) if v in waiting else len(out[v]) for v in range(n)]
+    return (out, successors(out, size), npred), at
