@@ -227,9 +227,14 @@ class CudaRuntime:
         t_pick = time.perf_counter()
         call = calls[u]
         args = call.tmpl.copy()
-        for (i, _, _), x in zip(call.slots, self._inputs(st, [(p, k) for _, p, k in call.slots], stream, mine)):
-            args[i] = x
         r, dev = st.r, self.dev
+        for i, p, k in call.slots:  # as _inputs, inline: this is every eager launch's host path
+            if st.mem[p] == mine:
+                args[i], ev = st.vals[p][k], st.evs[p]
+            else:
+                args[i], ev = st.cvals[(p, k, mine)]
+            if ev is not None and ev[1] is not stream:
+                dev.wait(stream, ev[0])
         e0 = e1 = None
         if self.tracing:
             e0 = self._event(("op0", r, u, d), timing=True)

@@ -105,8 +105,8 @@ class Engine:
         A pinned CPU worker of a plan without GPU work whose queue is empty polls
         it this long (releasing the GIL between polls) before it blocks (with a GPU
         in the plan, CPU workers block at once: a polling worker would take the
-        interpreter lock from the GPU's launching thread): it owns its core, and waking a blocked
-        thread on an idle core costs tens of microseconds (an inter-processor
+        interpreter lock from the GPU's launching thread): it owns its core, and
+        waking a blocked thread on an idle core costs tens of microseconds (an inter-processor
         interrupt; a VM exit on virtual machines) for every dependency between ops
         on different workers. Only while a run is in progress: once its last request
         has completed, the workers block at once, since a worker still polling would
@@ -236,6 +236,7 @@ class Engine:
 
     # ----------------------------------------------------------------- pricing
     def price(self, u: int, d: int) -> float:
+        """Predicted seconds of op ``u`` on device ``d`` (kernel and host dispatch), remembered."""
         key = (u, d)
         t = self.prices.get(key)
         if t is None:
