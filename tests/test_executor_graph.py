@@ -6,6 +6,7 @@ events, copies), without a GPU: the CUDA calls go to a fake device that runs the
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 import numpy as np
@@ -337,7 +338,7 @@ def test_a_fork_across_devices_runs_right(fake_gpu):
         assert fake_gpu.captured == {0: ["a"], 1: ["b"], 2: ["d", "e"]}
 
 
-def test_eager_launch_and_a_traced_run(fake_gpu):
+def test_eager_launch_and_a_traced_run(fake_gpu, tmp_path):
     """Eager: no graph, one launch record per GPU op. The traced run of its own times
     every GPU op and copy with timing events; the timed runs made none."""
     g, wiring = _graph(CHAIN)
@@ -354,6 +355,9 @@ def test_eager_launch_and_a_traced_run(fake_gpu):
     assert sorted(r["name"] for r in res.trace if r["kind"] == "transfer") == ["b[0]->cpu", "c[0]->gpu",
                                                                               "d[0]->cpu", "x[0]->gpu"]
     assert res.device_busy["gpu"] == pytest.approx(sum(ops[n]["end"] - ops[n]["start"] for n in "abd"))
+    trace = json.loads(res.to_chrome_trace(tmp_path / "run_trace.json").read_text())  # the traced run's
+    assert sorted(e["name"] for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "op") == [
+        "a", "b", "c", "d"]
 
 
 def test_a_traced_run_of_a_graph_plan_launches_eagerly(fake_gpu):

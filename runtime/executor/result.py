@@ -131,12 +131,14 @@ class RunResult:
         return pd.DataFrame.from_records(self.records, columns=list(RECORD_COLUMNS))
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
-        """Write the median run's records as Chrome trace JSON (as the simulator's
+        """Write the traced run's records (:attr:`trace`, every GPU op and copy timed),
+        else the median run's, as Chrome trace JSON (as the simulator's
         :meth:`sim.SimResult.to_chrome_trace`; tracks in the same order)."""
         from hetsim.sim.trace import write_chrome_trace
 
-        links = sorted({str(r["resource"]) for r in self.records if r["kind"] == "transfer"})
-        return write_chrome_trace(self.records, path, resources=[*self.device_busy, *links, "dispatch"])
+        records = self.trace if self.trace is not None else self.records
+        links = sorted({str(r["resource"]) for r in records if r["kind"] == "transfer"})
+        return write_chrome_trace(records, path, resources=[*self.device_busy, *links, "dispatch"])
 
     def summary(self) -> dict[str, Any]:
         """One flat, JSON-safe row."""
