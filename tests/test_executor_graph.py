@@ -22,7 +22,7 @@ from hetsim.runtime.backends.torch_backend import TorchBackend  # noqa: E402
 from hetsim.runtime.executor import execute as executor_execute  # noqa: E402
 from hetsim.runtime.executor.execute import Execution, execute_wired  # noqa: E402
 from hetsim.runtime.executor.segments import gpu_segments, launch_order  # noqa: E402
-from hetsim.runtime.executor.setup import CheckedPlan, Wiring, resolve_launch  # noqa: E402
+from hetsim.runtime.executor.setup import CheckedPlan, Wiring, plan_devices, resolve_launch  # noqa: E402
 from hetsim.sim import Plan, PlanError, Platform  # noqa: E402
 
 BOX = Platform.preset("xeon-p2200")  # devices "cpu" (host) and "gpu"
@@ -252,8 +252,7 @@ def _logging(fake: FakeCuda, node: str, fn: Any) -> Any:
 
 
 def _execution(g: Graph, wiring: Wiring, plan: Plan, fake: FakeCuda, launch: str = "graph", **kw: Any) -> Execution:
-    checked = CheckedPlan(BOX, {"cpu": CPU, "gpu": GPU}, [d for d in BOX.device_names if d in set(plan.placement.values())],
-                          launch)
+    checked = CheckedPlan(BOX, {"cpu": CPU, "gpu": GPU}, plan_devices(plan, BOX), launch)
     return Execution(g, plan, BOX, wiring, checked=checked, cuda_device=fake, pin_threads=False, **kw)
 
 
@@ -336,6 +335,42 @@ def test_a_fork_across_devices_runs_right(fake_gpu):
         ex.run(2)
         assert ex.check_result["node_error"] <= 1.0
         assert fake_gpu.captured == {0: ["a"], 1: ["b"], 2: ["d", "e"]}
+
+
+def test_a_plan_ranking_a_waiting_gpu_op_first_runs_without_deadlock(fake_gpu):
+    g, wiring = _graph({"g2": [], "c": ["g2"], "g1": ["c"]})
+    plan = Plan({"g2": "gpu", "c": "cpu", "g1": "gpu"}, {"g1": 0, "g2": 5, "c": 6})
+    with _execution(g, wiring, plan, fake_gpu, timeout_s=20.0) as ex:
+        ex.run(2)
+        assert ex.check_result["node_error"] <= 1.0
+        assert fake_gpu.captured == {0: ["g2"], 1: ["g1"]}
+
+
+class _Split:
+    """A run-time policy: a, b and d on the GPU, the rest on the CPU."""
+
+    name = "split"
+
+    def select(self, node: str, view: Any) -> str:
+        return "gpu" if node in ("a", "b", "d") else "cpu"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "params": {}}
+
+
+def test_a_dynamic_plan_launches_eagerly_with_an_event_after_every_op(fake_gpu):
+    g, wiring = _graph({"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]})
+    plan = Plan({}, policy=_Split())
+    with _execution(g, wiring, plan, fake_gpu, launch="eager", seed=0) as ex:
+        ex.run(2)
+        res = ex.result()
+        names = ex.engine.names
+        with_event = {names[key[2]] for key in ex.engine.cuda.events if key[0] == "op"}
+    assert res.check["node_error"] <= 1.0 and res.launch == "eager" and res.decision_s is not None
+    assert fake_gpu.graphs == [] and not any(e.timing for e in fake_gpu.events)
+    on_cpu = {r["node"] for r in res.records if r["kind"] == "op"}
+    on_gpu = {r["node"] for r in res.records if r["kind"] == "dispatch"} - on_cpu
+    assert on_gpu and with_event == on_gpu  # placed at run time: every GPU op may be waited for
 
 
 def test_eager_launch_and_a_traced_run(fake_gpu, tmp_path):
