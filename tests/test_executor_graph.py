@@ -21,6 +21,7 @@ from hetsim.runtime.backends.base import DeviceSpec, parse_device  # noqa: E402
 from hetsim.runtime.backends.torch_backend import TorchBackend  # noqa: E402
 from hetsim.runtime.executor import execute as executor_execute  # noqa: E402
 from hetsim.runtime.executor.execute import Execution, execute_wired  # noqa: E402
+from hetsim.runtime.executor.result import UNTRACED  # noqa: E402
 from hetsim.runtime.executor.segments import gpu_segments, launch_order  # noqa: E402
 from hetsim.runtime.executor.setup import CheckedPlan, Wiring, plan_devices, resolve_launch  # noqa: E402
 from hetsim.sim import Plan, PlanError, Platform  # noqa: E402
@@ -277,6 +278,7 @@ def test_each_segment_is_captured_once_and_replayed(fake_gpu):
         kinds = sorted((r["kind"], r["name"]) for r in res.records)
         assert kinds == [("dispatch", "c"), ("dispatch", "graph a..b"), ("dispatch", "graph d"), ("op", "c")]
         assert res.device_busy["gpu"] == 0.0 and res.summary()["launch"] == "graph"
+        assert res.notes == [UNTRACED]
         assert "GPU launch graph" in str(res)
 
 
@@ -380,7 +382,7 @@ def test_eager_launch_and_a_traced_run(fake_gpu, tmp_path):
     checked = CheckedPlan(BOX, {"cpu": CPU, "gpu": GPU}, ["cpu", "gpu"], "eager")
     res = execute_wired(g, MIXED, BOX, wiring, warmup=1, repeats=2, trace=True, checked=checked,
                         cuda_device=fake_gpu, pin_threads=False)
-    assert fake_gpu.graphs == [] and res.launch == "eager"
+    assert fake_gpu.graphs == [] and res.launch == "eager" and res.notes == []
     assert sorted(r["name"] for r in res.records if r["kind"] == "dispatch") == ["a", "b", "c", "d"]
     timing = [e for e in fake_gpu.events if e.timing]
     assert timing and min(e.id for e in timing) > max(e.id for e in fake_gpu.events if not e.timing)

@@ -55,7 +55,7 @@ from hetsim.runtime.executor.check import (
     sequential_reference,
     translate_error,
 )
-from hetsim.runtime.executor.result import RunResult, median_run
+from hetsim.runtime.executor.result import UNTRACED, RunResult, median_run
 from hetsim.runtime.executor.setup import (
     CheckedPlan,
     ExecutionError,
@@ -317,8 +317,7 @@ class Execution:
         self.captured = self.launch != "graph"
         self.notes: list[str] = []
         if self.gpu and not traced:
-            self.notes.append("timed runs record no GPU device time: the GPUs' busy times come from "
-                              "trace=True (--trace)")
+            self.notes.append(UNTRACED)
         self.makespans: list[float] = []
         self.runs: list[list[dict[str, Any]]] = []
         self.decision_times: list[float] = []  # every run-time placement of the timed runs

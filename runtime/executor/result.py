@@ -14,7 +14,10 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["RunResult", "median_run"]
+__all__ = ["UNTRACED", "RunResult", "median_run"]
+
+#: the note of a result whose GPU ops have no device times (no traced run)
+UNTRACED = "timed runs record no GPU device time: the GPUs' busy times come from trace=True (--trace)"
 
 
 @dataclass
@@ -90,7 +93,7 @@ class RunResult:
         busy = dict(self.device_busy)
         for d in gpus:
             busy[d] = sum(r["end"] - r["start"] for r in records if r["kind"] == "op" and r["resource"] == d)
-        return dataclasses.replace(self, trace=records, device_busy=busy)
+        return dataclasses.replace(self, trace=records, device_busy=busy, notes=[n for n in self.notes if n != UNTRACED])
 
     # ------------------------------------------------------------------ stats
     @property
