@@ -508,30 +508,6 @@ def test_the_plan_is_checked_once_per_execute(monkeypatch):
     assert calls == {"validate": 1, "map_devices": 1} and len(res.makespans) == 2
 
 
-def test_cli_validate_refuses_graph_launch_of_a_dynamic_plan(capsys):
-    from hetsim.experiments.cli.main import main
-
-    rc = main(["validate", "squeezenet1_1", "--arg", "image_size=64", "--platform", "xeon-p2200",
-               "--scheduler", "dynamic", "--launch", "graph", "--cost", "roofline", "--device-map", "cpu=cpu",
-               "--repeats", "1"])
-    err = capsys.readouterr().err
-    assert rc == 2
-    assert "hetsim validate: error: launch 'graph' needs a static plan" in err and err.count("\n") == 1
-
-
-def test_a_traced_execution_times_every_run(fake_gpu):
-    """traced=True (profiling and calibration executions): every run, timed ones too,
-    launches eagerly between timing events; nothing is captured."""
-    g, wiring = _graph(CHAIN)
-    with _execution(g, wiring, MIXED, fake_gpu, traced=True) as ex:
-        ex.run(2)
-        res = ex.result()
-    assert fake_gpu.graphs == [] and res.launch == "eager" and res.notes == []
-    assert sorted(r["node"] for r in res.records if r["kind"] == "op") == ["a", "b", "c", "d"]
-    assert len([r for r in res.records if r["kind"] == "transfer"]) == 4
-    assert res.device_busy["gpu"] > 0
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_real_cuda_graphs_replay_a_mixed_plan():
     g, wiring = _graph(CHAIN)
