@@ -278,7 +278,7 @@ def test_each_segment_is_captured_once_and_replayed(fake_gpu):
         kinds = sorted((r["kind"], r["name"]) for r in res.records)
         assert kinds == [("dispatch", "c"), ("dispatch", "graph a..b"), ("dispatch", "graph d"), ("op", "c")]
         assert res.device_busy["gpu"] == 0.0 and res.summary()["launch"] == "graph"
-        assert res.notes == [UNTRACED]
+        assert res.notes == [UNTRACED] and res.placement == MIXED.placement
         assert "GPU launch graph" in str(res)
 
 
@@ -373,6 +373,7 @@ def test_a_dynamic_plan_launches_eagerly_with_an_event_after_every_op(fake_gpu):
     on_cpu = {r["node"] for r in res.records if r["kind"] == "op"}
     on_gpu = {r["node"] for r in res.records if r["kind"] == "dispatch"} - on_cpu
     assert on_gpu and with_event == on_gpu  # placed at run time: every GPU op may be waited for
+    assert res.placement == {"a": "gpu", "b": "gpu", "c": "cpu", "d": "gpu"}  # the decisions the run made
 
 
 def test_eager_launch_and_a_traced_run(fake_gpu, tmp_path):

@@ -320,6 +320,7 @@ class Execution:
             self.notes.append(UNTRACED)
         self.makespans: list[float] = []
         self.runs: list[list[dict[str, Any]]] = []
+        self.placements: list[dict[str, str]] = []  # where each node ran, per timed run
         self.decision_times: list[float] = []  # every run-time placement of the timed runs
         self.warmup = 0
         self.check_result: dict[str, Any] | None = None
@@ -377,6 +378,7 @@ class Execution:
                 if timed:
                     self.makespans.append(span)
                     self.runs.append(engine.records())
+                    self.placements.append(engine.placement())
                     self.decision_times += engine.decision_times
                 else:
                     self.warmup += 1
@@ -427,7 +429,7 @@ class Execution:
             streams={d.name: d.streams for d in platform.devices}, check=self.check_result,
             setup_s=self.setup_s, notes=list(self.notes),
             decision_s=float(statistics.median(self.decision_times)) if self.decision_times else None,
-            launch=self.launch,
+            launch=self.launch, placement=self.placements[i_med],
         )
 
     def close(self) -> None:

@@ -67,6 +67,10 @@ class RunResult:
         launched eagerly between two CUDA timing events, copies timed likewise; CPU
         ops as in ``records``), in the same format; the GPUs' ``device_busy`` comes
         from it. None otherwise.
+    placement
+        Node -> the platform device it ran on in the median run (request 0): the
+        plan's placement, or the decisions a dynamic plan's policy made in that run
+        (timed GPU ops have no ``op`` record to read them from).
     """
 
     graph: str
@@ -86,6 +90,7 @@ class RunResult:
     decision_s: float | None = None
     launch: str | None = None
     trace: list[dict[str, Any]] | None = None
+    placement: dict[str, str] = field(default_factory=dict)
 
     def with_trace(self, records: list[dict[str, Any]], gpus: list[str]) -> RunResult:
         """This result with a traced run's ``records``, and the busy time of the devices

@@ -564,6 +564,11 @@ class Engine:
         st.remaining += 1  # finish counts p as an op; graph inputs are not ops
         return self.finish(st, p, self.host_mem)
 
+    def placement(self) -> dict[str, str]:
+        """Node -> the platform device it ran on in request 0 of the last run."""
+        loc, names, devs = self.reqs[0].loc, self.names, self.dev_names
+        return {names[u]: devs[loc[u]] for u in range(self.n)}
+
     def outputs(self) -> list[Any]:
         """The graph outputs of request 0 of the last run, in the host's memory."""
         st = self.reqs[0]
