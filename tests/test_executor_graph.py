@@ -521,3 +521,16 @@ def test_real_cuda_graphs_replay_a_mixed_plan():
         assert [c.replays for c in ex.engine.cuda.graphs.values()] == [5, 5]
         records = ex.trace()
     assert sorted(r["node"] for r in records if r["kind"] == "op") == ["a", "b", "c", "d"]
+
+
+def test_a_traced_execution_times_every_run(fake_gpu):
+    """traced=True (profiling and calibration executions): every run, timed ones too,
+    launches eagerly between timing events; nothing is captured."""
+    g, wiring = _graph(CHAIN)
+    with _execution(g, wiring, MIXED, fake_gpu, traced=True) as ex:
+        ex.run(2)
+        res = ex.result()
+    assert fake_gpu.graphs == [] and res.launch == "eager" and res.notes == []
+    assert sorted(r["node"] for r in res.records if r["kind"] == "op") == ["a", "b", "c", "d"]
+    assert len([r for r in res.records if r["kind"] == "transfer"]) == 4
+    assert res.device_busy["gpu"] > 0
