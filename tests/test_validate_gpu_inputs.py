@@ -285,7 +285,7 @@ def test_a_dynamic_plan_is_simulated_with_its_runs_decisions():
 
     g, plat = _chain(), Platform.preset("xeon-p2200")
     run = schedulers.get("dynamic").run(g, plat, "roofline", record=True)
-    measured = SimpleNamespace(records=[_op(n, "cpu", float(i), i + 0.5) for i, n in enumerate("abcd")])
+    measured = SimpleNamespace(records=[_op(n, "cpu", float(i), i + 0.5) for i, n in enumerate("abcd")], placement={})
     again, note = simulate_as_run(run, measured, plat, "roofline", requests=None, seed=None, again=False)
     assert isinstance(again.plan.policy, RecordedPolicy) and note == (
         "simulated with the placements and order of its measured median run")

@@ -4,6 +4,7 @@ Examples
 --------
 ``hetsim validate googlenet --platform cpu2 --scheduler by-path`` (op times and host costs measured in the run)
 ``hetsim validate googlenet --platform cpu2 --scheduler heft --cost profiles/cpu2-torch --out out/v``
+``hetsim validate resnet18 --platform box.toml --scheduler heft --launch eager --trace --out out/v`` (GPU ops launched one by one; a traced run for per-op GPU times)
 ``hetsim validate my_models.py:TinyNet --input-shape 1x3x32x32 --platform cpu2 --scheduler heft``
 ``hetsim validate --all --models googlenet,resnet18 --platform cpu2 --cost profiles/cpu2-torch --out out/validation``
 ``hetsim validate --all --models googlenet,resnet18 --platform cpu2 --cost profiles/cpu2-torch-ctx --in-context out/ctx --host-calibration squeezenet1_1 --out out/validation``
@@ -65,6 +66,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["torch", "tvm"], default=None,
                    help="kernels: torch (vendor libraries) or tvm (default torch; with --calibrate: "
                    "the profile's backend)")
+    p.add_argument("--trace", action="store_true",
+                   help="after the timed runs, a traced run of each plan of its own (CUDA timing events around "
+                   "every GPU op and copy, launched eagerly): the GPUs' busy times and run_trace.json's GPU ops")
     p.add_argument("--device-map", action="append", metavar="DEV=SPEC",
                    help="run platform device DEV on SPEC (cpu, cpu@N, cuda:K); repeatable")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
@@ -174,7 +178,7 @@ def _run_one(args: argparse.Namespace) -> int:
                    repeats=args.repeats, device_map=_device_map(args.device_map),
                    scheduler_args=parse_kv(args.scheduler_arg) if not args.plan else None,
                    calibrate=args.host_calibration, folder=args.out, replicas=args.replicas,
-                   launch=args.launch, statistic=args.statistic,
+                   launch=args.launch, statistic=args.statistic, trace=args.trace,
                    progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(res)
     _hint_if_busy([res.run.spread])
@@ -207,7 +211,8 @@ def _run_all(args: argparse.Namespace) -> int:
                          model_kwargs=_model_kwargs(models, args.arg),
                          device_map=_device_map(args.device_map), out=args.out, progress=say,
                          in_context=args.in_context, calibrate=args.host_calibration,
-                         replicas=args.replicas, launch=args.launch, statistic=args.statistic)
+                         replicas=args.replicas, launch=args.launch, statistic=args.statistic,
+                         trace=args.trace)
     print(format_table(table))
     print("\ninputs of the simulation:")
     for what, where in table.attrs.get("inputs", {}).items():

@@ -186,7 +186,7 @@ class LinkCalibration:
         try:
             for plan in plans:
                 self._executions.append(Execution(graph, plan, platform, wire(graph, relax), backend=backend,
-                                                  model=relax, check=False, device_map=device_map))
+                                                  model=relax, check=False, device_map=device_map, traced=True))
             for ex in self._executions:
                 ex.run(warmup, timed=False)
         except BaseException:

@@ -43,10 +43,14 @@ class RecordedPolicy:
         return {"name": self.name, "params": {"placement": dict(self.placement)}}
 
 
-def recorded_plan(graph: Graph, records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None = None) -> Plan:
+def recorded_plan(graph: Graph, records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None = None,
+                  placement: Mapping[str, str] | None = None) -> Plan:
     """The plan a run made: from its op records (``kind="op"``: ``node``,
     ``resource`` (the device), ``start``), each node on its device, in the run's
-    start order, placed by a :class:`RecordedPolicy`.
+    start order, placed by a :class:`RecordedPolicy`. A node without an op record (a
+    GPU op of a timed run, which records no timing events) takes its device from
+    ``placement`` (:attr:`RunResult.placement <runtime.executor.RunResult>`) and its
+    order among its device's unrecorded ops from the graph's topological order.
 
     Parameters
     ----------
@@ -56,11 +60,13 @@ def recorded_plan(graph: Graph, records: Sequence[Mapping[str, Any]], meta: Mapp
         The run's records (:attr:`RunResult.records <runtime.executor.RunResult>`).
     meta
         The plan's ``meta``, kept (``recorded_from`` added: ``"run"``).
+    placement
+        Where each node ran, for the nodes without an op record.
 
     Raises
     ------
     PlanError
-        When a node of ``graph`` has no op record.
+        When a node of ``graph`` has neither an op record nor a placement.
 
     Examples
     --------
@@ -85,11 +91,14 @@ def recorded_plan(graph: Graph, records: Sequence[Mapping[str, Any]], meta: Mapp
         n = r["node"]
         devices.setdefault(n, Counter())[str(r["resource"])] += 1
         first[n] = min(first.get(n, r["start"]), r["start"])
+    for n, dev in (placement or {}).items():
+        if n not in devices:
+            devices[n] = Counter({str(dev): 1})
     missing = [n for n in graph.topological_order() if n not in devices]
     if missing:
         raise PlanError(f"graph {graph.name!r}: the run's records hold no op of node(s) {missing[:5]}")
     index = {n: i for i, n in enumerate(graph.topological_order())}
-    order = sorted(devices, key=lambda n: (first[n], index.get(n, 0)))
+    order = sorted(devices, key=lambda n: (0, first[n], index.get(n, 0)) if n in first else (1, 0.0, index.get(n, 0)))
     placement = {n: devices[n].most_common(1)[0][0] for n in order}
     return Plan(placement={}, priority={n: float(i) for i, n in enumerate(order)},
                 policy=RecordedPolicy(placement), meta={**dict(meta or {}), "recorded_from": "run"})
@@ -115,7 +124,7 @@ def simulate_as_run(run: PlanRun, measured: RunResult, platform: Platform, cost:
     from hetsim import schedulers
 
     if run.plan.policy is not None:
-        plan = recorded_plan(run.graph, measured.records, run.plan.meta)
+        plan = recorded_plan(run.graph, measured.records, run.plan.meta, placement=measured.placement)
         return (schedulers.run_plan(run.graph, platform, plan, cost, record=True, requests=requests, seed=seed),
                 "simulated with the placements and order of its measured median run")
     if again:

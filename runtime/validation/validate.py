@@ -147,6 +147,7 @@ def validate(
     replicas: int = 3,
     launch: str | None = None,
     statistic: str | None = None,
+    trace: bool = False,
 ) -> ValidationResult:
     """Plan, simulate and execute ``graph`` on ``platform``; compare.
 
@@ -204,6 +205,8 @@ def validate(
     made (:func:`~runtime.validation.replay.recorded_plan`). Without ``cost`` on a
     platform with CUDA GPUs of this machine, a fresh calibration
     (:func:`runtime.calibrate`) gives the simulator the host keys first.
+    trace
+        Whether a traced run adds per-op GPU times (:func:`runtime.execute`).
 
     Returns
     -------
@@ -237,7 +240,7 @@ def validate(
                                    warmup=warmup, repeats=repeats, device_map=device_map, out_dir=None,
                                    progress=progress, profiler=inputs.profiler, calibration=inputs.calibration,
                                    cal_rows=cal_rows, results=results, requests=requests, seed=seed,
-                                   decisions=decisions, replicas=replicas, launch=launch,
+                                   decisions=decisions, replicas=replicas, launch=launch, trace=trace,
                                    statistic=stat or ("mean" if host else "median"), host_model=host is not None)
             if not results:
                 raise ExecutionError(f"{graph.name} {label}: {rows[0]['status']}: {rows[0].get('note', '')}")
@@ -255,7 +258,7 @@ def validate(
     mode, note = plan_launch(run.plan, platform, launch, backend=backend)
     result = execute(run.graph, run.plan, platform, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
                      device_map=device_map, cost=cost_model, model=model, requests=requests,
-                     replicas=replicas, **execution_launch(mode))  # fmt: skip
+                     replicas=replicas, trace=trace, **execution_launch(mode))  # fmt: skip
     if note:
         result.notes.append(note)
     run, how = simulate_as_run(run, result, with_launch(platform, mode), cost_model, requests=requests, seed=seed,
@@ -303,6 +306,7 @@ def validate_all(
     replicas: int = 3,
     launch: str | None = None,
     statistic: str | None = None,
+    trace: bool = False,
 ) -> pd.DataFrame:
     """Validate every applicable scheduler on each model; one row per (model, scheduler).
 
@@ -359,6 +363,8 @@ def validate_all(
     launch, statistic
         As :func:`validate` (the ``launch`` and ``statistic`` columns say what each
         row used).
+    trace
+        After the rounds, a traced run of each plan (:func:`runtime.execute`).
 
     Notes
     -----
@@ -428,7 +434,7 @@ def validate_all(
                                     out_dir=out_dir, progress=progress, profiler=profiler,
                                     calibration=calibration, cal_rows=cal_rows, decisions=decisions,
                                     replicas=replicas, launch=launch, host_model=host is not None,
-                                    statistic=stat or ("mean" if host else "median"))
+                                    statistic=stat or ("mean" if host else "median"), trace=trace)
     finally:
         if measured is not None:
             measured.close()
@@ -470,6 +476,7 @@ def _validate_model(
     cal_rows: list[dict[str, Any]] | None = None, results: list[ValidationResult] | None = None,
     requests: int | None = None, seed: int | None = None, decisions: dict[str, float] | None = None,
     replicas: int = 1, launch: str | None = None, statistic: str = "median", host_model: bool = False,
+    trace: bool = False,
 ) -> list[dict[str, Any]]:
     """Plan and simulate with every scheduler, prepare every execution, then run them
     interleaved (each round runs each execution once, in the order of
@@ -584,7 +591,13 @@ def _validate_model(
         for name, run, ex in live:
             replica_runs.setdefault(name, []).append(ex.result())
             plan_runs[name] = run
+        traces: dict[str, tuple[list[dict[str, Any]], list[str]]] = {}
+        for name, _, ex in live if trace else ():  # a traced run of each plan's first execution
+            if name not in traces:
+                traces[name] = (ex.trace(), ex.gpu_devices)
         measured = {name: pool_runs(runs) for name, runs in replica_runs.items()}
+        for name, (records, gpus) in traces.items():
+            measured[name] = measured[name].with_trace(records, gpus)
         notes = pool_same_plans(measured, same.values())
         for name, run in plan_runs.items():
             measured_run, note = measured[name], notes.get(name, "")
