@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 import tomllib
 from collections.abc import Callable
@@ -202,13 +203,34 @@ def validation_page() -> str:
             + markdown_table(validation_summary(h100, "run")))
 
 
+def cpu_profile_accuracy(profile: Path) -> str:
+    """The leave-one-model-out accuracy of the models fitted to a CPU profile, from the
+    ``eval/eval.csv`` that ``hetsim costmodel eval PROFILE`` wrote, with the profile's
+    machine and date from its ``manifest.json``."""
+    manifest = json.loads((profile / "manifest.json").read_text())
+    machine = manifest.get("machine", {})
+    evaluation = pd.read_csv(profile / "eval" / "eval.csv")
+    pooled = evaluation[evaluation["op"] == "ALL"]
+    table = pooled.pivot(index="held_out", columns="predictor", values="mape_pct").round(1)
+    order = [m for m in table.index if m != "ALL"] + ["ALL"]
+    table = table.reindex(order).rename(index={"ALL": "all (pooled)"}).reset_index()
+    rel = profile.relative_to(ROOT)
+    return (f"Mean absolute percentage error of the op time per call, each model held out of the fit in "
+            f"turn (`all`: the held-out points pooled), by `hetsim costmodel eval {rel}` from the profile "
+            f"`{rel}` (the zoo models at batch 1 and 4, one thread).\n\n"
+            f"- machine: {machine.get('cpu_model', 'not recorded')}\n- date of the profile: "
+            f"{manifest.get('date', 'not recorded')}\n- data: `{rel}/eval/eval.csv`\n\n" + markdown_table(table))
+
+
 def cost_models_page() -> str:
-    """What measured GPU costs change against the datasheet roofline."""
+    """Accuracy of the CPU cost models, and what measured GPU costs change."""
     data = read_set("gpu_compare")
     rows = data.rows.copy()
     rows.insert(rows.columns.get_loc("best_ms") + 1, "best_vs_all_gpu", (rows["all_gpu_ms"] / rows["best_ms"]).round(3))
-    return (page_header("Cost models: what measured GPU costs change", str(data.meta["about"]))
-            + f"\n{data.provenance()}\n" + markdown_table(rows)
+    return (page_header("Cost models", "How well the fitted cost models predict operators they did not see, "
+                                       "and what measured GPU kernel times change in the schedulers' plans.")
+            + "\n## CPU: leave-one-model-out accuracy\n\n" + cpu_profile_accuracy(ROOT / "profiles" / "cpu-zoo-torch")
+            + f"\n## {data.meta['title']}\n\n{data.meta['about']}\n\n{data.provenance()}\n" + markdown_table(rows)
             + "\n`best_vs_all_gpu` is `all_gpu_ms / best_ms`.\n\n### Columns\n\n" + data.columns())
 
 
