@@ -249,12 +249,30 @@ def llm_page() -> str:
             + markdown_table(fig7[cols].round({"predicted": 2, "error_pct": 1})))
     published = EXPERIMENTS / "llm_published" / "results.csv"
     if published.is_file():
-        more = pd.read_csv(published)
-        shown = [c for c in cols if c in more.columns]
-        text += ("\n## Further published measurements\n\nFrom `experiments/llm_published/results.csv`"
-                 + (f": mean |error| {more['error_pct'].abs().mean():.1f} % over {len(more)} rows"
-                    if "error_pct" in more.columns else "") + ".\n\n" + markdown_table(more[shown]))
+        text += "\n" + llamacpp_section(pd.read_csv(published))
     return text
+
+
+def llamacpp_section(rows: pd.DataFrame) -> str:
+    """The llama.cpp set: mean and max |error| per split and test, then every row."""
+    done = rows[rows["skipped"].isna()].copy()
+    done["abs_error_pct"] = done["error"].abs() * 100
+    summary = (done.groupby(["split", "test"])["abs_error_pct"]
+               .agg(rows="count", mean_abs_error_pct="mean", max_abs_error_pct="max")
+               .reset_index().round(1))
+    shown = done[["id", "source_id", "split", "test", "tokens", "measured", "predicted", "error",
+                  "suggested", "suggested_fits"]].copy()
+    shown["error"] = (shown["error"] * 100).round(1)
+    shown["predicted"] = shown["predicted"].round(2)
+    skipped = rows[rows["skipped"].notna()][["id", "skipped"]]
+    return ("## llama.cpp runs (llama-bench and others)\n\n"
+            "From `experiments/llm_published/results.csv` (`python benchmarks/llm_published.py`; the measurements "
+            "and their sources are in `experiments/llm_published/`). The achieved rates are fitted on the `fit` "
+            "rows (`python benchmarks/llm_published.py --fit`); `held-out` rows come from sources the fit never "
+            "saw. `pp` is prompt processing (prefill), `tg` token generation (decode), in tokens/s; `error` is "
+            "(predicted - measured) / measured in %.\n\n"
+            + markdown_table(summary) + "\n" + markdown_table(shown)
+            + f"\n{len(skipped)} rows are not predicted, each for the reason given:\n\n" + markdown_table(skipped))
 
 
 def speed_page() -> str:
