@@ -24,7 +24,7 @@ Run: ``python benchmarks/gpu_costmodel.py [--gpus t4,v100] [--protocols held-out
 (the first run fits ~100 models, about 10 min on 2 cores; they are cached
 in ``$HETSIM_CACHE/gpu-models``, so later runs take a minute or two).
 
-Targets (issue 13): held-out shapes, MAPE <= 5 % for the GEMM and conv families and
+Targets: held-out shapes, MAPE <= 5 % for the GEMM and conv families and
 <= 8 % over all rows of each GPU (checked on the held-out split, and the GEMM bound
 also on the cross-validation); leave one GPU out, <= 12 % over the GEMM and conv
 rows of each held-out GPU. Issue 34: held-out GEMM <= 5 % on every GPU with GEMM
