@@ -15,7 +15,7 @@ Three protocols (:mod:`costmodel.gpu.evaluate`), on the call times the data set 
   GPT-2-large inference latencies NeuSight published for seven GPUs, against each
   GPU's preset (all-GPU busy time) under its default cost model and the roofline;
 * zoo kernels: the measured kernel sums of zoo models in
-  ``experiments/gpu_costmodel/zoo_kernels.csv`` (the H200's, issue 34), against the
+  ``experiments/gpu_costmodel/zoo_kernels.csv`` (an H200's, at batch 1), against the
   preset's all-GPU busy time under its default cost model, the roofline and
   ``cross-gpu``.
 
@@ -27,7 +27,7 @@ in ``$HETSIM_CACHE/gpu-models``, so later runs take a minute or two).
 Targets: held-out shapes, MAPE <= 5 % for the GEMM and conv families and
 <= 8 % over all rows of each GPU (checked on the held-out split, and the GEMM bound
 also on the cross-validation); leave one GPU out, <= 12 % over the GEMM and conv
-rows of each held-out GPU. Issue 34: held-out GEMM <= 5 % on every GPU with GEMM
+rows of each held-out GPU. Also: held-out GEMM <= 5 % on every GPU with GEMM
 rows; leave one GPU out, per-row median <= 20 %; published latencies, mean <= 5 %
 per cost model.
 
@@ -63,11 +63,11 @@ from hetsim.costmodel.gpu.model import GPUBank
 
 TARGETS = {(HELD_OUT, "gemm"): 5.0, (HELD_OUT, "conv"): 5.0, (HELD_OUT, "ALL"): 8.0, (SHAPE_CV, "gemm"): 5.0,
            (LOGO, "gemm+conv"): 12.0}
-#: leave one GPU out: the per-row median error bound (issue 34)
+#: leave one GPU out: the per-row median error bound
 LOGO_MEDIAN = 20.0
-#: published latencies: the mean absolute error bound per cost model (issue 34)
+#: published latencies: the mean absolute error bound per cost model
 PUBLISHED_MEAN = 5.0
-#: per-model kernel-time error bounds (issue 34): mean and max over the models
+#: per-model kernel-time error bounds: mean and max over the models
 ZOO_MEAN, ZOO_MAX = 10.0, 20.0
 #: measured kernel sums of zoo models (model, batch, gpu, preset, kernel_s, source)
 ZOO_KERNELS = Path(__file__).resolve().parents[1] / "experiments" / "gpu_costmodel" / "zoo_kernels.csv"

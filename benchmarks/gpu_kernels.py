@@ -8,7 +8,7 @@ For googlenet, resnet18, mobilenet_v2 and bert_base (128 tokens) at batch 1 and 
 3. the **kernel sum** of the whole model: the torch module run ``--iterations`` times
    under ``torch.profiler``, the durations of its CUDA kernels added up (Chrome
    trace events of category ``kernel``) per iteration;
-4. the ratio, with the target: within 5 % at batch 1 and 32 (issue 34).
+4. the ratio, with the target: within 5 % at batch 1 and 32.
 
 Writes under ``--out``: ``profile/`` (the profile folder), ``traces/`` (the Chrome
 traces), ``kernels.csv`` (model, batch, nodes, profiled_s, kernel_s, ratio, within),
@@ -33,7 +33,7 @@ import pandas as pd
 
 MODELS = ("googlenet", "resnet18", "mobilenet_v2", "bert_base")
 BATCHES = (1, 32)
-#: zoo options of each model (bert_base: 128 tokens, as the issue measured)
+#: zoo options of each model (bert_base: 128 tokens)
 MODEL_KWARGS: dict[str, dict[str, Any]] = {"bert_base": {"seq_len": 128}}
 #: the target: profiled sum within this fraction of the kernel sum
 TOLERANCE = 0.05
