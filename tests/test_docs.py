@@ -94,6 +94,26 @@ def test_the_validation_summary_is_computed_per_group(results: ModuleType) -> No
                    "inside band or within 5 % (%)": "100", "Kendall tau": "m 0.50"}  # fmt: skip
 
 
+def test_the_gpu_error_table_has_a_column_per_cost_model_and_their_mean(results: ModuleType) -> None:
+    """Two rows priced by two cost models: signed errors, then the mean |error| per model."""
+    frame = pd.DataFrame({"model": ["m", "m", "m", "m"], "batch": [1, 1, 2, 2], "gpu": ["g"] * 4,
+                          "cost": ["default", "roofline", "default", "roofline"],
+                          "error_pct": [2.0, -10.0, -4.0, 30.0]})  # fmt: skip
+    assert results.error_table(frame).values.tolist() == [["m", 1, "g", "+2.0", "-10.0"],
+                                                          ["m", 2, "g", "-4.0", "+30.0"],
+                                                          ["mean abs", "", "", "3.0", "20.0"]]  # fmt: skip
+
+
+def test_the_llamacpp_errors_leave_out_skipped_rows(results: ModuleType) -> None:
+    """Errors are fractions; a skipped row has a reason and no error."""
+    rows = pd.DataFrame({"split": ["held-out", "held-out", "held-out", "fit"], "test": ["tg", "tg", "tg", "pp"],
+                         "error": [0.1, -0.3, None, 0.05], "skipped": [None, None, "two GPUs", None]})  # fmt: skip
+    errors = results.llamacpp_errors(rows)
+    assert errors.loc[("held-out", "tg")].tolist() == [2, pytest.approx(20.0), pytest.approx(30.0)]
+    assert errors.loc[("fit", "pp")].tolist() == [1, pytest.approx(5.0), pytest.approx(5.0)]
+    assert len(errors) == 2
+
+
 def test_every_data_set_documents_its_columns_and_provenance(results: ModuleType) -> None:
     names = sorted(p.stem for p in (ROOT / "docs" / "results" / "data").glob("*.csv"))
     assert names == ["gpu_compare", "scheduler_speed", "sim_speed", "validation_cpu2_runs"]

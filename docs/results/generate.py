@@ -2,7 +2,8 @@
 
 Every number on a results page (``docs/results/*.md``) and in the README's results
 table comes from a committed CSV through this script: the figures' ``results.csv``
-(through each figure's ``plot.py`` ``headline``), ``experiments/validation_h100``, and
+(through each figure's ``plot.py`` ``headline``), ``experiments/validation_h100``,
+``experiments/gpu_costmodel``, ``experiments/llm_published``, and
 the data sets of ``docs/results/data/`` (each ``NAME.csv`` with ``NAME.toml`` beside it:
 its title, machine, command, date, and one line per column)::
 
@@ -228,10 +229,65 @@ def cost_models_page() -> str:
     rows = data.rows.copy()
     rows.insert(rows.columns.get_loc("best_ms") + 1, "best_vs_all_gpu", (rows["all_gpu_ms"] / rows["best_ms"]).round(3))
     return (page_header("Cost models", "How well the fitted cost models predict operators they did not see, "
-                                       "and what measured GPU kernel times change in the schedulers' plans.")
+                                       "what measured GPU kernel times change in the schedulers' plans, and how "
+                                       "close the GPU cost models come to whole models' measured GPU times.")
             + "\n## CPU: leave-one-model-out accuracy\n\n" + cpu_profile_accuracy(ROOT / "profiles" / "cpu-zoo-torch")
             + f"\n## {data.meta['title']}\n\n{data.meta['about']}\n\n{data.provenance()}\n" + markdown_table(rows)
-            + "\n`best_vs_all_gpu` is `all_gpu_ms / best_ms`.\n\n### Columns\n\n" + data.columns())
+            + "\n`best_vs_all_gpu` is `all_gpu_ms / best_ms`.\n\n### Columns\n\n" + data.columns()
+            + gpu_cost_model_section())
+
+
+def error_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Signed error (%) per model, batch and GPU, one column per cost model, and a last
+    row with each cost model's mean absolute error.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Rows with ``model``, ``batch``, ``gpu``, ``cost`` and ``error_pct`` (the
+        ``published.csv`` and ``zoo.csv`` of ``experiments/gpu_costmodel``).
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    index = ["model", "batch", "gpu"]
+    costs = list(dict.fromkeys(frame["cost"]))
+    wide = frame.pivot_table(index=index, columns="cost", values="error_pct")[costs]
+    table = wide.map(lambda v: f"{v:+.1f}").reset_index().astype(object)
+    mean = frame.assign(abs_error=frame["error_pct"].abs()).groupby("cost", sort=False)["abs_error"].mean()
+    table.loc[len(table)] = ["mean abs", "", ""] + [f"{mean[c]:.1f}" for c in costs]
+    return table
+
+
+def gpu_cost_model_section() -> str:
+    """The GPU cost models against whole-model GPU times: NeuSight's published latencies
+    and measured zoo kernel sums, with the targets, from ``experiments/gpu_costmodel``."""
+    folder = EXPERIMENTS / "gpu_costmodel"
+    published, zoo = pd.read_csv(folder / "published.csv"), pd.read_csv(folder / "zoo.csv")
+    kernels = pd.read_csv(folder / "zoo_kernels.csv")
+    targets = pd.read_csv(folder / "targets.csv")
+    targets["mape_pct"] = targets["mape_pct"].map(lambda v: f"{v:.1f}")
+    targets["met"] = targets["met"].map({True: "met", False: "missed"})
+    return ("\n## GPU: whole models against published and measured times\n\n"
+            "Each preset's all-GPU busy time of a model (`default`: the preset's own GPU cost, the GPU's measured "
+            "NeuSight profile where it has one; `roofline`: the datasheet figures with the tensor-core peaks; "
+            "`cross-gpu`: the models fitted over the measured GPUs) against a time measured on that GPU; error "
+            "in %, (predicted - measured) / measured. Command: `python benchmarks/gpu_costmodel.py --protocols "
+            "published,zoo --results experiments/gpu_costmodel` (simulation only; the first use fits the GPU "
+            "models).\n\n"
+            "### Published latencies (NeuSight)\n\n"
+            "FP32 inference latencies NeuSight published (`costmodel/data/neusight-e2e`, MIT): BERT-large "
+            "(512 tokens) and GPT-2-large (1024 tokens), each priced as one layer's graph plus the other layers at "
+            "the cost of the second. Data: `experiments/gpu_costmodel/published.csv`.\n\n"
+            + markdown_table(error_table(published))
+            + "\n### Zoo kernel sums on a GPU without measured kernels\n\n"
+            "The H200's kernel sums of zoo models at batch 1 (measured: "
+            f"{kernels['source'].iloc[0].split(': ', 1)[-1]}) against `h200-server`, whose default is the roofline. Data: `experiments/gpu_costmodel/zoo.csv` "
+            "(the measured sums and their source: `zoo_kernels.csv`).\n\n"
+            + markdown_table(error_table(zoo))
+            + "\n### Targets\n\nData: `experiments/gpu_costmodel/targets.csv` (`mape_pct`: mean, or max, "
+            "absolute error in % over `n` rows).\n\n" + markdown_table(targets))
 
 
 def llm_page() -> str:
@@ -253,13 +309,30 @@ def llm_page() -> str:
     return text
 
 
+def llamacpp_errors(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean and max absolute error (%) and row count of the predicted llama.cpp rows,
+    indexed by ``(split, test)``.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        ``experiments/llm_published/results.csv``: ``split``, ``test``, ``error`` (a
+        fraction) and ``skipped`` (empty for a predicted row).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``count``, ``mean`` and ``max``.
+    """
+    done = rows[rows["skipped"].isna()]
+    return (done["error"].abs() * 100).groupby([done["split"], done["test"]]).agg(["count", "mean", "max"])
+
+
 def llamacpp_section(rows: pd.DataFrame) -> str:
     """The llama.cpp set: mean and max |error| per split and test, then every row."""
     done = rows[rows["skipped"].isna()].copy()
-    done["abs_error_pct"] = done["error"].abs() * 100
-    summary = (done.groupby(["split", "test"])["abs_error_pct"]
-               .agg(rows="count", mean_abs_error_pct="mean", max_abs_error_pct="max")
-               .reset_index().round(1))
+    summary = (llamacpp_errors(rows).rename(columns={"count": "rows", "mean": "mean_abs_error_pct",
+                                                     "max": "max_abs_error_pct"}).reset_index().round(1))
     shown = done[["id", "source_id", "split", "test", "tokens", "measured", "predicted", "error",
                   "suggested", "suggested_fits"]].copy()
     shown["error"] = (shown["error"] * 100).round(1)
@@ -335,6 +408,9 @@ def readme_table() -> str:
     fig6 = validation_summary(pd.read_csv(EXPERIMENTS / FIGURES[6] / "results.csv"), "platform").iloc[0]
     h100 = validation_summary(pd.read_csv(EXPERIMENTS / "validation_h100" / "results.csv"), "run").iloc[-1]
     fig7 = pd.read_csv(EXPERIMENTS / FIGURES[7] / "results.csv")
+    llamacpp = llamacpp_errors(pd.read_csv(EXPERIMENTS / "llm_published" / "results.csv"))
+    published = pd.read_csv(EXPERIMENTS / "gpu_costmodel" / "published.csv")
+    published_error = published.assign(abs_error=published["error_pct"].abs()).groupby("cost")["abs_error"]
     gap = fig5["gap_pct_by_scheduler"]
     speed3 = fig3["mean_speedup"]
     rows = [
@@ -347,6 +423,14 @@ def readme_table() -> str:
         ("LLM offloading, published measurements",
          f"mean |error| {fig7['error_pct'].abs().mean():.1f} % over {len(fig7)} figures",
          "[LLM planning](docs/results/llm.md)"),
+        ("llama.cpp runs, sources the fit never saw",
+         f"decode mean |error| {llamacpp.at[('held-out', 'tg'), 'mean']:.1f} % over "
+         f"{llamacpp.at[('held-out', 'tg'), 'count']} rows, prefill {llamacpp.at[('held-out', 'pp'), 'mean']:.1f} % "
+         f"over {llamacpp.at[('held-out', 'pp'), 'count']}", "[LLM planning](docs/results/llm.md)"),
+        (f"GPU cost models, published FP32 latencies of {published['gpu'].nunique()} GPUs",
+         f"mean |error| {published_error.mean()['default']:.1f} % (measured kernels), "
+         f"{published_error.mean()['roofline']:.1f} % (roofline) over {published_error.count()['default']} rows",
+         "[cost models](docs/results/cost-models.md)"),
         ("CNN partitioning, cp-greedy over all-gpu (xeon-p2200)",
          f"+{fig1['cp_greedy_mean_gain_vs_gpu_pct']} % (published +12.51 %)", "[figures](docs/results/figures.md)"),
         ("RNN time-slice pipeline (ryzen-gtx1080)",
