@@ -3,7 +3,8 @@
 Each case draws a graph (a chain, forks and joins, a dense DAG, layers, independent
 ops, or a windowed random DAG; FLOPs and bytes zero, ordinary or huge; view ops;
 two-output ops), a scheduler, a platform (``cpu2``, ``xeon-p2200``,
-``multi-gpu-4``) and 1 or 3 requests, plans and simulates it through
+``multi-gpu-4``, and the two with their GPUs launching eagerly under the interpreter
+lock or as CUDA graphs: the host model of sim/engine/host.py) and 1 or 3 requests, plans and simulates it through
 :meth:`Scheduler.run <schedulers.base.Scheduler.run>` and checks the run:
 
 * every node runs once per request, on its planned device (dynamic plans: once);
@@ -23,6 +24,7 @@ anything else fails. ``ci`` runs 300 cases (about a minute);
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -41,7 +43,20 @@ from hetsim.sim import PlanError, Platform, SimulationError
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 CASES = int(os.environ.get("HETSIM_FUZZ_CASES", 10_000 if PROFILE == "thorough" else 300))
+
+
+def launching(preset: str, launch: str, *, lock: bool) -> Platform:
+    """``preset`` with its GPUs launching kernels ``launch``-wise (sim/engine/host.py): a
+    short launch queue, event and copy-issue host costs, and the interpreter lock."""
+    pl = Platform.preset(preset)
+    devices = [dataclasses.replace(d, launch=launch, launch_queue_depth=2, graph_launch_s=8e-6, event_s=3e-6,
+                                   copy_issue_s=4e-6) if d.kind == "gpu" else d for d in pl.devices]
+    return dataclasses.replace(pl, name=f"{preset}-{launch}", devices=devices, interpreter_lock=lock)
+
+
 PLATFORMS = {name: Platform.preset(name) for name in ("cpu2", "xeon-p2200", "multi-gpu-4")}
+PLATFORMS["xeon-p2200-eager"] = launching("xeon-p2200", "eager", lock=True)
+PLATFORMS["multi-gpu-4-graph"] = launching("multi-gpu-4", "graph", lock=False)
 SHAPES = ("chain", "fork-join", "dense", "layered", "independent", "windowed")
 #: FLOPs of a compute op, bytes of a tensor: zero, ordinary, huge (beyond a GPU's memory)
 FLOPS = {"zero": (0.0, 0.0), "ordinary": (1e6, 1e10), "huge": (1e14, 1e16)}

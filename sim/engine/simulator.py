@@ -31,6 +31,21 @@ Model
   ``device.dispatch_s`` when the cost model has none) while its stream waits, then
   runs ``op_time``.
   Ops priced at zero (view ops) complete the moment they are ready, on no stream.
+* On a platform with a GPU whose ``launch`` is ``"eager"`` or ``"graph"``, the host
+  runs as it does (:mod:`sim.engine.host`) instead of that shared dispatcher: each
+  worker (device stream) has a host thread; a CPU worker runs an op's call, the op
+  and its cross-device epilogue in series; a GPU worker's host thread launches ops
+  (eager: one per op, its dispatch time; graph: one ``graph_launch_s`` per segment
+  between cross-device edges) in priority order from the request's arrival, up to
+  ``launch_queue_depth`` launches ahead of the kernels, and a kernel starts at
+  max(launch issued, stream free, inputs ready). Cross-device edges charge
+  ``event_s`` (record on the producer's thread, wait on the consumer's) and
+  ``copy_issue_s`` (per copy, on the producer's thread) of the GPU at either end,
+  and a GPU's tensor moved to a CPU worker of another memory reaches it
+  ``handoff_s`` (the CPU's) after it arrives. ``Platform.interpreter_lock``: every
+  host part holds one shared lock. Host work is recorded as ``"launch"`` and
+  ``"host"`` records on ``"DEVICE.host"`` resources (one stream per worker) and
+  counted in ``dispatch_busy``.
 * Graph inputs (``graph.meta["inputs"]``) start on the host when a request arrives;
   graph outputs (``meta["outputs"]``) are sent back to the host and count in the
   request's latency.
