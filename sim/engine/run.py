@@ -45,9 +45,23 @@ def _bytes(n: int) -> str:
 class EngineRun:
     """One simulation: integer tables, mutable state and the handlers of its events.
 
-    The servers (:mod:`sim.engine.servers`) call ``_start``/``_finish`` for ops
-    and ``_xfer_start``/``_xfer_done`` for transfers; these update memory, wake
-    successors and queue transfers.
+    The engine's pieces use its public members only (the engine's internal
+    interface; ``tests/test_namespace.py`` checks that nothing reaches into private
+    ones):
+
+    * tables: ``prep``, ``prices`` (``top``/``tdsp``: static op and dispatch times,
+      ``price(u, d)``: any op on any device), ``static``, ``baked``, ``sfo`` and
+      ``fanout(u, d)`` (fan-outs), ``host`` (:class:`sim.engine.host.HostModel` or None);
+    * state: ``env``, ``reqs``, ``heaps``/``idle`` (per device), ``lheaps``/``lidle``
+      (per link direction), ``busy``, ``lbusy``, ``lbytes``, ``disp_busy``, ``mem``,
+      ``peak``, ``overflowed``, ``queued``, ``stream_end``, ``zero``, ``records``,
+      ``deciding``, the dispatch slots ``free_slots``/``slot_waiters``;
+    * op handlers (bound by :func:`sim.engine.ops.bind_op_handlers`): ``start_op``,
+      ``finish_op``, ``fan_out``, ``ready``, ``drain``;
+    * events: ``arrive`` (a request), ``transfer_started``/``transfer_done`` (a
+      transfer's first hop starts, its last hop ends), ``queue_hop``, ``place`` (a
+      dynamic placement), ``handed``/``handed_after`` (an input after a hand-over),
+      ``overflow`` (a device out of memory), ``complete`` (a request), ``extra_read``.
     """
 
     def __init__(
