@@ -109,7 +109,8 @@ def simulate(
         What runs, where, in which order. ``platform`` may be a preset name or a
         TOML path. The plan is validated first (:class:`sim.plan.PlanError`).
     cost
-        A :class:`costmodel.CostModel`; ``None``: :class:`costmodel.roofline.Roofline`.
+        A cost model or spec (:func:`costmodel.as_cost_model`); ``None``: each device
+        priced by its own source (``Device.cost``), the roofline where it names none.
     requests
         Inference requests (or micro-batches) that flow through the plan, arriving
         every ``interval_s``. ``None``: ``plan.microbatches`` or 1.
@@ -181,10 +182,9 @@ class Simulator:
     def __init__(self, graph: Graph, platform: Platform | str, cost: Any = None) -> None:
         if isinstance(platform, str):
             platform = Platform.load(platform)
-        if cost is None:
-            from hetsim.costmodel.roofline import Roofline
+        from hetsim.costmodel.base import as_cost_model
 
-            cost = Roofline()
+        cost = as_cost_model(cost, platform=platform)  # None: each device's own source
         self.graph, self.platform, self.cost = graph, platform, cost
         self.tables: GraphTables | None = None  # sim.engine.prep.index_graph, at the first simulation
 
