@@ -151,13 +151,14 @@ def test_segment_partition_of_chains_forks_and_alternating_placements():
 def test_gpu_to_cpu_edge_charges_event_copy_issue_and_hand_over():
     pl = platform(gpu_dispatch_us=2, cpu_dispatch_us=4, event_us=1, copy_issue_us=3, handoff_us=10)
     res = run(chain("ab"), pl, {"a": "gpu", "b": "cpu"}, {"a": 5.0, "b": 7.0}, hop_us=20)
-    # GPU host: dispatch 2 + event record 1 + copy issue 3 = [0, 6]; a [6, 11]; copy [11, 31];
-    # hand-over 10: b's inputs at 41; CPU host: event wait 1 + dispatch 4 = [41, 46]; b [46, 53]
-    assert spans(res, "launch") == [("a", "gpu.host", 0, 6)]
-    assert spans(res, "transfer") == [("a[0]->cpu", "gpu->cpu", 11, 31)]
-    assert spans(res, "host") == [("b", "cpu.host", 41, 46)]
-    assert spans(res, "op") == [("a", "gpu", 6, 11), ("b", "cpu", 46, 53)]
-    assert res.makespan == pytest.approx(53 * US)
+    # GPU host: launch 2 = [0, 2], then event record 1 + copy issue 3 = [2, 6]; a [2, 7];
+    # copy [7, 27]; hand-over 10: b's input at 37; CPU host: event wait 1 + dispatch 4 = [37, 42]; b [42, 49]
+    assert spans(res, "launch") == [("a", "gpu.host", 0, 2)]
+    assert spans(res, "host") == [("a", "gpu.host", 2, 6), ("b", "cpu.host", 37, 42)]
+    assert spans(res, "transfer") == [("a[0]->cpu", "gpu->cpu", 7, 27)]
+    assert spans(res, "op") == [("a", "gpu", 2, 7), ("b", "cpu", 42, 49)]
+    assert res.makespan == pytest.approx(49 * US)
+    assert res.dispatch_busy == pytest.approx(11 * US)
 
 
 def test_cpu_to_gpu_edge_charges_copy_issue_on_the_producer():

@@ -9,9 +9,11 @@ then the op's host epilogue (the event it records and the copies it issues for
 its cross-device outputs), in series on its one thread. A GPU worker's host
 thread launches: in eager mode one op per launch (its dispatch time), in graph
 mode one :func:`partition_segments` segment per launch (``graph_launch_s``),
-each with the event waits, event records and copy issues of its cross-device
-edges; the launched kernels join the worker's stream in launch order, and a
-kernel starts at max(launch issued, stream free, inputs ready). The host thread
+each after the event waits of its cross-device inputs; the launched kernels join
+the worker's stream in launch order, and a kernel starts at max(launch issued,
+stream free, inputs ready); the thread then records the events and issues the
+copies of the launch's cross-device outputs (a copy starts when its producer's
+kernel ends). The host thread
 launches in the plan's priority order as soon as a request arrives, without
 waiting for inputs (a GPU consumer waits for a cross-device input on the GPU),
 up to ``launch_queue_depth`` launches whose kernels have not finished. A dynamic
@@ -194,7 +196,8 @@ class HostModel:
                 self.before[u], self.after[u] = edge_host_costs(prep, devices, u, loc0[u], loc0)
         # launch items of a static plan, by the rank of their first op
         self.closes = [True] * n  # the kernel whose end retires its launch
-        self.segment: dict[int, tuple[list[int], float]] = {}  # first op -> (kernels, host time)
+        # first op -> (kernels, host time up to the launch, host time after it)
+        self.segment: dict[int, tuple[list[int], float, float]] = {}
         self.items: list[list[int]] = [[] for _ in devices]  # per device: ranks launched per request
         if self.runahead:
             top, tdsp = run.top, run.tdsp
@@ -210,8 +213,8 @@ class HostModel:
                             continue
                         for u in kernels[:-1]:
                             self.closes[u] = False
-                        cost = launch_s + sum(self.before[u] + self.after[u] for u in seg)
-                        self.segment[seg[0]] = (kernels, cost)
+                        before = launch_s + sum(self.before[u] for u in seg)
+                        self.segment[seg[0]] = (kernels, before, sum(self.after[u] for u in seg))
                         self.items[di].append(prep.rank[seg[0]])
         self.launches: list[list[int]] = [[] for _ in devices]  # per device: launch keys ready
         self.host_idle: list[deque] = [deque() for _ in devices]
@@ -425,17 +428,19 @@ class _LaunchingWorker:
         req = run.reqs[r]
         names = run.prep.names
         if self.graph:
-            kernels, cost = host.segment[u]
+            kernels, before, after = host.segment[u]
             name = f"graph {names[u]}..{names[kernels[-1]]}"
         else:
             kernels = [u]
             _, ds = host.price(req, u, di)
             before, after = host.costs(req, u, di)
-            cost, name = before + ds + after, names[u]
+            before, name = before + ds, names[u]
         self.outstanding += 1
-        self.thread.hold(cost, "launch", u, name, req, lambda: self.launched(req, kernels))
+        self.thread.hold(before, "launch", u, name, req, lambda: self.launched(req, u, kernels, after))
 
-    def launched(self, req: Request, kernels: list[int]) -> None:
+    def launched(self, req: Request, u: int, kernels: list[int], after: float) -> None:
+        """The launch is issued: its kernels join the stream; then the host records the
+        events and issues the copies of the launch's cross-device outputs."""
         fifo = self.fifo
         for v in kernels:
             fifo.append((req, v))
@@ -443,7 +448,7 @@ class _LaunchingWorker:
         if self.poke_kernel in idle:
             idle.remove(self.poke_kernel)
             self.poke_kernel()
-        self.launch()
+        self.thread.hold(after, "host", u, self.run.prep.names[u], req, self.launch)
 
     # kernel stream
     def poke_kernel(self) -> None:
