@@ -212,3 +212,25 @@ def test_without_a_launch_mode_the_host_is_a_dispatch_slot_in_series():
               {"a": 1.0, "b": 5.0, "c": 1.0})
     assert spans(res, "op") == [("a", "gpu", 2, 3), ("b", "gpu", 5, 10), ("c", "gpu", 12, 13)]
     assert not spans(res, "launch")
+
+
+class OnGPU:
+    """A dynamic policy that places every node on the GPU."""
+
+    name = "on-gpu"
+
+    def select(self, node: str, view: object) -> str:
+        return "gpu"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "params": {}}
+
+
+@pytest.mark.parametrize("launch", ["eager", "graph"])
+def test_a_dynamic_plan_launches_each_op_when_it_is_placed(launch: str):
+    # placed when ready, so launched then, one launch per op (graph falls back to eager):
+    # a launched [0, 2], runs [2, 3]; b ready at 3, launched [3, 5], runs [5, 10]
+    res = simulate(chain("ab"), platform(launch, gpu_dispatch_us=2), Plan({}, policy=OnGPU()),
+                   Fixed({"a": 1.0, "b": 5.0}), record=True)
+    assert spans(res, "launch") == [("a", "gpu.host", 0, 2), ("b", "gpu.host", 3, 5)]
+    assert spans(res, "op") == [("a", "gpu", 2, 3), ("b", "gpu", 5, 10)]
