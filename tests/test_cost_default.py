@@ -8,6 +8,7 @@ import dataclasses
 import importlib
 
 import pytest
+from test_host_model import chain
 
 from hetsim.costmodel import Roofline, as_cost_model
 from hetsim.costmodel.composite import PlatformCostModel
@@ -45,27 +46,18 @@ def sourced(monkeypatch: pytest.MonkeyPatch) -> Platform:
     return dataclasses.replace(pl, devices=[dataclasses.replace(first, cost="per-op:100"), *pl.devices[1:]])
 
 
-def chain3() -> Graph:
-    g = Graph(name="chain3")
-    for n in "abc":
-        g.add_op(n, "matmul", flops=1e6, bytes=1000)
-    g.add_edge("a", "b", bytes=100)
-    g.add_edge("b", "c", bytes=100)
-    return g
-
-
 def test_none_is_each_devices_own_source(sourced: Platform) -> None:
     cost = as_cost_model(None, platform=sourced)
     assert isinstance(cost, PlatformCostModel)
     first, second = sourced.devices
-    assert cost.op_time(chain3(), "a", first) == pytest.approx(100 * US)
-    assert cost.op_time(chain3(), "a", second) == Roofline().op_time(chain3(), "a", second)
+    assert cost.op_time(chain("abc"), "a", first) == pytest.approx(100 * US)
+    assert cost.op_time(chain("abc"), "a", second) == Roofline().op_time(chain("abc"), "a", second)
 
 
 def test_every_path_prices_a_plan_alike_without_a_cost(sourced: Platform) -> None:
     from hetsim.experiments.compare import compare
 
-    g = chain3()
+    g = chain("abc")
     first = sourced.devices[0].name
     plan = Plan(dict.fromkeys("abc", first))
     # three ops of 100 us on the first CPU, each after its dispatch
