@@ -30,6 +30,7 @@ from hetsim.sim.plan import policy_select, size_text
 from hetsim.sim.result import SimResult
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.priced import PricedGraph
     from hetsim.graphs.graph import Graph
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
@@ -69,13 +70,14 @@ class EngineRun:
         graph: Graph,
         platform: Platform,
         plan: Plan,
-        cost: Any,
+        priced: PricedGraph,
         prep: Prepared,
         *,
         n_req: int,
         interval: float,
+        positions: list[int] | None = None,
     ) -> None:
-        self.graph, self.platform, self.plan, self.cost = graph, platform, plan, cost
+        self.graph, self.platform, self.plan, self.cost = graph, platform, plan, priced.cost
         self.prep, self.n_req, self.interval = prep, n_req, interval
         self.env = simpy.Environment()
         # memory-bandwidth contention (sim.contention): None unless the platform declares it
@@ -88,9 +90,10 @@ class EngineRun:
         self.decision = float(getattr(platform, "decision_s", 0.0))
         self.dynamic = plan.policy is not None
         self.policy = plan.policy
-        self.prices = Prices(graph, platform, cost, prep)
+        self.prices = Prices(priced, prep, positions)
+        self.transfer_time = priced.transfer_time
         self.price = self.prices.get
-        self.sfo = static_fanouts(prep, platform, cost.transfer_time)
+        self.sfo = static_fanouts(prep, platform, self.transfer_time)
         self.dynamic_fanouts: dict[tuple[int, int], Fanout] = {}
         self.dynamic_routes: dict[tuple[int, int, int, int], tuple] = {}
         n = prep.n_ops
@@ -196,7 +199,7 @@ class EngineRun:
         """The fan-out of a node placed at run time (:func:`sim.engine.prep.build_fanout`)."""
         fo = self.dynamic_fanouts.get((u, du))
         if fo is None:
-            fo = build_fanout(self.prep, self.platform, self.cost.transfer_time, u, du, self.prep.loc0)
+            fo = build_fanout(self.prep, self.platform, self.transfer_time, u, du, self.prep.loc0)
             self.dynamic_fanouts[(u, du)] = fo
         return fo
 
@@ -313,7 +316,7 @@ class EngineRun:
         key = (p, k, dp, di)
         hit = self.dynamic_routes.get(key)
         if hit is None:
-            hit = self.dynamic_routes[key] = priced_route(self.prep, self.platform, self.cost.transfer_time,
+            hit = self.dynamic_routes[key] = priced_route(self.prep, self.platform, self.transfer_time,
                                                        p, k, dp, di)
         return hit
 

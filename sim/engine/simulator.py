@@ -183,10 +183,28 @@ class Simulator:
         if isinstance(platform, str):
             platform = Platform.load(platform)
         from hetsim.costmodel.base import as_cost_model
+        from hetsim.costmodel.priced import PricedGraph
 
         cost = as_cost_model(cost, platform=platform)  # None: each device's own source
         self.graph, self.platform, self.cost = graph, platform, cost
         self.tables: GraphTables | None = None  # sim.engine.prep.index_graph, at the first simulation
+        # the op, dispatch and transfer times, priced once for every plan: the given
+        # PricedGraph of this graph and platform (Scheduler.run's), or one made at the
+        # first simulation; ``positions``: engine index -> its position (None: the same)
+        self.priced: PricedGraph | None = (cost if isinstance(cost, PricedGraph) and cost.prices(graph, platform)
+                                           else None)
+        self.positions: list[int] | None = None
+
+    def align(self) -> None:
+        """Number the priced graph's tables like the engine's (after :func:`index_graph`)."""
+        from hetsim.costmodel.priced import PricedGraph
+
+        topo = self.tables.topo
+        if self.priced is None:
+            self.priced = PricedGraph(self.graph, self.platform, self.cost, nodes=topo)
+        elif self.priced.nodes != topo:
+            index = self.priced.index
+            self.positions = [index[n] for n in topo]
 
     def simulate(
         self,
@@ -210,8 +228,10 @@ class Simulator:
                 raise SimulationError(f"noise must be a finite number >= 0, got {noise!r}")
             if self.tables is None:
                 self.tables = index_graph(graph)
+                self.align()
             prep = prepare(self.tables, platform, plan)
-            run = EngineRun(graph, platform, plan, self.cost, prep, n_req=n_req, interval=float(interval_s))
+            run = EngineRun(graph, platform, plan, self.priced, prep, n_req=n_req, interval=float(interval_s),
+                            positions=self.positions)
             run.configure(record=record, seed=seed, noise=float(noise), check_memory=check_memory)
             return run.execute()
         except PrepError as e:
