@@ -45,15 +45,14 @@ class PricedGraph:
 
     Examples
     --------
-    >>> from hetsim.costmodel.roofline import Roofline
-    >>> from hetsim.graphs import Graph
-    >>> from hetsim.sim.platform import Platform
-    >>> g = Graph()
-    >>> g.add_op("mm", "matmul", flops=2e9, bytes=12_000_000)
-    >>> priced = PricedGraph(g, Platform.preset("xeon-p2200"), Roofline())
-    >>> ops, disp = priced.times(1, [0])  # the gpu: priced now, kept
-    >>> round(ops[0] * 1e6, 1), disp
-    (1007.0, [6e-06])
+    >>> import hetsim
+    >>> box = hetsim.Platform.preset("xeon-p2200")
+    >>> chain = hetsim.graphs.Graph(name="one matmul")
+    >>> chain.add_op("mm", "matmul", flops=2e9, bytes=12_000_000)
+    >>> priced = PricedGraph(chain, box, hetsim.Roofline())
+    >>> ops, disp = priced.times(box.device_names.index("gpu"), [0])  # priced now, then kept
+    >>> round(ops[0] * 1e6, 1), disp, priced.op_time(chain, "mm", box.device("gpu")) == ops[0]
+    (1007.0, [6e-06], True)
     """
 
     def __init__(self, graph: Graph, platform: Platform, cost: Any, *, nodes: list[str] | None = None) -> None:
