@@ -61,12 +61,12 @@ class PricedGraph:
         self.nodes: list[str] = list(graph.nx) if nodes is None else nodes
         self._index: dict[str, int] | None = None
         self.device_index: dict[str, int] = {d.name: i for i, d in enumerate(platform.devices)}
-        self.links: dict[str, Link] = {lk.name: lk for lk in platform.links}
+        self.link_ids: set[int] = {id(lk) for lk in platform.links}
         n = len(self.nodes)
         #: per device, per node position: the cost model's op and dispatch answers
         self.op_times: list[list[Any]] = [[UNPRICED] * n for _ in platform.devices]
         self.dispatch_times: list[list[Any]] = [[UNPRICED] * n for _ in platform.devices]
-        self.transfers: dict[tuple[int, str], Any] = {}
+        self.transfers: dict[tuple[int, int], Any] = {}
 
     @property
     def index(self) -> dict[str, int]:
@@ -136,13 +136,13 @@ class PricedGraph:
 
     def transfer_time(self, nbytes: int, link: Link) -> Any:
         """The wrapped model's time to move ``nbytes`` over ``link``, kept per (bytes, link)
-        for the platform's links."""
-        if self.links.get(link.name) is not link:
-            return self.cost.transfer_time(nbytes, link)
-        key = (nbytes, link.name)
+        for the platform's links (keyed by identity: they live as long as the platform)."""
+        key = (nbytes, id(link))
         t = self.transfers.get(key)
         if t is None:
-            t = self.transfers[key] = self.cost.transfer_time(nbytes, link)
+            t = self.cost.transfer_time(nbytes, link)
+            if id(link) in self.link_ids:
+                self.transfers[key] = t
         return t
 
 

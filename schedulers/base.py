@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from hetsim.costmodel.priced import PricedGraph, priced_graph
 from hetsim.graphs.graph import check_io, tensor_bytes
 from hetsim.schedulers.run import PlanRun
 from hetsim.sim.plan import Plan
@@ -103,8 +104,6 @@ class CostTable:
     """
 
     def __init__(self, graph: Graph, platform: Platform, cost: CostModel) -> None:
-        from hetsim.costmodel.priced import priced_graph
-
         check_io(graph)
         self.graph = graph
         self.platform = platform
@@ -444,7 +443,6 @@ class Scheduler:
             (:class:`~sim.engine.simulator.SimulationError`, e.g. out of memory) raise.
         """
         from hetsim.costmodel.base import as_cost_model
-        from hetsim.costmodel.priced import PricedGraph
         from hetsim.sim.platform import Platform as _Platform
 
         platform = _Platform.load(platform)
