@@ -67,6 +67,7 @@ class PricedGraph:
         self.op_times: list[list[Any]] = [[UNPRICED] * n for _ in platform.devices]
         self.dispatch_times: list[list[Any]] = [[UNPRICED] * n for _ in platform.devices]
         self.transfers: dict[tuple[int, int], Any] = {}
+        self.priced = [0] * len(platform.devices)  # per device: how many nodes are priced
 
     @property
     def index(self) -> dict[str, int]:
@@ -85,12 +86,14 @@ class PricedGraph:
         not priced yet are priced now in one :func:`costmodel.price_nodes` call
         (``attrs``: the nodes' attribute dicts, in ``positions`` order, if at hand)."""
         ops_d, disp_d = self.op_times[d], self.dispatch_times[d]
-        missing = [j for j, i in enumerate(positions) if ops_d[i] is UNPRICED]
+        if self.priced[d] == 0:  # nothing priced on d yet: no look-ups
+            missing = range(len(positions))
+        else:
+            missing = [j for j, i in enumerate(positions) if ops_d[i] is UNPRICED]
         if missing:
             nodes = self.nodes
             if len(missing) == len(positions):
-                todo = list(positions)
-                todo_attrs = attrs
+                todo, todo_attrs = positions, attrs
             else:
                 todo = [positions[j] for j in missing]
                 todo_attrs = None if attrs is None else [attrs[j] for j in missing]
@@ -101,8 +104,9 @@ class PricedGraph:
             for i, t, ds in zip(todo, ops, disp):
                 ops_d[i] = t
                 disp_d[i] = ds
+            self.priced[d] += len(todo)
             if len(missing) == len(positions):
-                return list(ops), list(disp)
+                return ops, disp
         return [ops_d[i] for i in positions], [disp_d[i] for i in positions]
 
     def time(self, d: int, i: int) -> tuple[Any, Any]:
@@ -110,8 +114,10 @@ class PricedGraph:
         t = self.op_times[d][i]
         if t is UNPRICED:
             node, device = self.nodes[i], self.platform.devices[d]
-            t = self.op_times[d][i] = self.cost.op_time(self.graph, node, device)
+            t = self.cost.op_time(self.graph, node, device)
             self.dispatch_times[d][i] = host_dispatch(self.cost, self.graph, node, device)
+            self.op_times[d][i] = t
+            self.priced[d] += 1
         return t, self.dispatch_times[d][i]
 
     # ------------------------------------------------------ as a cost model
