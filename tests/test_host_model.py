@@ -142,10 +142,11 @@ def test_segment_partition_of_chains_forks_and_alternating_placements():
     assert segments_of(fork, {"a": "gpu", "b": "gpu", "c": "cpu"}, pl) == [["a"], ["b"]]
     alternating = {n: "gpu" if i % 2 == 0 else "cpu" for i, n in enumerate("abcde")}
     assert segments_of(chain("abcde"), alternating, pl) == [["a"], ["c"], ["e"]]
-    # a graph output on the GPU cuts after its producer
-    out = chain("abc")
-    out.meta["outputs"] = [{"node": "a", "output": 0, "bytes": 0}]
-    assert segments_of(out, dict.fromkeys("abc", "gpu"), pl) == [["a"], ["b", "c"]]
+    # graph inputs and outputs do not cut a segment
+    io = chain("abc")
+    io.meta["inputs"] = [{"name": "x", "bytes": 64, "consumers": ["b"]}]
+    io.meta["outputs"] = [{"node": "a", "output": 0, "bytes": 0}]
+    assert segments_of(io, dict.fromkeys("abc", "gpu"), pl) == [["a", "b", "c"]]
 
 
 def test_gpu_to_cpu_edge_charges_event_copy_issue_and_hand_over():

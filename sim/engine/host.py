@@ -57,12 +57,14 @@ def host_resource(device: str) -> str:
 def partition_segments(prep: Prepared, loc: list[int], device: int) -> list[list[int]]:
     """The graph segments of ``device``: its ops in the plan's priority order
     (``prep.order``), cut before an op with an input from another device and after
-    an op with a reader on another device or a graph output sent to another device.
+    an op with a reader on another device (the executor's segments,
+    ``runtime.executor.segments``).
 
-    Graph inputs do not cut a segment: they are copied when the request starts.
+    Graph inputs and outputs do not cut a segment: inputs are copied when the
+    request starts, an output when its segment has run.
     """
-    n, host = prep.n_ops, prep.host
-    preds, succs, outputs = prep.preds, prep.succs, prep.graph_outputs
+    n = prep.n_ops
+    preds, succs = prep.preds, prep.succs
     segments: list[list[int]] = []
     current: list[int] = []
     cut = True
@@ -74,7 +76,7 @@ def partition_segments(prep: Prepared, loc: list[int], device: int) -> list[list
                 segments.append(current)
             current = []
         current.append(u)
-        cut = any(loc[v] != device for v, _ in succs[u]) or (u in outputs and host != device)
+        cut = any(loc[v] != device for v, _ in succs[u])
     if current:
         segments.append(current)
     return segments
