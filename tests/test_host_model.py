@@ -235,3 +235,15 @@ def test_a_dynamic_plan_launches_each_op_when_it_is_placed(launch: str):
                    Fixed({"a": 1.0, "b": 5.0}), record=True)
     assert spans(res, "launch") == [("a", "gpu.host", 0, 2), ("b", "gpu.host", 3, 5)]
     assert spans(res, "op") == [("a", "gpu", 2, 3), ("b", "gpu", 5, 10)]
+
+
+def test_host_work_shows_in_the_chrome_trace():
+    from hetsim.sim.trace import chrome_trace
+
+    res = run(chain("ab"), platform(gpu_dispatch_us=2), dict.fromkeys("ab", "gpu"), {"a": 1.0, "b": 1.0})
+    events = chrome_trace(res)["traceEvents"]
+    pids = {e["args"]["name"]: e["pid"] for e in events if e["name"] == "process_name"}
+    threads = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"}
+    assert (pids["gpu.host"], "host thread 0") in threads
+    launches = [(e["name"], e["ts"], e["dur"]) for e in events if e.get("cat") == "launch"]
+    assert launches == [("a", 0.0, pytest.approx(2.0)), ("b", pytest.approx(2.0), pytest.approx(2.0))]
