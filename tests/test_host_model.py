@@ -247,3 +247,17 @@ def test_host_work_shows_in_the_chrome_trace():
     assert (pids["gpu.host"], "host thread 0") in threads
     launches = [(e["name"], e["ts"], e["dur"]) for e in events if e.get("cat") == "launch"]
     assert launches == [("a", 0.0, pytest.approx(2.0)), ("b", pytest.approx(2.0), pytest.approx(2.0))]
+
+
+@pytest.mark.parametrize("launch", ["eager", "graph"])
+def test_launches_of_no_host_time_do_not_nest(launch: str):
+    # 3000 GPU ops alternating with CPU ops, launches free: each GPU op its own segment
+    names = [f"n{i}" for i in range(6000)]
+    g = Graph(name="long")
+    for a in names:
+        g.add_op(a, "relu", bytes=0)
+    for a, b in zip(names, names[1:]):
+        g.add_edge(a, b, bytes=0)
+    placement = {n: "gpu" if i % 2 == 0 else "cpu" for i, n in enumerate(names)}
+    res = simulate(g, platform(launch, gpu_dispatch_us=0), Plan(placement), Fixed(dict.fromkeys(names, 1.0)))
+    assert res.makespan == pytest.approx(6000 * US)

@@ -418,31 +418,46 @@ class _LaunchingWorker:
         self.run.env.timeout(0).callbacks.append(self.launch)
 
     def launch(self, _e: Any = None) -> None:
+        """Launch what is available, in order, until the thread holds host work, the
+        queue is full or nothing is left (a loop: launches of no host time follow one
+        another at one instant without nesting calls)."""
         run, host, di = self.run, self.host, self.di
-        if self.outstanding >= self.depth:
-            self.blocked = True
-            return
-        if not self.launches:
-            host.host_idle[di].append(self.poke_host)
-            return
-        r, rk = divmod(heappop(self.launches), max(run.prep.n_ops, 1))
-        u = run.prep.order[rk]
-        req = run.reqs[r]
         names = run.prep.names
-        if self.graph:
-            kernels, before, after = host.segment[u]
-            name = f"graph {names[u]}..{names[kernels[-1]]}"
-        else:
-            kernels = [u]
-            _, ds = host.price(req, u, di)
-            before, after = host.costs(req, u, di)
-            before, name = before + ds, names[u]
-        self.outstanding += 1
-        self.thread.hold(before, "launch", u, name, req, lambda: self.launched(req, u, kernels, after))
+        while True:
+            if self.outstanding >= self.depth:
+                self.blocked = True
+                return
+            if not self.launches:
+                host.host_idle[di].append(self.poke_host)
+                return
+            r, rk = divmod(heappop(self.launches), max(run.prep.n_ops, 1))
+            u = run.prep.order[rk]
+            req = run.reqs[r]
+            if self.graph:
+                kernels, before, after = host.segment[u]
+                name = f"graph {names[u]}..{names[kernels[-1]]}"
+            else:
+                kernels = [u]
+                _, ds = host.price(req, u, di)
+                before, after = host.costs(req, u, di)
+                before, name = before + ds, names[u]
+            self.outstanding += 1
+            if before > 0.0:
+                self.thread.hold(before, "launch", u, name, req,
+                                 lambda req=req, u=u, kernels=kernels, after=after: self.launched(req, u, kernels, after))
+                return
+            if not self.issue(req, u, kernels, after):
+                return
 
     def launched(self, req: Request, u: int, kernels: list[int], after: float) -> None:
+        """The launch's host time is over: issue it, then launch on."""
+        if self.issue(req, u, kernels, after):
+            self.launch()
+
+    def issue(self, req: Request, u: int, kernels: list[int], after: float) -> bool:
         """The launch is issued: its kernels join the stream; then the host records the
-        events and issues the copies of the launch's cross-device outputs."""
+        events and issues the copies of the launch's cross-device outputs. True when
+        that takes no time (the thread may launch on now)."""
         fifo = self.fifo
         for v in kernels:
             fifo.append((req, v))
@@ -450,7 +465,10 @@ class _LaunchingWorker:
         if self.poke_kernel in idle:
             idle.remove(self.poke_kernel)
             self.poke_kernel()
-        self.thread.hold(after, "host", u, self.run.prep.names[u], req, self.launch)
+        if after > 0.0:
+            self.thread.hold(after, "host", u, self.run.prep.names[u], req, self.launch)
+            return False
+        return True
 
     # kernel stream
     def poke_kernel(self) -> None:
