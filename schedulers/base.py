@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from hetsim.costmodel.base import host_dispatch
+from hetsim.costmodel.priced import PricedGraph, priced_graph
 from hetsim.graphs.graph import check_io, tensor_bytes
 from hetsim.schedulers.run import PlanRun
 from hetsim.sim.plan import Plan
@@ -107,20 +107,24 @@ class CostTable:
         check_io(graph)
         self.graph = graph
         self.platform = platform
-        self.cost = cost
+        #: the priced graph (:class:`costmodel.priced.PricedGraph`): ``cost`` itself when
+        #: it prices this graph on this platform (Scheduler.run's), else one over ``cost``
+        self.cost = priced = priced_graph(graph, platform, cost)
         self.devices: list[str] = platform.device_names
         self.topo: list[str] = graph.topological_order()
         self.index: dict[str, int] = {n: i for i, n in enumerate(self.topo)}
         nodes = graph.nx.nodes
+        positions = [priced.index[n] for n in self.topo]
+        priced_times = [priced.times(d, positions) for d in range(len(platform.devices))]
         self.w: dict[str, dict[str, float]] = {}
         self.disp: dict[str, dict[str, float]] = {}
-        for n in self.topo:
+        for j, n in enumerate(self.topo):
             wn: dict[str, float] = {}
             dn: dict[str, float] = {}
-            for dev in platform.devices:
+            for dev, (ops, disp) in zip(platform.devices, priced_times):
                 fits = nodes[n]["bytes"] <= dev.memory_bytes
-                wn[dev.name] = float(cost.op_time(graph, n, dev)) if fits else math.inf
-                dn[dev.name] = host_dispatch(cost, graph, n, dev)
+                wn[dev.name] = float(ops[j]) if fits else math.inf
+                dn[dev.name] = float(disp[j])
             if all(math.isinf(t) for t in wn.values()):
                 raise SchedulerError(f"node {n!r} fits in the memory of no device of {platform.name!r}")
             self.w[n] = wn
@@ -414,7 +418,9 @@ class Scheduler:
             A :class:`~sim.platform.Platform`, preset name or TOML path.
         cost
             A cost model or spec (:func:`costmodel.as_cost_model`; None: each device's default source);
-            the same model plans and prices.
+            the same model plans and prices, through one :class:`costmodel.priced.PricedGraph`
+            of the planned graph that the scheduler gets as its cost model and the
+            simulation reuses (``PlanRun.priced``).
         simulate
             False: plan only (``result`` None), e.g. to simulate later with
             :meth:`PlanRun.simulate`.
@@ -444,8 +450,9 @@ class Scheduler:
         sched = self.for_requests(options.get("requests"), options.get("interval_s", 0.0))
         t0 = time.perf_counter()
         g2 = sched.transform(graph, platform, cost)
-        plan = sched.schedule(g2, platform, cost)
-        run = PlanRun(g2, platform, cost, plan, scheduling_time_s=time.perf_counter() - t0)
+        priced = PricedGraph(g2, platform, cost)  # priced once: the scheduler's and the simulation's
+        plan = sched.schedule(g2, platform, priced)
+        run = PlanRun(g2, platform, cost, plan, scheduling_time_s=time.perf_counter() - t0, priced=priced)
         return run.simulate(**options) if simulate else run
 
     def for_requests(self, requests: int | None, interval_s: float = 0.0) -> Scheduler:

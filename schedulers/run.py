@@ -28,7 +28,7 @@ Examples
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hetsim.sim.result import METRIC_COLUMNS
@@ -64,6 +64,10 @@ class PlanRun:
         Wall time of ``transform`` + ``schedule`` (0 for a given plan).
     simulation_time_s
         Wall time of the simulation (0 without one).
+    priced
+        The :class:`costmodel.priced.PricedGraph` of ``graph``, ``platform`` and
+        ``cost`` the plan was made with (:meth:`Scheduler.run`), which its simulations
+        on that platform with that cost reuse; None: priced when simulated.
     """
 
     graph: Graph
@@ -73,6 +77,7 @@ class PlanRun:
     result: SimResult | None = None
     scheduling_time_s: float = 0.0
     simulation_time_s: float = 0.0
+    priced: Any = field(default=None, repr=False, compare=False)
 
     @property
     def scheduler(self) -> str:
@@ -95,8 +100,10 @@ class PlanRun:
 
         platform = self.platform if platform is None else platform
         cost = self.cost if cost is None else cost
+        priced = self.priced if self.priced is not None and self.priced.prices(self.graph, platform) \
+            and self.priced.cost is cost else cost  # the times the plan was made with, when they apply
         t0 = time.perf_counter()
-        result = simulate(self.graph, platform, self.plan, cost, **options)
+        result = simulate(self.graph, platform, self.plan, priced, **options)
         return replace(self, platform=platform, cost=cost, result=result,
                        simulation_time_s=time.perf_counter() - t0)
 

@@ -110,6 +110,8 @@ def _thread_label(kind: str, tid: int) -> str:
         return f"dispatch thread {tid}"
     if kind == "transfer":
         return "copies"
+    if kind in ("launch", "host"):  # a worker's host thread (sim.engine.host)
+        return f"host thread {tid}"
     return "views (zero cost)" if tid < 0 else f"stream {tid}"
 
 

@@ -598,7 +598,7 @@ def test_bad_batch_price_is_reported_with_the_first_op():
 
 def test_deadlock_is_detected(monkeypatch: pytest.MonkeyPatch):
     # make the engine lose every transfer: the consumer can never start
-    monkeypatch.setattr(engine_run.EngineRun, "_queue_hop", lambda self, x: None)
+    monkeypatch.setattr(engine_run.EngineRun, "queue_hop", lambda self, x: None)
     g = graph(["a", "b"], [("a", "b")])
     with pytest.raises(
         SimulationError, match=r"deadlock: request 0 .*op 'b' is stuck \(waiting for inputs"

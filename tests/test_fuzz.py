@@ -3,7 +3,9 @@
 Each case draws a graph (a chain, forks and joins, a dense DAG, layers, independent
 ops, or a windowed random DAG; FLOPs and bytes zero, ordinary or huge; view ops;
 two-output ops), a scheduler, a platform (``cpu2``, ``xeon-p2200``,
-``multi-gpu-4``) and 1 or 3 requests, plans and simulates it through
+``multi-gpu-4``, and the host model of sim/engine/host.py: ``xeon-p2200`` launching
+eagerly under the interpreter lock or as CUDA graphs with free launches,
+``multi-gpu-4`` as CUDA graphs) and 1 or 3 requests, plans and simulates it through
 :meth:`Scheduler.run <schedulers.base.Scheduler.run>` and checks the run:
 
 * every node runs once per request, on its planned device (dynamic plans: once);
@@ -23,6 +25,7 @@ anything else fails. ``ci`` runs 300 cases (about a minute);
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -41,7 +44,23 @@ from hetsim.sim import PlanError, Platform, SimulationError
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 CASES = int(os.environ.get("HETSIM_FUZZ_CASES", 10_000 if PROFILE == "thorough" else 300))
+
+
+def launching(preset: str, launch: str, *, lock: bool, host_s: float) -> Platform:
+    """``preset`` with its GPUs launching kernels ``launch``-wise (sim/engine/host.py): a
+    short launch queue, graph-launch, event and copy-issue host costs of about
+    ``host_s`` (0: free), and the interpreter lock or not."""
+    pl = Platform.preset(preset)
+    devices = [dataclasses.replace(d, launch=launch, launch_queue_depth=2, graph_launch_s=2 * host_s,
+                                   event_s=0.75 * host_s, copy_issue_s=host_s) if d.kind == "gpu" else d
+               for d in pl.devices]
+    return dataclasses.replace(pl, name=f"{preset}-{launch}", devices=devices, interpreter_lock=lock)
+
+
 PLATFORMS = {name: Platform.preset(name) for name in ("cpu2", "xeon-p2200", "multi-gpu-4")}
+PLATFORMS["xeon-p2200-eager"] = launching("xeon-p2200", "eager", lock=True, host_s=4e-6)
+PLATFORMS["xeon-p2200-graph"] = launching("xeon-p2200", "graph", lock=False, host_s=0.0)
+PLATFORMS["multi-gpu-4-graph"] = launching("multi-gpu-4", "graph", lock=False, host_s=4e-6)
 SHAPES = ("chain", "fork-join", "dense", "layered", "independent", "windowed")
 #: FLOPs of a compute op, bytes of a tensor: zero, ordinary, huge (beyond a GPU's memory)
 FLOPS = {"zero": (0.0, 0.0), "ordinary": (1e6, 1e10), "huge": (1e14, 1e16)}

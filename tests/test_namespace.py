@@ -173,3 +173,27 @@ print(folder.is_dir(), str(folder).startswith(TARGET), from_spec("default", plat
                          timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["True", "True", "cpu=roofline,gpu=gpu-a100-80gb"]
+
+
+def _private_uses(path: Path) -> list[str]:
+    """``x._name`` (one leading underscore, not a dunder) where ``x`` is not ``self``
+    or ``cls``: a private member of another object."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Attribute):
+            continue
+        name = node.attr
+        if not name.startswith("_") or name.startswith("__"):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            continue
+        out.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_no_simulator_module_reaches_into_another_objects_private_members() -> None:
+    # the engine's pieces (sim/engine/) talk through EngineRun's public members
+    offenders = [use for path in sorted((ROOT / "sim").rglob("*.py")) for use in _private_uses(path)]
+    assert not offenders, "private members used from outside their class:\n" + "\n".join(offenders)

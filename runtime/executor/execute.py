@@ -125,7 +125,8 @@ def execute(
         Platform device -> real device spec (``{"gpu": "cuda:1"}``, ``{"cpu1": "cpu@2"}``).
     cost
         Cost model the dynamic policy predicts with (and that prices the predicted
-        peak memory of an out-of-memory report); default :class:`costmodel.Roofline`.
+        peak memory of an out-of-memory report): :func:`costmodel.as_cost_model`; None: each
+        device priced by its own source (``Device.cost``), the roofline where it names none.
     model
         The graph's Relax model (:func:`runtime.backends.tvm_backend.import_module`),
         to skip rebuilding it (or for a graph that is not a zoo model).
@@ -300,10 +301,9 @@ class Execution:
                                  backend=backend if isinstance(backend, str) else backend.name)
         platform, specs, active = checked.platform, checked.specs, checked.active
         bk = get_backend(backend) if isinstance(backend, str) else backend
-        if cost is None:
-            from hetsim.costmodel.roofline import Roofline
+        from hetsim.costmodel.base import as_cost_model
 
-            cost = Roofline()
+        cost = as_cost_model(cost, platform=platform)  # None: each device's own source
         if bk.name == "tvm":
             _register_tvm(bk, graph, model, wiring)
         self.graph, self.plan, self.platform, self.cost, self.backend = graph, plan, platform, cost, bk

@@ -26,16 +26,18 @@ __all__ = ["bind_op_handlers"]
 
 
 def bind_op_handlers(run: EngineRun) -> None:
-    """Set ``run._start``, ``run._fan``, ``run._finish``, ``run._ready`` and
-    ``run._drain``: the handlers the servers call."""
+    """Set ``run.start_op``, ``run.fan_out``, ``run.finish_op``, ``run.ready`` and
+    ``run.drain``: the handlers the servers call."""
     prep = run.prep
     preds, out_size, rank, names = prep.preds, prep.out_size, prep.rank, prep.names
     domain_same, capacity, dev_names = prep.domain_same, prep.capacity, prep.dev_names
     n_dev, n_out = run.n_dev, prep.n_out
-    sfo, fanout, mem, peak, overflowed = run.sfo, run._fanout, run.mem, run.peak, run._overflowed
+    sfo, fanout, mem, peak, overflowed = run.sfo, run.fanout, run.mem, run.peak, run.overflowed
     static, top, tdsp, baked = run.static, run.top, run.tdsp, run.baked
     heaps, idle, queued, zero = run.heaps, run.idle, run.queued, run.zero
-    dynamic, price, xread, env = run.dynamic, run._price, run._xread, run.env
+    dynamic, price, xread, env = run.dynamic, run.price, run.extra_read, run.env
+    launching = run.host.launching if run.host is not None else None
+    host_ready = run.host.ready if run.host is not None else None
 
     def start(req: Request, u: int, di: int) -> None:
         fo = sfo[u] or fanout(u, di)
@@ -51,7 +53,7 @@ def bind_op_handlers(run: EngineRun) -> None:
             if m > peak[di]:
                 peak[di] = m
                 if m > capacity[di] and di not in overflowed:
-                    run._overflow(di, m, req, "op", u)
+                    run.overflow(di, m, req, "op", u)
         if fo.held:
             req.held.extend(fo.held)
 
@@ -68,6 +70,9 @@ def bind_op_handlers(run: EngineRun) -> None:
                 t += x
         if t == 0.0 and ds == 0.0:
             zero.append((req, v, di))
+            return
+        if launching is not None and launching[di]:  # a launching GPU (sim.engine.host)
+            host_ready(req, v, di, t, ds)
             return
         req.state[v] = QUEUED
         heappush(heaps[di], req.base + rank[v])
@@ -90,7 +95,7 @@ def bind_op_handlers(run: EngineRun) -> None:
                 ready(req, v)
         if fo.handoff:
             for v, h in fo.handoff:
-                env.timeout(h).callbacks.append(lambda _e, req=req, v=v: run._handed(req, v))
+                env.timeout(h).callbacks.append(lambda _e, req=req, v=v: run.handed(req, v))
         if fo.groups:
             for g in fo.groups:
                 x = Transfer(req, u, g.k, di, g.dst, g.hops, g.times, g.nbytes,
@@ -99,13 +104,13 @@ def bind_op_handlers(run: EngineRun) -> None:
                     req.remaining += 1
                 if dynamic:
                     req.xfers[(u, g.k, g.dst)] = x
-                run._queue_hop(x)
+                run.queue_hop(x)
         if fo.dyn:
             for v in fo.dyn:
                 c = pend[v] - 1
                 pend[v] = c
                 if c == 0:
-                    run._place(req, v)
+                    run.place(req, v)
 
     def finish(req: Request, u: int, di: int) -> None:
         refs, loc, same = req.refs, req.loc, domain_same[di]
@@ -122,7 +127,7 @@ def bind_op_handlers(run: EngineRun) -> None:
         fan(req, u, di)
         req.remaining -= 1
         if req.remaining == 0:
-            run._complete(req)
+            run.complete(req)
 
     def drain() -> None:
         """Complete the zero-cost ops made ready by the last event."""
@@ -136,4 +141,4 @@ def bind_op_handlers(run: EngineRun) -> None:
                                 node_bytes[v], None, None, None))
             finish(req, v, di)
 
-    run._start, run._fan, run._finish, run._ready, run._drain = start, fan, finish, ready, drain
+    run.start_op, run.fan_out, run.finish_op, run.ready, run.drain = start, fan, finish, ready, drain

@@ -1,11 +1,11 @@
 """Op and dispatch times for :mod:`sim.engine.simulator`, asked of the cost model once per
-(node, device).
+(node, device) through a :class:`costmodel.priced.PricedGraph`.
 
-The ops a plan places are priced before the run, all the ops of one device in one
-call when the cost model prices many at once (:func:`costmodel.price_nodes`:
-``op_times``/``dispatch_times``, as :class:`~costmodel.roofline.Roofline` does);
-the ops a dynamic policy places are priced on first use and kept per
-(node, device). Every answer is checked: a finite number of seconds >= 0, else a
+The ops a plan places are priced before the run, all the ops of one device not
+priced yet in one call when the cost model prices many at once
+(:func:`costmodel.price_nodes`: ``op_times``/``dispatch_times``, as
+:class:`~costmodel.roofline.Roofline` does); the ops a dynamic policy places are
+priced on first use. Every answer is checked: a finite number of seconds >= 0, else a
 :class:`~sim.engine.prep.PrepError` naming the op and the device.
 """
 
@@ -16,13 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.costmodel.base import host_dispatch, price_nodes
 from hetsim.sim.engine.prep import PrepError, check_time
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.graphs.graph import Graph
+    from hetsim.costmodel.priced import PricedGraph
     from hetsim.sim.engine.prep import Prepared
-    from hetsim.sim.platform import Platform
 
 __all__ = ["Prices"]
 
@@ -39,16 +37,19 @@ def _checked_array(times: list[Any]) -> np.ndarray | None:
 
 
 class Prices:
-    """Op time and host dispatch time per (node, device) of one simulation.
+    """Op time and host dispatch time per (node, device) of one simulation, read from
+    the simulation's :class:`costmodel.priced.PricedGraph` (shared with the schedulers
+    and with the other simulations of a :class:`sim.Simulator`) and checked.
 
     ``op[u]``, ``dispatch[u]``: the times of every statically placed op on its
     device (0 for the others); :meth:`get` the times of any op on any device.
+    ``positions[u]``: op ``u``'s position in ``priced``'s tables (None: ``u``).
     """
 
-    def __init__(self, graph: Graph, platform: Platform, cost: Any, prep: Prepared) -> None:
-        self.graph, self.platform, self.cost, self.prep = graph, platform, cost, prep
+    def __init__(self, priced: PricedGraph, prep: Prepared, positions: list[int] | None = None) -> None:
+        self.priced, self.prep, self.positions = priced, prep, positions
         n = prep.n_ops
-        names, node_data = prep.names, prep.node_data
+        node_data = prep.node_data
         self._cache: dict[tuple[int, int], tuple[float, float]] = {}
         loc = np.fromiter(prep.loc0, dtype=np.int64, count=len(prep.loc0))[:n]
         op = np.zeros(n)
@@ -59,8 +60,8 @@ class Prices:
             if not len(nodes):
                 continue
             members = nodes.tolist()
-            ops, disp = price_nodes(cost, graph, [names[u] for u in members], platform.devices[d],
-                                    attrs=[node_data[u] for u in members])
+            where = members if positions is None else [positions[u] for u in members]
+            ops, disp = priced.times(d, where, attrs=[node_data[u] for u in members])
             for times, out, what in ((ops, op, "op"), (disp, dispatch, "dispatch")):
                 good = _checked_array(times) if len(times) == len(nodes) else None
                 if good is not None:
@@ -86,12 +87,9 @@ class Prices:
         """(op time, dispatch time) of op ``u`` on device ``d``, priced on first use."""
         hit = self._cache.get((u, d))
         if hit is None:
-            name = self.prep.names[u]
-            dev = self.platform.devices[d]
-            t = self.cost.op_time(self.graph, name, dev)
+            t, ds = self.priced.time(d, u if self.positions is None else self.positions[u])
             if not (type(t) is float and 0.0 <= t < _INF):
                 t = self._check(t, u, d, "op")
-            ds = host_dispatch(self.cost, self.graph, name, dev)
             if not 0.0 <= ds < _INF:
                 ds = self._check(ds, u, d, "dispatch")
             hit = self._cache[(u, d)] = (t, ds)

@@ -13,6 +13,7 @@ import numpy as np
 import simpy
 
 from hetsim.sim.contention import Contention
+from hetsim.sim.engine.host import HostModel, gpu_to_cpu_handoffs
 from hetsim.sim.engine.ops import bind_op_handlers
 from hetsim.sim.engine.prep import Fanout, Prepared, build_fanout, priced_route, static_fanouts
 from hetsim.sim.engine.pricing import Prices
@@ -29,6 +30,7 @@ from hetsim.sim.plan import policy_select, size_text
 from hetsim.sim.result import SimResult
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.priced import PricedGraph
     from hetsim.graphs.graph import Graph
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
@@ -44,9 +46,23 @@ def _bytes(n: int) -> str:
 class EngineRun:
     """One simulation: integer tables, mutable state and the handlers of its events.
 
-    The servers (:mod:`sim.engine.servers`) call ``_start``/``_finish`` for ops
-    and ``_xfer_start``/``_xfer_done`` for transfers; these update memory, wake
-    successors and queue transfers.
+    The engine's pieces use its public members only (the engine's internal
+    interface; ``tests/test_namespace.py`` checks that nothing reaches into private
+    ones):
+
+    * tables: ``prep``, ``prices`` (``top``/``tdsp``: static op and dispatch times,
+      ``price(u, d)``: any op on any device), ``static``, ``baked``, ``sfo`` and
+      ``fanout(u, d)`` (fan-outs), ``host`` (:class:`sim.engine.host.HostModel` or None);
+    * state: ``env``, ``reqs``, ``heaps``/``idle`` (per device), ``lheaps``/``lidle``
+      (per link direction), ``busy``, ``lbusy``, ``lbytes``, ``disp_busy``, ``mem``,
+      ``peak``, ``overflowed``, ``queued``, ``stream_end``, ``zero``, ``records``,
+      ``deciding``, the dispatch slots ``free_slots``/``slot_waiters``;
+    * op handlers (bound by :func:`sim.engine.ops.bind_op_handlers`): ``start_op``,
+      ``finish_op``, ``fan_out``, ``ready``, ``drain``;
+    * events: ``arrive`` (a request), ``transfer_started``/``transfer_done`` (a
+      transfer's first hop starts, its last hop ends), ``queue_hop``, ``place`` (a
+      dynamic placement), ``handed``/``handed_after`` (an input after a hand-over),
+      ``overflow`` (a device out of memory), ``complete`` (a request), ``extra_read``.
     """
 
     def __init__(
@@ -54,13 +70,14 @@ class EngineRun:
         graph: Graph,
         platform: Platform,
         plan: Plan,
-        cost: Any,
+        priced: PricedGraph,
         prep: Prepared,
         *,
         n_req: int,
         interval: float,
+        positions: list[int] | None = None,
     ) -> None:
-        self.graph, self.platform, self.plan, self.cost = graph, platform, plan, cost
+        self.graph, self.platform, self.plan, self.cost = graph, platform, plan, priced.cost
         self.prep, self.n_req, self.interval = prep, n_req, interval
         self.env = simpy.Environment()
         # memory-bandwidth contention (sim.contention): None unless the platform declares it
@@ -73,11 +90,12 @@ class EngineRun:
         self.decision = float(getattr(platform, "decision_s", 0.0))
         self.dynamic = plan.policy is not None
         self.policy = plan.policy
-        self.prices = Prices(graph, platform, cost, prep)
-        self._price = self.prices.get
-        self.sfo = static_fanouts(prep, platform, cost.transfer_time)
-        self._dfo: dict[tuple[int, int], Fanout] = {}
-        self._dyn_groups: dict[tuple[int, int, int, int], tuple] = {}
+        self.prices = Prices(priced, prep, positions)
+        self.transfer_time = priced.transfer_time
+        self.price = self.prices.get
+        self.sfo = static_fanouts(prep, platform, self.transfer_time)
+        self.dynamic_fanouts: dict[tuple[int, int], Fanout] = {}
+        self.dynamic_routes: dict[tuple[int, int, int, int], tuple] = {}
         n = prep.n_ops
         loc0 = prep.loc0
         self.static = [d >= 0 for d in loc0[:n]]
@@ -93,7 +111,7 @@ class EngineRun:
                 d = loc0[u]
                 if d >= 0 and all(loc0[p] >= 0 for p, _ in prep.preds[u] if p < n):
                     if top[u] > 0.0:
-                        top[u] += self._xread(u, d, loc0)
+                        top[u] += self.extra_read(u, d, loc0)
                 else:
                     self.baked[u] = False
         self.npred = [len(p) for p in prep.preds] + [0] * (len(prep.names) - n)
@@ -116,7 +134,7 @@ class EngineRun:
         self.weights = list(self.mem)
         self.placed: set[tuple[int, int]] = set()
         self.failures: list[str] = []
-        self._overflowed: set[int] = set()
+        self.overflowed: set[int] = set()
         # servers
         self.heaps: list[list[int]] = [[] for _ in range(n_dev)]
         self.idle: list[deque] = [deque() for _ in range(n_dev)]
@@ -140,6 +158,12 @@ class EngineRun:
         self.arrivals = [0.0] * n_req
         self.completions = [math.nan] * n_req
         self.done = 0
+        # the host as it runs (sim.engine.host): platforms with a launching GPU only
+        self.host: HostModel | None = None
+        self.arrival_delay: list[list[float]] | None = None
+        if any(d.launch is not None for d in platform.devices):
+            self.host = HostModel(self)
+            self.arrival_delay = gpu_to_cpu_handoffs(platform)
         self.configure()
         bind_op_handlers(self)
 
@@ -161,7 +185,7 @@ class EngineRun:
         self.view = PolicyView(self)
         self.seeds = np.random.SeedSequence(seed).spawn(self.n_req) if self.sigma > 0 else None
 
-    def _xread(self, v: int, dv: int, loc: list[int]) -> float:
+    def extra_read(self, v: int, dv: int, loc: list[int]) -> float:
         """Time op ``v`` on device ``dv`` spends reading inputs produced on other devices
         of its memory domain (placements ``loc``)."""
         spb = self.spb[dv]
@@ -171,12 +195,12 @@ class EngineRun:
         same, n, size = prep.domain_same[dv], prep.n_ops, prep.out_size
         return spb * sum(size[p][k] for p, k in prep.preds[v] if p < n and loc[p] != dv and same[loc[p]])
 
-    def _fanout(self, u: int, du: int) -> Fanout:
+    def fanout(self, u: int, du: int) -> Fanout:
         """The fan-out of a node placed at run time (:func:`sim.engine.prep.build_fanout`)."""
-        fo = self._dfo.get((u, du))
+        fo = self.dynamic_fanouts.get((u, du))
         if fo is None:
-            fo = build_fanout(self.prep, self.platform, self.cost.transfer_time, u, du, self.prep.loc0)
-            self._dfo[(u, du)] = fo
+            fo = build_fanout(self.prep, self.platform, self.transfer_time, u, du, self.prep.loc0)
+            self.dynamic_fanouts[(u, du)] = fo
         return fo
 
     # ----------------------------------------------------------------- memory
@@ -185,10 +209,10 @@ class EngineRun:
         self.mem[di] = m
         if m > self.peak[di]:
             self.peak[di] = m
-            if m > self.prep.capacity[di] and di not in self._overflowed:
-                self._overflow(di, m, req, what, about)
+            if m > self.prep.capacity[di] and di not in self.overflowed:
+                self.overflow(di, m, req, what, about)
 
-    def _overflow(self, di: int, m: int, req: Request, what: str, about: Any) -> None:
+    def overflow(self, di: int, m: int, req: Request, what: str, about: Any) -> None:
         names = self.prep.names
         if what == "op":
             what = f"op {names[about]!r} started"
@@ -204,7 +228,7 @@ class EngineRun:
         )
         if self.check_memory:
             raise SimulationError(msg)
-        self._overflowed.add(di)
+        self.overflowed.add(di)
         self.failures.append(msg)
 
     def _decref(self, req: Request, key: int) -> None:
@@ -218,26 +242,26 @@ class EngineRun:
             self.mem[d] -= self.prep.out_size[p][k]
 
     # --------------------------------------------------------------- op events
-    # _start, _fan, _finish, _ready, _drain: sim.engine.ops.bind_op_handlers
-    def _handed_after(self, req: Request, v: int, delay: float) -> None:
+    # start_op, fan_out, finish_op, ready, drain: sim.engine.ops.bind_op_handlers
+    def handed_after(self, req: Request, v: int, delay: float) -> None:
         """:meth:`_handed` ``delay`` seconds from now (a decision, a handoff), or now."""
         if delay > 0.0:
-            self.env.timeout(delay).callbacks.append(lambda _e: self._handed(req, v))
+            self.env.timeout(delay).callbacks.append(lambda _e: self.handed(req, v))
         else:
-            self._handed(req, v)
+            self.handed(req, v)
 
-    def _handed(self, req: Request, v: int) -> None:
+    def handed(self, req: Request, v: int) -> None:
         """An input from another device of ``v``'s memory domain, after the handoff."""
         c = req.pending[v] - 1
         req.pending[v] = c
         if c == 0:
-            self._ready(req, v)
-            self._drain()
+            self.ready(req, v)
+            self.drain()
 
-    def _place(self, req: Request, v: int) -> None:
+    def place(self, req: Request, v: int) -> None:
         prep = self.prep
         name = prep.names[v]
-        self.view._req = req
+        self.view.request = req
         di = policy_select(self.policy, name, self.view, self.dev_index, prep.dev_names, SimulationError)
         req.loc[v] = di
         if (v, di) not in self.placed:
@@ -262,11 +286,11 @@ class EngineRun:
                 refs[key] += 1
                 self._decref(req, buffer(p, k, dp))
             else:  # the new transfer inherits v's reference to the source copy
-                hops, times, nbytes = self._dyn_route(p, k, dp, di)
+                hops, times, nbytes = self.dynamic_route(p, k, dp, di)
                 x = Transfer(req, p, k, dp, di, hops, times, nbytes, [v], False, prep.rank[v])
                 req.xfers[(p, k, di)] = x
                 count += 1
-                self._queue_hop(x)
+                self.queue_hop(x)
         unplaced = req.unplaced
         for key in prep.preds[v]:  # the last reader of a tensor placed: its copies may go
             c = unplaced[key] - 1
@@ -283,21 +307,21 @@ class EngineRun:
             self.deciding.append((req, v, h))
         elif (delay := self.decision + h) > 0.0:
             count += 1
-            self._handed_after(req, v, delay)
+            self.handed_after(req, v, delay)
         req.pending[v] = count
         if count == 0:
-            self._ready(req, v)
+            self.ready(req, v)
 
-    def _dyn_route(self, p: int, k: int, dp: int, di: int) -> tuple:
+    def dynamic_route(self, p: int, k: int, dp: int, di: int) -> tuple:
         key = (p, k, dp, di)
-        hit = self._dyn_groups.get(key)
+        hit = self.dynamic_routes.get(key)
         if hit is None:
-            hit = self._dyn_groups[key] = priced_route(self.prep, self.platform, self.cost.transfer_time,
+            hit = self.dynamic_routes[key] = priced_route(self.prep, self.platform, self.transfer_time,
                                                        p, k, dp, di)
         return hit
 
     # ---------------------------------------------------------- transfer events
-    def _queue_hop(self, x: Transfer) -> None:
+    def queue_hop(self, x: Transfer) -> None:
         ri = x.hops[x.hop]
         self.seq += 1
         heappush(self.lheaps[ri], (x.req.base + x.rank, self.seq, x))
@@ -305,7 +329,7 @@ class EngineRun:
         if idle:
             idle.popleft()()
 
-    def _xfer_start(self, x: Transfer) -> None:
+    def transfer_started(self, x: Transfer) -> None:
         x.started = True
         req = x.req
         pin = self.dynamic and req.unplaced.get((x.p, x.k), 0) > 0
@@ -314,25 +338,29 @@ class EngineRun:
         req.refs[self.prep.buffer(x.p, x.k, x.dst)] = len(x.consumers) + x.is_output + pin
         self._alloc(x.dst, x.nbytes, req, "transfer", x)
 
-    def _xfer_done(self, x: Transfer) -> None:
+    def transfer_done(self, x: Transfer) -> None:
         req = x.req
         if self.dynamic:
             req.xfers.pop((x.p, x.k, x.dst), None)
         self._decref(req, self.prep.buffer(x.p, x.k, x.src))
         pend = req.pending
-        for v in x.consumers:
-            c = pend[v] - 1
-            pend[v] = c
-            if c == 0:
-                self._ready(req, v)
+        if self.arrival_delay is not None and (h := self.arrival_delay[x.src][x.dst]) > 0.0:
+            for v in x.consumers:  # a GPU's tensor handed over to a CPU worker
+                self.env.timeout(h).callbacks.append(lambda _e, v=v: self.handed(req, v))
+        else:
+            for v in x.consumers:
+                c = pend[v] - 1
+                pend[v] = c
+                if c == 0:
+                    self.ready(req, v)
         if x.is_output:
             req.held.append(self.prep.buffer(x.p, x.k, x.dst))
             req.remaining -= 1
             if req.remaining == 0:
-                self._complete(req)
+                self.complete(req)
 
     # ------------------------------------------------------------------ requests
-    def _arrive(self, r: int) -> None:
+    def arrive(self, r: int) -> None:
         prep = self.prep
         req = Request()
         req.r, req.base, req.arrival = r, r * max(prep.n_ops, 1), self.env.now
@@ -349,19 +377,21 @@ class EngineRun:
             req.factors = req.rng.lognormal(-(self.sigma**2) / 2, self.sigma, prep.n_ops).tolist()
         self.reqs[r] = req
         self.arrivals[r] = self.env.now
+        if self.host is not None:
+            self.host.arrive(req)
         for p in range(prep.n_ops, len(prep.names)):
-            self._start(req, p, prep.host)
-            self._fan(req, p, prep.host)
+            self.start_op(req, p, prep.host)
+            self.fan_out(req, p, prep.host)
         static = self.static
         for u in self.roots:
             if static[u]:
-                self._ready(req, u)
+                self.ready(req, u)
             else:
-                self._place(req, u)
+                self.place(req, u)
         if req.remaining == 0:
-            self._complete(req)
+            self.complete(req)
 
-    def _complete(self, req: Request) -> None:
+    def complete(self, req: Request) -> None:
         for key in req.held:
             self._decref(req, key)
         req.held = []
@@ -379,13 +409,13 @@ class EngineRun:
         start_servers(self)
         self.env.run()
         if self.done < self.n_req:
-            self._deadlock()
+            self.report_deadlock()
         if self.mem != self.weights:  # pragma: no cover - an engine bug
             raise SimulationError(
                 f"internal error: memory {self.mem} != weights {self.weights} at the end"
             )
         return SimResult.from_run(self)
-    def _deadlock(self) -> None:
+    def report_deadlock(self) -> None:
         prep = self.prep
         r = next(i for i, req in enumerate(self.reqs) if req is not None)
         req = self.reqs[r]

@@ -57,10 +57,14 @@ class Due(Event):
 
 
 def start_servers(run: EngineRun) -> None:
-    """Idle every stream and link direction, then start the first request(s)."""
-    for di, streams in enumerate(run.prep.streams):
-        for s in range(streams):
-            _stream(run, di, s)
+    """Idle every stream (every worker, :mod:`sim.engine.host`, on a platform with a
+    launching GPU) and link direction, then start the first request(s)."""
+    if run.host is not None:
+        run.host.start()
+    else:
+        for di, streams in enumerate(run.prep.streams):
+            for s in range(streams):
+                _stream(run, di, s)
     for ri in range(len(run.prep.res_names)):
         _link(run, ri)
     _arrivals(run, 0)
@@ -74,8 +78,8 @@ def _arrivals(run: EngineRun, first: int) -> None:
         if target > env.now:
             Timeout(env, target - env.now).callbacks.append(lambda _e, r=r: _arrivals(run, r))
             return
-        run._arrive(r)
-        run._drain()
+        run.arrive(r)
+        run.drain()
 
 
 def _stream(run: EngineRun, di: int, s: int) -> None:
@@ -88,7 +92,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
     free, waiters = run.free_slots, run.slot_waiters
     records, dev_name, names = run.records, prep.dev_names[di], prep.names
     node_bytes = run.node_bytes
-    start, finish, zero, drain, price = run._start, run._finish, run.zero, run._drain, run._price
+    start, finish, zero, drain, price = run.start_op, run.finish_op, run.zero, run.drain, run.price
     dynamic = run.dynamic
     contention = run.contention
     draws = contention.device[di] if contention is not None else None
@@ -209,7 +213,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
     def decided(_ev: Any) -> None:
         release("decision", hold)
         for rq, v, h in batch:
-            run._handed_after(rq, v, h)
+            run.handed_after(rq, v, h)
         batch.clear()
         pull()
 
@@ -247,7 +251,7 @@ def _link(run: EngineRun, ri: int) -> None:
         if rng is not None:
             t *= float(rng.lognormal(mu, sigma))
         if h == 0:
-            run._xfer_start(x)
+            run.transfer_started(x)
         t0 = env.now
         if draws is None:
             due.callbacks = moved_cbs
@@ -267,10 +271,10 @@ def _link(run: EngineRun, ri: int) -> None:
                             0, t0, env.now, x.nbytes, dst, x.k, h))
         x.hop = h + 1
         if x.hop < len(x.hops):
-            run._queue_hop(x)
+            run.queue_hop(x)
         else:
-            run._xfer_done(x)
-            run._drain()
+            run.transfer_done(x)
+            run.drain()
         pull()
 
     pull_cbs, moved_cbs = (pull,), (moved,)

@@ -31,6 +31,21 @@ Model
   ``device.dispatch_s`` when the cost model has none) while its stream waits, then
   runs ``op_time``.
   Ops priced at zero (view ops) complete the moment they are ready, on no stream.
+* On a platform with a GPU whose ``launch`` is ``"eager"`` or ``"graph"``, the host
+  runs as it does (:mod:`sim.engine.host`) instead of that shared dispatcher: each
+  worker (device stream) has a host thread; a CPU worker runs an op's call, the op
+  and its cross-device epilogue in series; a GPU worker's host thread launches ops
+  (eager: one per op, its dispatch time; graph: one ``graph_launch_s`` per segment
+  between cross-device edges) in priority order from the request's arrival, up to
+  ``launch_queue_depth`` launches ahead of the kernels, and a kernel starts at
+  max(launch issued, stream free, inputs ready). Cross-device edges charge
+  ``event_s`` (record on the producer's thread, wait on the consumer's) and
+  ``copy_issue_s`` (per copy, on the producer's thread) of the GPU at either end,
+  and a GPU's tensor moved to a CPU worker of another memory reaches it
+  ``handoff_s`` (the CPU's) after it arrives. ``Platform.interpreter_lock``: every
+  host part holds one shared lock. Host work is recorded as ``"launch"`` and
+  ``"host"`` records on ``"DEVICE.host"`` resources (one stream per worker) and
+  counted in ``dispatch_busy``.
 * Graph inputs (``graph.meta["inputs"]``) start on the host when a request arrives;
   graph outputs (``meta["outputs"]``) are sent back to the host and count in the
   request's latency.
@@ -94,7 +109,8 @@ def simulate(
         What runs, where, in which order. ``platform`` may be a preset name or a
         TOML path. The plan is validated first (:class:`sim.plan.PlanError`).
     cost
-        A :class:`costmodel.CostModel`; ``None``: :class:`costmodel.roofline.Roofline`.
+        A cost model or spec (:func:`costmodel.as_cost_model`); ``None``: each device
+        priced by its own source (``Device.cost``), the roofline where it names none.
     requests
         Inference requests (or micro-batches) that flow through the plan, arriving
         every ``interval_s``. ``None``: ``plan.microbatches`` or 1.
@@ -166,12 +182,29 @@ class Simulator:
     def __init__(self, graph: Graph, platform: Platform | str, cost: Any = None) -> None:
         if isinstance(platform, str):
             platform = Platform.load(platform)
-        if cost is None:
-            from hetsim.costmodel.roofline import Roofline
+        from hetsim.costmodel.base import as_cost_model
+        from hetsim.costmodel.priced import PricedGraph
 
-            cost = Roofline()
+        cost = as_cost_model(cost, platform=platform)  # None: each device's own source
         self.graph, self.platform, self.cost = graph, platform, cost
         self.tables: GraphTables | None = None  # sim.engine.prep.index_graph, at the first simulation
+        # the op, dispatch and transfer times, priced once for every plan: the given
+        # PricedGraph of this graph and platform (Scheduler.run's), or one made at the
+        # first simulation; ``positions``: engine index -> its position (None: the same)
+        self.priced: PricedGraph | None = (cost if isinstance(cost, PricedGraph) and cost.prices(graph, platform)
+                                           else None)
+        self.positions: list[int] | None = None
+
+    def align(self) -> None:
+        """Number the priced graph's tables like the engine's (after :func:`index_graph`)."""
+        from hetsim.costmodel.priced import PricedGraph
+
+        topo = self.tables.topo
+        if self.priced is None:
+            self.priced = PricedGraph(self.graph, self.platform, self.cost, nodes=topo)
+        elif self.priced.nodes != topo:
+            index = self.priced.index
+            self.positions = [index[n] for n in topo]
 
     def simulate(
         self,
@@ -195,8 +228,10 @@ class Simulator:
                 raise SimulationError(f"noise must be a finite number >= 0, got {noise!r}")
             if self.tables is None:
                 self.tables = index_graph(graph)
+                self.align()
             prep = prepare(self.tables, platform, plan)
-            run = EngineRun(graph, platform, plan, self.cost, prep, n_req=n_req, interval=float(interval_s))
+            run = EngineRun(graph, platform, plan, self.priced, prep, n_req=n_req, interval=float(interval_s),
+                            positions=self.positions)
             run.configure(record=record, seed=seed, noise=float(noise), check_memory=check_memory)
             return run.execute()
         except PrepError as e:

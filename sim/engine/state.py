@@ -113,7 +113,7 @@ class PolicyView:
         self._run = run
         self.graph, self.platform, self.cost = run.graph, run.platform, run.cost
         self.rng = np.random.default_rng(run.seed)
-        self._req: Request | None = None
+        self.request: Request | None = None
 
     @property
     def now(self) -> float:
@@ -136,5 +136,5 @@ class PolicyView:
         i = run.prep.index.get(node)
         if i is None:
             raise SimulationError(f"location: unknown node {node!r}")
-        d = self._req.loc[i] if self._req is not None else run.prep.loc0[i]
+        d = self.request.loc[i] if self.request is not None else run.prep.loc0[i]
         return run.prep.dev_names[d] if d >= 0 else None
