@@ -120,10 +120,11 @@ def test_graph_mode_one_launch_per_segment_around_a_cpu_op():
     g = chain("abcde")
     placement = {"a": "gpu", "b": "gpu", "c": "cpu", "d": "gpu", "e": "gpu"}
     res = run(g, platform("graph", graph_launch_us=3), placement, dict.fromkeys("abcde", 1.0))
-    # both launched at arrival: [0, 3] and [3, 6]; a 3-4, b 4-5, c 5-6 on the CPU, d 6-7, e 7-8
-    assert spans(res, "launch") == [("graph a..b", "gpu.host", 0, 3), ("graph d..e", "gpu.host", 3, 6)]
-    assert spans(res, "op") == [("a", "gpu", 3, 4), ("b", "gpu", 4, 5), ("c", "cpu", 5, 6), ("d", "gpu", 6, 7),
-                                ("e", "gpu", 7, 8)]
+    # a..b launched at arrival [0, 3]: a 3-4, b 4-5, c 5-6 on the CPU; d..e reads c's output, so
+    # its launch waits for c to finish (the event to wait on exists only then): [6, 9], d 9-10, e 10-11
+    assert spans(res, "launch") == [("graph a..b", "gpu.host", 0, 3), ("graph d..e", "gpu.host", 6, 9)]
+    assert spans(res, "op") == [("a", "gpu", 3, 4), ("b", "gpu", 4, 5), ("c", "cpu", 5, 6), ("d", "gpu", 9, 10),
+                                ("e", "gpu", 10, 11)]
 
 
 def segments_of(g: Graph, placement: dict[str, str], pl: Platform) -> list[list[str]]:
@@ -165,9 +166,9 @@ def test_gpu_to_cpu_edge_charges_event_copy_issue_and_hand_over():
 def test_cpu_to_gpu_edge_charges_copy_issue_on_the_producer():
     pl = platform(gpu_dispatch_us=2, cpu_dispatch_us=4, event_us=1, copy_issue_us=3)
     res = run(chain("ab"), pl, {"a": "cpu", "b": "gpu"}, {"a": 5.0, "b": 7.0}, hop_us=20)
-    # b launched at arrival without waiting: event wait 1 + dispatch 2 = [0, 3];
-    # CPU: dispatch [0, 4], a [4, 9], event record 1 + copy issue 3 = [9, 13]; copy [13, 33]; b [33, 40]
-    assert spans(res, "launch") == [("b", "gpu.host", 0, 3)]
+    # CPU: dispatch [0, 4], a [4, 9], event record 1 + copy issue 3 = [9, 13]; copy [13, 33];
+    # b's launch waits for a's copy to be issued: event wait 1 + dispatch 2 = [13, 16]; b [33, 40]
+    assert spans(res, "launch") == [("b", "gpu.host", 13, 16)]
     assert spans(res, "host") == [("a", "cpu.host", 0, 4), ("a", "cpu.host", 9, 13)]
     assert spans(res, "transfer") == [("a[0]->gpu", "cpu->gpu", 13, 33)]
     assert spans(res, "op") == [("a", "cpu", 4, 9), ("b", "gpu", 33, 40)]
@@ -261,3 +262,35 @@ def test_launches_of_no_host_time_do_not_nest(launch: str):
     placement = {n: "gpu" if i % 2 == 0 else "cpu" for i, n in enumerate(names)}
     res = simulate(g, platform(launch, gpu_dispatch_us=0), Plan(placement), Fixed(dict.fromkeys(names, 1.0)))
     assert res.makespan == pytest.approx(6000 * US)
+
+
+def test_a_launch_waiting_for_another_device_lets_free_launches_go_first():
+    # a on the CPU feeds b on the GPU; c on the GPU reads nothing and comes after b in
+    # priority order: as in the executor's ready heap, c is launched while b waits for a
+    g = Graph(name="fork")
+    t = ([4], "float32")
+    for n in "abc":
+        g.add_op(n, "relu", inputs=[t], outputs=[t])
+    g.add_edge("a", "b")
+    pl = platform(gpu_dispatch_us=2, cpu_dispatch_us=4)
+    res = run(g, pl, {"a": "cpu", "b": "gpu", "c": "gpu"}, {"a": 5.0, "b": 1.0, "c": 1.0}, hop_us=20)
+    # c launched [0, 2], runs [2, 3]; CPU: dispatch [0, 4], a [4, 9]; copy [9, 29];
+    # b launched once a has finished [9, 11], runs when its input is there [29, 30]
+    assert spans(res, "launch") == [("c", "gpu.host", 0, 2), ("b", "gpu.host", 9, 11)]
+    assert spans(res, "op") == [("c", "gpu", 2, 3), ("a", "cpu", 4, 9), ("b", "gpu", 29, 30)]
+
+
+def test_a_launch_waits_for_the_launch_of_its_own_device_it_reads():
+    # b reads a (GPU) and x (CPU); c reads b: c's launch waits for b's, which waits for x
+    g = Graph(name="join")
+    t = ([4], "float32")
+    for n in "axbc":
+        g.add_op(n, "relu", inputs=[t], outputs=[t])
+    for u, v in ("ab", "xb", "bc"):
+        g.add_edge(u, v)
+    pl = platform(gpu_dispatch_us=2, cpu_dispatch_us=4)
+    res = run(g, pl, {"a": "gpu", "x": "cpu", "b": "gpu", "c": "gpu"}, dict.fromkeys("axbc", 1.0), hop_us=3)
+    # a launched [0, 2], runs [2, 3]; x: dispatch [0, 4], runs [4, 5], copy [5, 8];
+    # b launched [5, 7], c [7, 9]; b runs [8, 9], c [9, 10]
+    assert spans(res, "launch") == [("a", "gpu.host", 0, 2), ("b", "gpu.host", 5, 7), ("c", "gpu.host", 7, 9)]
+    assert spans(res, "op") == [("a", "gpu", 2, 3), ("x", "cpu", 4, 5), ("b", "gpu", 8, 9), ("c", "gpu", 9, 10)]

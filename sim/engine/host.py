@@ -14,9 +14,13 @@ the worker's stream in launch order, and a kernel starts at max(launch issued,
 stream free, inputs ready); the thread then records the events and issues the
 copies of the launch's cross-device outputs (a copy starts when its producer's
 kernel ends). The host thread
-launches in the plan's priority order as soon as a request arrives, without
-waiting for inputs (a GPU consumer waits for a cross-device input on the GPU),
-up to ``launch_queue_depth`` launches whose kernels have not finished. A dynamic
+launches in the plan's priority order as soon as a request arrives, up to
+``launch_queue_depth`` launches whose kernels have not finished; as the executor's
+ready heap does, a launch waits for the launches of its own device whose outputs it
+reads (the stream then orders the kernels) and for each producer on another device
+to finish and issue its copy (the event to wait on exists only then; the kernel then
+waits on the GPU for the copy itself), and among the launches free to go the host
+takes the one the plan ranks first. A dynamic
 plan's ops are launched when they are ready (their device is chosen then), in
 eager mode. With ``Platform.interpreter_lock`` every host part holds one lock
 shared by all workers (a CPU op's compute does not).
@@ -201,6 +205,7 @@ class HostModel:
         # first op -> (kernels, host time up to the launch, host time after it)
         self.segment: dict[int, tuple[list[int], float, float]] = {}
         self.items: list[list[int]] = [[] for _ in devices]  # per device: ranks launched per request
+        self.members: dict[int, list[int]] = {}  # a graph segment's first op -> its ops
         if self.runahead:
             top, tdsp = run.top, run.tdsp
             for di, mode in enumerate(self.mode):
@@ -215,12 +220,62 @@ class HostModel:
                             continue
                         for u in kernels[:-1]:
                             self.closes[u] = False
+                        self.members[seg[0]] = seg
                         before = launch_s + sum(self.before[u] for u in seg)
                         self.segment[seg[0]] = (kernels, before, sum(self.after[u] for u in seg))
                         self.items[di].append(prep.rank[seg[0]])
+        #: a launch waits, as the executor's ready heap does, for the launches of its own
+        #: device that it reads from and for its producers on other devices (finished,
+        #: their copies issued): launch head -> how many; op -> the heads it gates
+        self.gates: dict[int, int] = {}
+        self.gated_by: dict[int, list[int]] = {}  # by a producer on another device: its finish
+        self.launch_gates: dict[int, list[int]] = {}  # by a launch of the same device: its issue
+        if self.runahead:
+            self._gate_heads(prep, loc0)
+        #: per request: gated heads -> what still holds them
+        self.open: dict[int, dict[int, int]] = {}
         self.launches: list[list[int]] = [[] for _ in devices]  # per device: launch keys ready
         self.host_idle: list[deque] = [deque() for _ in devices]
         self.kernel_idle: list[deque] = [deque() for _ in devices]
+
+    def _gate_heads(self, prep: Prepared, loc0: list[int]) -> None:
+        """What each launch waits for (static plans): the launch that holds an op of its
+        own device it reads (an op launched in no launch, of zero time, stands for what
+        it reads in turn) and each producer on another device."""
+        n = prep.n_ops
+        head: dict[int, int] = {}
+        members: dict[int, list[int]] = {}
+        for di, ranks in enumerate(self.items):
+            for rk in ranks:
+                h = prep.order[rk]
+                seg = self.members[h] if self.mode[di] == GRAPH else [h]
+                members[h] = seg
+                for u in seg:
+                    head[u] = h
+        for h, seg in members.items():
+            inside = set(seg)
+            waits: set[int] = set()
+            launches: set[int] = set()
+            stack = [p for u in seg for p, _ in prep.preds[u] if p < n and p not in inside]
+            seen: set[int] = set()
+            while stack:
+                p = stack.pop()
+                if p in seen:
+                    continue
+                seen.add(p)
+                if loc0[p] != loc0[h]:
+                    waits.add(p)  # a producer on another device: its finish
+                elif p in head:
+                    launches.add(head[p])  # a launch of this device: its issue
+                else:  # launched in no launch (zero time): what it reads
+                    stack.extend(q for q, _ in prep.preds[p] if q < n)
+            launches.discard(h)
+            if waits or launches:
+                self.gates[h] = len(waits) + len(launches)
+                for w in waits:
+                    self.gated_by.setdefault(w, []).append(h)
+                for w in launches:
+                    self.launch_gates.setdefault(w, []).append(h)
 
     # ------------------------------------------------------------ from the run
     def arrive(self, req: Request) -> None:
@@ -228,11 +283,15 @@ class HostModel:
         if not self.runahead:
             return
         base = req.base
+        gates, order = self.gates, self.prep.order
+        if gates:
+            self.open[req.r] = dict(gates)
         for di, ranks in enumerate(self.items):
             if ranks:
                 heap = self.launches[di]
                 for rk in ranks:
-                    heappush(heap, base + rk)
+                    if order[rk] not in gates:
+                        heappush(heap, base + rk)
                 self._wake(self.host_idle[di])
 
     def ready(self, req: Request, v: int, di: int, t: float, ds: float) -> None:
@@ -249,6 +308,31 @@ class HostModel:
         else:
             heappush(self.launches[di], req.base + self.prep.rank[v])
             self._wake(self.host_idle[di])
+
+    def produced(self, req: Request, u: int) -> None:
+        """``u`` finished and issued its copies: the launches of other devices it gates
+        may go once nothing else holds them."""
+        self.open_gates(req, self.gated_by.get(u))
+
+    def open_gates(self, req: Request, heads: list[int] | None) -> None:
+        """One thing that held each launch of ``heads`` is done; push those now free."""
+        if not heads:
+            return
+        left = self.open.get(req.r)
+        if left is None:
+            return
+        prep, loc0 = self.prep, self.prep.loc0
+        for h in heads:
+            c = left[h] - 1
+            left[h] = c
+            if c == 0:
+                di = loc0[h]
+                heappush(self.launches[di], req.base + prep.rank[h])
+                self._wake(self.host_idle[di])
+
+    def retire(self, req: Request) -> None:
+        """Forget the gates of a completed request."""
+        self.open.pop(req.r, None)
 
     @staticmethod
     def _wake(idle: deque) -> None:
@@ -461,6 +545,8 @@ class _LaunchingWorker:
         fifo = self.fifo
         for v in kernels:
             fifo.append((req, v))
+        if self.host.launch_gates:
+            self.host.open_gates(req, self.host.launch_gates.get(u))
         idle = self.host.kernel_idle[self.di]
         if self.poke_kernel in idle:
             idle.remove(self.poke_kernel)

@@ -38,6 +38,7 @@ def bind_op_handlers(run: EngineRun) -> None:
     dynamic, price, xread, env = run.dynamic, run.price, run.extra_read, run.env
     launching = run.host.launching if run.host is not None else None
     host_ready = run.host.ready if run.host is not None else None
+    host_produced = run.host.produced if run.host is not None and run.host.gated_by else None
 
     def start(req: Request, u: int, di: int) -> None:
         fo = sfo[u] or fanout(u, di)
@@ -105,6 +106,8 @@ def bind_op_handlers(run: EngineRun) -> None:
                 if dynamic:
                     req.xfers[(u, g.k, g.dst)] = x
                 run.queue_hop(x)
+        if host_produced is not None:
+            host_produced(req, u)
         if fo.dyn:
             for v in fo.dyn:
                 c = pend[v] - 1

@@ -401,6 +401,8 @@ class EngineRun:
             leaked = [(prep.names[p], k, prep.dev_names[d]) for p, k, d in leaked]
             raise SimulationError(f"internal error: request {req.r} leaked buffers {leaked[:5]}")
         self.completions[req.r] = self.env.now
+        if self.host is not None:
+            self.host.retire(req)
         self.reqs[req.r] = None
         self.done += 1
 

@@ -36,7 +36,9 @@ Model
   worker (device stream) has a host thread; a CPU worker runs an op's call, the op
   and its cross-device epilogue in series; a GPU worker's host thread launches ops
   (eager: one per op, its dispatch time; graph: one ``graph_launch_s`` per segment
-  between cross-device edges) in priority order from the request's arrival, up to
+  between cross-device edges), the free launch the plan ranks first (a launch waits
+  for the launches of its device it reads and for its producers on other devices to
+  finish and issue their copies), up to
   ``launch_queue_depth`` launches ahead of the kernels, and a kernel starts at
   max(launch issued, stream free, inputs ready). Cross-device edges charge
   ``event_s`` (record on the producer's thread, wait on the consumer's) and
