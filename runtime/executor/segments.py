@@ -3,7 +3,8 @@
 :func:`launch_order` is the order in which the executor launches a static plan's
 ops: a topological order of the graph that takes, among the ops whose inputs are
 done, the one the plan ranks first (lowest ``(priority, topological index)``).
-:func:`gpu_segments` cuts each GPU device's ops, in that order, into segments: a
+:func:`gpu_segments` cuts each GPU device's ops, in that order, into segments
+(:func:`sim.segments.cut_segments`, the rule the simulator uses too): a
 new segment starts at an op that reads an input produced on another device, and
 a segment ends at an op whose output another device reads. So only a segment's
 first op waits for another device and only its last op is waited for by one; a
@@ -40,6 +41,7 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
 from hetsim.sim.plan import PlanError
+from hetsim.sim.segments import cut_segments
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -135,18 +137,14 @@ def gpu_segments(graph: Graph, plan: Plan, platform: Platform) -> dict[str, list
         raise PlanError(f"the plan places no device for node {missing[0]!r}")
     gpus = {d.name for d in platform.devices if d.kind == "gpu"}
     nx = graph.nx
+    order = launch_order(graph, plan)
     runs: dict[str, list[list[str]]] = {}
-    open_run: dict[str, list[str] | None] = {}
-    for v in launch_order(graph, plan):
-        d = placement[v]
-        if d not in gpus:
-            continue
-        cur = open_run.get(d)
-        if cur is None or any(placement[p] != d for p in nx.predecessors(v)):
-            cur = []
-            runs.setdefault(d, []).append(cur)
-        cur.append(v)
-        open_run[d] = None if any(placement[s] != d for s in nx.successors(v)) else cur
+    for d in gpus:
+        cut = cut_segments(order, lambda v, d=d: placement[v] == d,
+                           lambda v, d=d: any(placement[p] != d for p in nx.predecessors(v)),
+                           lambda v, d=d: any(placement[s] != d for s in nx.successors(v)))
+        if cut:
+            runs[d] = cut
     graph_inputs: dict[str, list[str]] = {}
     for spec in graph.meta.get("inputs") or []:
         for c in spec.get("consumers") or []:

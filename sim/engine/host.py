@@ -34,6 +34,7 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from hetsim.sim.engine.state import QUEUED
+from hetsim.sim.segments import cut_segments
 
 if TYPE_CHECKING:  # pragma: no cover
     import simpy
@@ -69,21 +70,9 @@ def partition_segments(prep: Prepared, loc: list[int], device: int) -> list[list
     """
     n = prep.n_ops
     preds, succs = prep.preds, prep.succs
-    segments: list[list[int]] = []
-    current: list[int] = []
-    cut = True
-    for u in prep.order:
-        if loc[u] != device:
-            continue
-        if cut or any(p < n and loc[p] != device for p, _ in preds[u]):
-            if current:
-                segments.append(current)
-            current = []
-        current.append(u)
-        cut = any(loc[v] != device for v, _ in succs[u])
-    if current:
-        segments.append(current)
-    return segments
+    return cut_segments(prep.order, lambda u: loc[u] == device,
+                        lambda u: any(p < n and loc[p] != device for p, _ in preds[u]),
+                        lambda u: any(loc[v] != device for v, _ in succs[u]))
 
 
 def edge_host_costs(prep: Prepared, devices: list[Device], u: int, du: int, loc: list[int]) -> tuple[float, float]:
