@@ -7,25 +7,82 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hetsim.graphs.graph import Graph, GraphError
 
 __all__ = [
-    "add_cost_args", "add_input_args", "add_model_args", "check_cost", "cost_model", "load_model", "non_negative_float",
-    "parse_kv", "positive_int",
+    "add_cost_args", "add_input_args", "add_model_args", "check_cost", "cost_model", "int_at_least", "load_model",
+    "non_negative_float", "non_negative_int", "output_file", "output_folder", "output_path", "parse_kv",
+    "positive_float", "positive_int",
 ]  # fmt: skip
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (``--requests``, ``--batch``)."""
+def int_at_least(low: int) -> Callable[[str], int]:
+    """argparse type: an integer >= ``low`` (``--folds``: 2, ``--warmup``: 0)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
+        return value
+
+    parse.__name__ = f"int >= {low}"  # what argparse names in "invalid ... value"
+    return parse
+
+
+#: argparse type: an integer >= 1 (``--requests``, ``--batch``)
+positive_int = int_at_least(1)
+#: argparse type: an integer >= 0 (``--seed``, ``--warmup``)
+non_negative_int = int_at_least(0)
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (``--width``, ``--min-time``)."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
     return value
+
+
+def output_path(text: str) -> str:
+    """argparse type of a file or folder to write (``--out``, ``--trace``, ``--dot``): refused
+    at once when a part of it above the last is a file, or the folder it goes into is not
+    writable, rather than after the work it saves."""
+    path = Path(text)
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {parent} is a file, not a folder")
+    if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: folder {parent} is not writable")
+    return text
+
+
+def output_file(text: str) -> str:
+    """:func:`output_path` of a file: refused when it is a folder."""
+    output_path(text)
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a folder, not a file")
+    return text
+
+
+def output_folder(text: str) -> str:
+    """:func:`output_path` of a folder: refused when it is a file."""
+    output_path(text)
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a file, not a folder")
+    return text
 
 
 def non_negative_float(text: str) -> float:

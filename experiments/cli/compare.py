@@ -14,6 +14,7 @@ from hetsim.experiments.cli.common import (
     cost_model,
     load_model,
     non_negative_float,
+    output_folder,
     parse_kv,
     positive_int,
 )
@@ -53,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="SCHED:KEY=VALUE",
         help="scheduler hyper-parameter, e.g. optimal:time_limit_s=30 (repeatable)",
     )
-    p.add_argument("--out", help="folder for results.csv, plans/, makespan.png/pdf and gantt/")
+    p.add_argument("--out", type=output_folder, help="folder for results.csv, plans/, makespan.png/pdf and gantt/")
     p.add_argument("--no-plots", action="store_true", help="skip the charts (faster)")
     return p
 
@@ -75,6 +76,11 @@ def run(args: argparse.Namespace) -> int:
     from hetsim.sim.platform import Platform
 
     check_arguments(names, sargs, args.requests, args.interval)
+    if args.out:  # a folder another command is writing is refused before the work, not after
+        from hetsim.experiments.output_folder import lock_folder
+
+        with lock_folder(args.out):
+            pass
     platform = Platform.load(args.platform)
     check_cost(args.cost)
     graph = load_model(args)

@@ -41,7 +41,6 @@ def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
 def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     import pandas as pd
 
-    from hetsim.costmodel.builtin import builtin_profiles
     from hetsim.costmodel.gpu.evaluate import (
         cv_predictions,
         format_gpu_eval,
@@ -53,6 +52,7 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     from hetsim.costmodel.gpu.features import GPU_FAMILIES
     from hetsim.costmodel.gpu.model import GPUBank
     from hetsim.experiments.cli.main import CLIError
+    from hetsim.graphs.graph import atomic_write
 
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     bad = [p for p in protocols if p not in PROTOCOLS]
@@ -75,12 +75,11 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     summary = summarize_gpu(points)
     print(f"GPU cost models on {', '.join(bank.gpus)}: absolute percentage error of the call time")
     print(format_gpu_eval(summary))
-    builtin = {p.resolve() for p in builtin_profiles().values()}
-    own = len(folders) == 1 and folders[0].resolve() not in builtin  # never write into the package
-    out = Path(args.out) if args.out else (folders[0] / "eval" if own else Path("eval") / "gpu")
-    out.mkdir(parents=True, exist_ok=True)
-    summary.to_csv(out / "gpu_eval.csv", index=False)
-    points.to_csv(out / "gpu_eval_points.csv.gz", index=False)
+    out = Path(args.out) if args.out else Path("out") / "eval" / "gpu"  # never into a (tracked) profile
+    atomic_write(out / "gpu_eval.csv", lambda fh: summary.to_csv(fh, index=False))
+    atomic_write(out / "gpu_eval_points.csv.gz",
+                 lambda fh: points.to_csv(fh, index=False, compression={"method": "gzip", "mtime": 0}),
+                 binary=True)  # fmt: skip
     paths = plot_gpu_eval(points, out)
     for p in [out / "gpu_eval.csv", out / "gpu_eval_points.csv.gz", *paths]:
         print(f"wrote {p}")

@@ -8,13 +8,14 @@ Examples::
 Prints, for each placement policy (``ngl``, ``expert-offload``, ``weight-streaming``,
 ``llm-search``): prefill tokens/s, decode tokens/s, time to first token, peak memory
 per device, PCIe bytes per generated token and the equivalent llama.cpp flags; writes
-the best plan as JSON (``--out``, default ``llm-plan.json``).
+the best plan as JSON (``--out``, default ``out/llm-plan.json``).
 """
 
 from __future__ import annotations
 
 import argparse
 
+from hetsim.experiments.cli.common import non_negative_float, output_file, positive_int
 from hetsim.experiments.cli.main import CLIError
 
 
@@ -34,9 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     q.add_argument("model", metavar="MODEL", help="LLM preset (llama3-8b, llama3-70b, mixtral-8x7b, tiny, ...)")
     q.add_argument("--platform", required=True, metavar="NAME|FILE", help="platform preset name or TOML file")
-    q.add_argument("--context", type=int, default=8192, metavar="N", help="KV-cache tokens (default 8192)")
-    q.add_argument("--batch", type=int, default=1, metavar="B", help="sequences decoded together (default 1)")
-    q.add_argument("--prompt", type=int, default=512, metavar="P", help="prompt tokens of the prefill (default 512)")
+    q.add_argument("--context", type=positive_int, default=8192, metavar="N", help="KV-cache tokens (default 8192)")
+    q.add_argument("--batch", type=positive_int, default=1, metavar="B", help="sequences decoded together (default 1)")
+    q.add_argument("--prompt", type=positive_int, default=512, metavar="P", help="prompt tokens of the prefill (default 512)")
     q.add_argument("--weights", default="q4_K", metavar="FORMAT",
                    help="weight storage: f16, bf16, q8_0, q6_K, q5_K, q4_K, q4_0, ... (aliases q8, q4; default q4_K)")
     q.add_argument("--kv-dtype", default="f16", metavar="DTYPE", help="KV-cache dtype (f16, q8_0, ...; default f16)")
@@ -44,9 +45,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="what the search optimises and the best plan is ranked by (default decode tokens/s)")
     q.add_argument("--policy", action="append", metavar="NAME", help="policies to run (repeatable; default all)")
     q.add_argument("--cost", default="roofline", metavar="SPEC", help="cost model (default: roofline)")
-    q.add_argument("--reserve-gib", type=float, default=1.0, metavar="GIB",
+    q.add_argument("--reserve-gib", type=non_negative_float, default=1.0, metavar="GIB",
                    help="GPU memory left free for activations (default 1, as llama.cpp --fit)")
-    q.add_argument("--out", default="llm-plan.json", metavar="FILE", help="best plan JSON (default llm-plan.json)")
+    q.add_argument("--out", type=output_file, default="out/llm-plan.json", metavar="FILE",
+                   help="best plan JSON (default out/llm-plan.json)")
     return p
 
 
@@ -55,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("choose an action: hetsim llm plan MODEL --platform P")
     from hetsim.experiments.llm_plan import plan_llm
 
-    if args.reserve_gib < 0:
-        raise CLIError(f"--reserve-gib must be >= 0, got {args.reserve_gib}")
     report = plan_llm(
         args.model, args.platform, context=args.context, batch=args.batch, prompt=args.prompt,
         weights=args.weights, kv_dtype=args.kv_dtype, policies=args.policy, objective=args.objective,
