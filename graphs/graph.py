@@ -364,6 +364,11 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], 
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # a full disk fails a write or fsync, which name no file: name ``path``
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is None and e.errno is not None:
+            raise type(e)(e.errno, e.strerror or os.strerror(e.errno), str(path)) from e
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -182,6 +182,9 @@ def load_model(args: argparse.Namespace) -> Graph:
     a zoo model (cached), a graph JSON file, an ONNX file or ``file.py:ClassName``."""
     from hetsim.graphs.model_spec import load_model_spec
 
+    if (os.sep in args.model or args.model.startswith(".")) and os.path.isdir(args.model):  # a path, not a zoo name
+        raise GraphError(f"{args.model}: is a folder, not a model (a zoo name, graph JSON, ONNX or "
+                         "file.py:ClassName)")
     # cache=True: $HETSIM_CACHE, else ~/.cache/hetsim/zoo (keyed by the importer's source,
     # so a changed importer never returns a stale graph)
     return load_model_spec(
