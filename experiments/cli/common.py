@@ -147,7 +147,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "model",
         metavar="MODEL",
-        help="zoo model name, graph JSON file, ONNX file, or file.py:ClassName (a torch module)",
+        help="zoo model name, graph JSON file, ONNX file, or file.py:ClassName (a torch module; the file is "
+        "imported, which runs its code: give only files you trust)",
     )
     p.add_argument("--batch", type=positive_int, default=1, help="batch size (zoo models; default 1)")
     p.add_argument(

@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("model", nargs="?", metavar="MODEL",
                    help="zoo model name, graph JSON file, ONNX file, or file.py:ClassName (a torch module; "
-                   "give --input-shape)")
+                   "give --input-shape; the file is imported, which runs its code: give only files you trust)")
     p.add_argument("--all", action="store_true", help="validate every applicable scheduler on --models")
     p.add_argument("--models", default="googlenet,resnet18", metavar="M[,M...]",
                    help="models for --all (default googlenet,resnet18)")
