@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_bad_input import good_graph
 
 from hetsim.experiments.cli.main import main
 from hetsim.experiments.compare import compare
@@ -21,16 +22,6 @@ from hetsim.graphs.summary import to_dot
 from hetsim.sim import write_chrome_trace
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def tiny() -> Graph:
-    g = Graph(name="t")
-    for n in ("n1", "n2"):
-        g.add_op(n, "relu", inputs=[([4], "float32")], outputs=[([4], "float32")])
-    g.add_edge("n1", "n2")
-    g.meta["inputs"] = [{"name": "x", "bytes": 16, "consumers": ["n1"]}]
-    g.meta["outputs"] = [{"node": "n2", "output": 0, "bytes": 16}]
-    return g
 
 
 # ----------------------------------------------------------------------- the lock
@@ -53,7 +44,7 @@ def test_a_folder_another_process_writes_is_refused_naming_its_pid(held, tmp_pat
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     folder, pid = held
     assert (folder / ".hetsim.lock").read_text() == f"{pid}\n"
-    cmp = compare(tiny(), "cpu2", schedulers=["all-cpu"])
+    cmp = compare(good_graph(), "cpu2", schedulers=["all-cpu"])
     message = f"{folder}: locked by pid {pid} (another hetsim command is writing there)"
     with pytest.raises(FolderLockedError) as e:
         cmp.save(folder, plots=False)
@@ -62,7 +53,7 @@ def test_a_folder_another_process_writes_is_refused_naming_its_pid(held, tmp_pat
     with pytest.raises(SweepError) as e2:  # sweeps take the same lock
         ResultsFile(folder / "results.csv").__enter__()
     assert str(e2.value) == message
-    graph = tiny().to_json(tmp_path / "g.json")
+    graph = good_graph().to_json(tmp_path / "g.json")
     assert main(["compare", str(graph), "--platform", "cpu2", "--schedulers", "all-cpu", "--out", str(folder)]) == 2
     assert capsys.readouterr().err == f"hetsim compare: error: {message}\n"
 
@@ -78,7 +69,7 @@ def test_the_lock_is_free_again_after_its_holder_ends(tmp_path: Path) -> None:
 def test_two_compares_into_one_folder_at_once(tmp_path: Path) -> None:
     """Each either saves or is refused with the lock's message; never a raw Errno, and
     no staging or previous-run folder is left behind."""
-    graph = tiny().to_json(tmp_path / "g.json")
+    graph = good_graph().to_json(tmp_path / "g.json")
     out = tmp_path / "same"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
     argv = [sys.executable, "-m", "hetsim", "compare", str(graph), "--platform", "cpu2", "--schedulers",
@@ -125,7 +116,7 @@ def test_the_chrome_trace_goes_through_the_atomic_writer(tmp_path: Path, monkeyp
 
 def test_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    graph = tiny().to_json(tmp_path / "g.json")
+    graph = good_graph().to_json(tmp_path / "g.json")
     target = tmp_path / "copy.json"
     target.write_text("old")
 
@@ -167,7 +158,7 @@ def argparse_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 
 def test_output_paths_that_cannot_be_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    graph = str(tiny().to_json(tmp_path / "g.json"))
+    graph = str(good_graph().to_json(tmp_path / "g.json"))
     a_file = tmp_path / "file"
     a_file.write_text("")
     folder = tmp_path / "folder"
@@ -189,7 +180,7 @@ def test_output_paths_that_cannot_be_written(tmp_path: Path, capsys: pytest.Capt
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_read_only_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    graph = str(tiny().to_json(tmp_path / "g.json"))
+    graph = str(good_graph().to_json(tmp_path / "g.json"))
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
@@ -247,7 +238,7 @@ def test_gantt_of_a_malformed_trace(trace: str, message: str, tmp_path: Path,
 def test_validate_with_a_plan_of_another_graph(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from hetsim.sim.plan import Plan
 
-    graph = tiny().to_json(tmp_path / "g.json")
+    graph = good_graph().to_json(tmp_path / "g.json")
     plan = Plan({"x": "cpu0", "y": "cpu0"}).to_json(tmp_path / "p.json")
     assert main(["validate", str(graph), "--platform", "cpu2", "--plan", str(plan)]) == 2
     assert capsys.readouterr().err == (f"hetsim validate: error: {plan}: not a plan for graph 't' on 'cpu2': "
@@ -260,7 +251,7 @@ def test_an_empty_ops_csv_is_named(tmp_path: Path, capsys: pytest.CaptureFixture
     prof = tmp_path / "prof"
     shutil.copytree(ROOT / "profiles" / "cpu2-torch", prof)
     (prof / "ops.csv").write_text("")
-    graph = tiny().to_json(tmp_path / "g.json")
+    graph = good_graph().to_json(tmp_path / "g.json")
     assert main(["simulate", str(graph), "--platform", "cpu2", "--scheduler", "all-cpu", "--cost", str(prof)]) == 2
     assert capsys.readouterr().err == f"hetsim simulate: error: {prof / 'ops.csv'}: empty file (no header)\n"
 
