@@ -336,6 +336,8 @@ class Scheduler:
 
     name: ClassVar[str] = ""
     min_devices: ClassVar[int] = 1
+    #: the smallest value of a numeric hyper-parameter where it is above 0 (``{"microbatches": 1}``)
+    minimum: ClassVar[Mapping[str, float]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Every subclass's hyper-parameters are checked against their declared types
@@ -347,7 +349,7 @@ class Scheduler:
 
         @functools.wraps(init)
         def checked_init(self: Scheduler, *args: Any, **params: Any) -> None:
-            init(self, *args, **check_params(cls.name or cls.__name__, init, params))
+            init(self, *args, **check_params(cls.name or cls.__name__, init, params, cls.minimum))
 
         checked_init.checks_hyperparams = True  # type: ignore[attr-defined]
         cls.__init__ = checked_init  # type: ignore[method-assign]

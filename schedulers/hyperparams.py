@@ -13,9 +13,10 @@ runs it before each subclass's ``__init__``):
 * ``str``: a string;
 * ``X | None``: also None (or the string ``none``/``null``).
 
-Numbers must be finite and >= 0 (a time limit, a count, a seed). A value of another
-type is a :class:`SchedulerError` naming the scheduler, the hyper-parameter, what it
-must be and what it got. An annotation other than these (a class, a Literal) is left
+Numbers must be finite and >= 0 (a time limit, a count, a seed), or >= the scheduler's
+``minimum`` for that hyper-parameter (``Scheduler.minimum``: ``{"microbatches": 1}``). A
+value of another type is a :class:`SchedulerError` naming the scheduler, the
+hyper-parameter, what it must be and what it got. An annotation other than these (a class, a Literal) is left
 to the scheduler.
 """
 
@@ -87,8 +88,8 @@ def declared_types(init: Callable[..., Any]) -> Mapping[str, tuple[type, ...]]:
     return out
 
 
-def _number(value: Any, kind: type) -> int | float | None:
-    """``value`` as a finite number >= 0 of ``kind`` (int or float); None when it is not one."""
+def _number(value: Any, kind: type, low: float) -> int | float | None:
+    """``value`` as a finite number >= ``low`` of ``kind`` (int or float); None when it is not one."""
     if isinstance(value, str):
         try:
             value = float(value) if kind is float else int(value.strip())
@@ -97,7 +98,7 @@ def _number(value: Any, kind: type) -> int | float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     try:
-        if not math.isfinite(float(value)) or value < 0:
+        if not math.isfinite(float(value)) or value < low:
             return None
     except OverflowError:
         return None
@@ -110,7 +111,7 @@ def _number(value: Any, kind: type) -> int | float | None:
     return float(value)
 
 
-def _convert(value: Any, types: tuple[type, ...]) -> tuple[bool, Any]:
+def _convert(value: Any, types: tuple[type, ...], low: float) -> tuple[bool, Any]:
     """``(ok, value as its declared type)``."""
     if type(None) in types and (value is None or (isinstance(value, str) and value.strip().lower()
                                                   in ("none", "null") and str not in types)):
@@ -121,7 +122,7 @@ def _convert(value: Any, types: tuple[type, ...]) -> tuple[bool, Any]:
             return True, b
     for kind in (int, float):
         if kind in types and not (isinstance(value, str) and str in types):
-            n = _number(value, kind)
+            n = _number(value, kind, low)
             if n is not None:
                 return True, n
     if str in types and isinstance(value, str):
@@ -129,13 +130,14 @@ def _convert(value: Any, types: tuple[type, ...]) -> tuple[bool, Any]:
     return False, value
 
 
-def _describe(types: tuple[type, ...]) -> str:
-    words = {bool: "true or false", int: "an int >= 0", float: "a finite number >= 0", str: "a string",
-             type(None): "None"}
+def _describe(types: tuple[type, ...], low: float) -> str:
+    words = {bool: "true or false", int: f"an int >= {low:g}", float: f"a finite number >= {low:g}",
+             str: "a string", type(None): "None"}
     return " or ".join(words[t] for t in types)
 
 
-def check_params(scheduler: str, init: Callable[..., Any], params: Mapping[str, Any]) -> dict[str, Any]:
+def check_params(scheduler: str, init: Callable[..., Any], params: Mapping[str, Any],
+                 minimum: Mapping[str, float] | None = None) -> dict[str, Any]:
     """``params`` converted to the types ``init`` declares.
 
     Parameters
@@ -147,6 +149,8 @@ def check_params(scheduler: str, init: Callable[..., Any], params: Mapping[str, 
     params
         Keyword arguments a caller passes (others than declared ones pass unchanged:
         the constructor refuses an unknown one).
+    minimum
+        The smallest value of a numeric hyper-parameter, where it is above 0.
 
     Raises
     ------
@@ -167,9 +171,10 @@ def check_params(scheduler: str, init: Callable[..., Any], params: Mapping[str, 
         types = declared.get(key)
         if types is None:
             continue
-        ok, converted = _convert(value, types)
+        low = (minimum or {}).get(key, 0)
+        ok, converted = _convert(value, types, low)
         if not ok:
             raise SchedulerError(
-                f"{scheduler}: hyper-parameter {key!r} must be {_describe(types)}, got {value!r:.60}")
+                f"{scheduler}: hyper-parameter {key!r} must be {_describe(types, low)}, got {value!r:.60}")
         out[key] = converted
     return out

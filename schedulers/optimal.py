@@ -111,6 +111,7 @@ class Optimal(Scheduler):
     """
 
     name = "optimal"
+    minimum = {"requests": 1}
 
     def __init__(
         self,

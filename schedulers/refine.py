@@ -172,6 +172,7 @@ class Refine(Scheduler):
     """
 
     name = "refine"
+    minimum = {"width": 1}
 
     def __init__(
         self,

@@ -41,6 +41,14 @@ def test_values_of_the_wrong_type_are_refused() -> None:
         schedulers.get("random", seed="x")
 
 
+def test_a_scheduler_states_the_smallest_value_of_a_count() -> None:
+    with pytest.raises(SchedulerError, match=r"^antichain-dp: hyper-parameter 'microbatches' must be an int >= 1, got 0$"):
+        schedulers.get("antichain-dp", microbatches=0)
+    with pytest.raises(SchedulerError, match=r"^optimal: hyper-parameter 'requests' must be an int >= 1 or None, got 0$"):
+        schedulers.get("optimal", requests=0)
+    assert schedulers.get("antichain-dp", microbatches=1).microbatches == 1
+
+
 def test_values_are_converted_to_the_declared_type() -> None:
     opt = schedulers.get("optimal", time_limit_s="2", max_nodes=12.0, executable="yes", requests="none")
     assert (opt.time_limit_s, opt.max_nodes, opt.executable, opt.requests) == (2.0, 12, True, None)

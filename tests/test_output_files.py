@@ -193,6 +193,7 @@ def test_a_read_only_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["simulate", "g", "--scheduler", "heft", "--noise", "0.1", "--seed", "-1"], "argument --seed: expected an integer >= 0, got '-1'"),
+    (["simulate", "g", "--scheduler", "heft", "--requests", "9" * 23], f"argument --requests: expected an integer from 1 to 1000000, got '{'9' * 23}'"),
     (["llm", "plan", "tiny", "--platform", "cpu2", "--reserve-gib", "nan"], "argument --reserve-gib: expected a finite number >= 0, got 'nan'"),
     (["llm", "plan", "tiny", "--platform", "cpu2", "--context", "0"], "argument --context: expected an integer >= 1, got '0'"),
     (["plot", "r.csv", "--kind", "bars", "--width", "inf"], "argument --width: expected a finite number > 0, got 'inf'"),

@@ -17,23 +17,25 @@ from hetsim.graphs.graph import Graph, GraphError
 __all__ = [
     "add_cost_args", "add_input_args", "add_model_args", "check_cost", "cost_model", "int_at_least", "load_model",
     "non_negative_float", "non_negative_int", "output_file", "output_folder", "output_path", "parse_kv",
-    "positive_float", "positive_int",
+    "positive_float", "positive_int", "request_count",
 ]  # fmt: skip
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """argparse type: an integer >= ``low`` (``--folds``: 2, ``--warmup``: 0)."""
+def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """argparse type: an integer >= ``low`` (``--folds``: 2, ``--warmup``: 0), and <= ``high``
+    when given (``--requests``: what a simulation can index)."""
+    what = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r:.60}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r:.60}")
         return value
 
-    parse.__name__ = f"int >= {low}"  # what argparse names in "invalid ... value"
+    parse.__name__ = what  # what argparse names in "invalid ... value"
     return parse
 
 
@@ -41,6 +43,8 @@ def int_at_least(low: int) -> Callable[[str], int]:
 positive_int = int_at_least(1)
 #: argparse type: an integer >= 0 (``--seed``, ``--warmup``)
 non_negative_int = int_at_least(0)
+#: argparse type of ``--requests``: 1 to a million
+request_count = int_at_least(1, 10**6)
 
 
 def positive_float(text: str) -> float:

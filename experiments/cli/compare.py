@@ -16,7 +16,7 @@ from hetsim.experiments.cli.common import (
     non_negative_float,
     output_folder,
     parse_kv,
-    positive_int,
+    request_count,
 )
 
 
@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--platform", default="xeon-p2200", help="preset name or TOML file (default xeon-p2200)")
     p.add_argument("--schedulers", help="comma-separated scheduler names (default: all that apply)")
     add_cost_args(p)
-    p.add_argument("--requests", type=positive_int, default=1, metavar="N",
+    p.add_argument("--requests", type=request_count, default=1, metavar="N",
                    help="requests through each plan, all arriving at once unless --interval (default 1)")
     p.add_argument("--interval", type=non_negative_float, default=0.0, metavar="S",
                    help="seconds between request arrivals (default 0)")

@@ -149,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
                 fig = plots.sim_vs_measured(df, sim=args.metric or "sim_s", measured=args.measured,
                                             hue=args.hue or None, **common)  # fmt: skip
     except (ValueError, KeyError) as e:
-        raise CLIError(str(e)) from None
+        text = str(e) if isinstance(e, ValueError) else f"no column {e}"
+        raise CLIError(text if str(src) in text else f"{src}: {text}") from None
     for path in plots.save_figure(fig, out):
         print(f"wrote {path}")
     return 0

@@ -29,7 +29,7 @@ from hetsim.experiments.cli.common import (
     non_negative_int,
     output_file,
     parse_kv,
-    positive_int,
+    request_count,
 )
 
 
@@ -68,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_cost_args(p)
     p.add_argument(
         "--requests",
-        type=positive_int,
+        type=request_count,
         default=None,
         metavar="N",
         help="requests / micro-batches (default: the plan's microbatches, else 1)",
