@@ -62,7 +62,7 @@ EPS = 1e-9
 #: hyper-parameters that keep a case short (CP-SAT's budget), whatever else is drawn
 FAST = {"optimal": {"time_limit_s": 0.5, "workers": 1}, "refine": {"time_budget_s": 0.5}}
 #: why optimal may decline: a graph beyond max_nodes, a drawn hyper-parameter out of range
-OPTIMAL_DECLINES = re.compile(r"more than max_nodes|must be > 0")
+OPTIMAL_DECLINES = re.compile(r"more than max_nodes|must be > 0|hyper-parameter '")
 
 
 def platform_at(name: str, link_scale: float) -> Platform:

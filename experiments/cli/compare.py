@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 import time
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from hetsim.sim.platform import Platform
 
     check_arguments(names, sargs, args.requests, args.interval)
-    if args.out:  # a folder another command is writing is refused before the work, not after
+    if args.out and os.path.isdir(args.out):  # a folder another command writes: refused before the work
         from hetsim.experiments.output_folder import lock_folder
 
         with lock_folder(args.out):
