@@ -15,8 +15,8 @@ that takes more than ``--budget`` CPU seconds (a process still running after
 -x -C DIR``) in the same run.
 
 Run: ``python benchmarks/scheduler_scaling.py [--schedulers heft cpop ...]
-[--sizes 100 1000 5000 20000 100000] [--budget 60] [--before DIR]``. Targets
-(issue 15): HEFT, CPOP, PEFT, tensor-split <= 3 s at 20 000 nodes and <= 20 s at
+[--sizes 100 1000 5000 20000 100000] [--budget 60] [--before DIR]``. Targets:
+HEFT, CPOP, PEFT, tensor-split <= 3 s at 20 000 nodes and <= 20 s at
 100 000; cp-greedy <= 2 s at 1 000 and <= 20 s at 5 000; antichain-dp <= 3 s at
 5 000; growth no worse than quadratic.
 """

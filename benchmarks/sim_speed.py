@@ -8,8 +8,8 @@ the integer tables included), best of ``--repeats``, as CPU time of the process
 (``time.process_time``: what "per core" means, and robust to other load on the
 machine), with ``record=False`` and with ``record=True``; ``+dicts s`` is the
 ``record=True`` call followed by the first access of ``SimResult.records``, which
-makes the record dicts from the rows the engine wrote (the trees before session 31
-made them in the call); ``loop s`` is the
+makes the record dicts from the rows the engine wrote (a tree that makes them in
+the call has them counted in ``record=True``); ``loop s`` is the
 median call when called back to back as a sweep calls it (record=False, the
 cyclic garbage collector left running, no collection forced between calls);
 ``reuse s`` the best call of a :class:`sim.Simulator` of the graph after its first
@@ -29,7 +29,7 @@ example ``git archive main | tar -x -C DIR``) in the same run, and prints the
 speed-up.
 
 Run: ``python benchmarks/sim_speed.py [--sizes 1000 10000 ...] [--repeats 3]
-[--before DIR]``. Targets (issue 15): >= 200 000 ops/s at 100 000 nodes
+[--before DIR]``. Targets: >= 200 000 ops/s at 100 000 nodes
 (record=False), >= 150 000 with record=True, time(100 000) / time(10 000) <= 10.5,
 1 000 000 nodes within 12 GB.
 """
@@ -164,7 +164,7 @@ def measure(n: int, repeats: int) -> dict[str, Any]:
     out["floor_s"] = best
     out["floor_same"] = floor_makespan == out["makespan"]
     out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    # a Simulator (sim.engine.simulator.Simulator, from session 31) reads the graph at its first
+    # a Simulator (sim.engine.simulator.Simulator; absent from older trees) reads the graph at its first
     # simulation and keeps it: the best of ``repeats`` simulations after that first
     out["reuse_s"] = math.nan
     try:

@@ -1,7 +1,7 @@
 """Profile folders: read and validate them (:func:`read_profile`).
 
-The format is specified in ``costmodel/PROFILE_FORMAT.md`` (version 1). This module
-reads it and holds its checks (``validate_*``: every file, every row); the writer,
+The format is specified in ``costmodel/PROFILE_FORMAT.md`` (version 2; version 1
+folders are read too, see :func:`read_profile`). This module reads it and holds its checks (``validate_*``: every file, every row); the writer,
 :mod:`costmodel.profile_writer` (``ProfileWriter``, ``write_profile``,
 ``fit_links``), validates through the same checks before it writes anything, so a
 folder it writes is one this module reads. Cost models read through
@@ -28,10 +28,12 @@ from hetsim.graphs.features import FEATURE_COLUMNS
 
 __all__ = [
     "PROFILE_VERSION",
+    "READ_VERSIONS",
     "OPS_COLUMNS",
     "LINKS_COLUMNS",
     "TEXT_COLUMNS",
     "Profile",
+    "launch_included",
     "read_csv_strict",
     "read_manifest",
     "read_profile",
@@ -44,8 +46,12 @@ __all__ = [
     "validate_ops",
 ]
 
-#: the ``hetsim_profile`` version this module reads (and :mod:`costmodel.profile_writer` writes)
-PROFILE_VERSION = 1
+#: the ``hetsim_profile`` version :mod:`costmodel.profile_writer` writes
+PROFILE_VERSION = 2
+#: the versions this module reads: 1 (GPU ``time_s`` measured per call between CUDA
+#: events, launch included) and 2 (GPU ``time_s`` the device time in a stream, the
+#: launch in ``launch_s``)
+READ_VERSIONS = (1, 2)
 #: the text columns of ``ops.csv``
 TEXT_COLUMNS = ["signature", "device", "device_kind", "backend", "model", "node", "models", "op"]
 _TIME_COLUMNS = ["time_s", "p10_s", "p90_s"]
@@ -100,8 +106,9 @@ class Profile:
         """What the learned predictors fit and are judged on: the time one call of
         the op costs its device (seconds, one per row of ``rows``, default ``ops``).
 
-        A GPU row's is its kernel time (CUDA events; the host's dispatch overlaps
-        it). A CPU row's is the measured wall time per call (``wall_s``; without
+        A GPU row's is its device time (format version 2: the kernels' time in a
+        stream, the launch apart in ``launch_s``; version 1: one call between CUDA
+        events). A CPU row's is the measured wall time per call (``wall_s``; without
         that column, ``time_s`` plus the dispatch time): a CPU worker issues its own kernels, and a
         view op (``reshape``) or a tiny kernel has no kernel time left once the
         dispatch is taken off (``time_s`` at its floor), which no relative error can
@@ -137,6 +144,22 @@ class Profile:
                 out[d] = float(col.dropna().median())
             else:
                 out[d] = float(self.dispatch.get(d, 0.0))
+        return out
+
+    def launch_times(self) -> dict[str, dict[str, float]]:
+        """Per GPU device, signature -> the host time of one eager launch of its
+        kernels (``launch_s``, format version 2), and ``""`` -> their median: what a
+        fitted model gives as ``dispatch_time`` on that GPU. Devices without the
+        column (CPUs, version-1 profiles): absent."""
+        if "launch_s" not in self.ops:
+            return {}
+        out: dict[str, dict[str, float]] = {}
+        for d, kind in self.device_kinds.items():
+            rows = self.ops[(self.ops["device"] == d) & self.ops["launch_s"].notna()]
+            if kind != "gpu" or rows.empty:
+                continue
+            per = dict(zip(rows["signature"].astype(str), rows["launch_s"].astype(float)))
+            out[d] = {**per, "": float(np.median(list(per.values())))}
         return out
 
     def kind_link_fits(self) -> dict[tuple[str, str], tuple[float, float]]:
@@ -190,7 +213,7 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
     ------
     CostModelError
         Naming the file (and the 1-based data row of a CSV) at fault: a missing
-        manifest or ``ops.csv``, a ``hetsim_profile`` other than 1, a missing
+        manifest or ``ops.csv``, a ``hetsim_profile`` not in :data:`READ_VERSIONS`, a missing
         column, a non-finite or negative time, an unknown device, a duplicate row.
         ``links.csv``, ``links.json`` and ``dispatch.json`` may be absent (nothing
         measured); when present they are checked too.
@@ -211,6 +234,15 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
     if not ops_path.is_file():
         raise CostModelError(f"{ops_path}: missing (a profile needs ops.csv or ops.csv.gz)")
     ops = validate_ops(read_csv_strict(ops_path), kinds, where=str(ops_path))
+    if launch_included(manifest) and (ops["device_kind"] == "gpu").any():
+        import warnings
+
+        from hetsim.costmodel.learned.measured import CostModelWarning
+
+        warnings.warn(CostModelWarning(
+            f"profile {manifest.get('name', folder.name)!r} ({folder}) is format version 1: its GPU times "
+            "were measured per call between CUDA events and hold the launch; they are taken as device "
+            "times (profile the GPU again with 'hetsim profile' for device and launch times)"), stacklevel=2)
     links_path = folder / "links.csv"
     if links_path.is_file():
         links = validate_links(read_csv_strict(links_path), kinds, where=str(links_path))
@@ -223,6 +255,15 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
     if (folder / "dispatch.json").is_file():
         dispatch = validate_dispatch(_read_json(folder / "dispatch.json"), kinds, where=str(folder / "dispatch.json"))
     return Profile(folder, manifest, ops, links, fits, duplex, dispatch)
+
+
+def launch_included(manifest: Mapping[str, Any]) -> bool:
+    """True for a version-1 profile that hetsim's profiler measured on a GPU: its GPU
+    ``time_s`` is one call between two CUDA events (the launch and the events' own
+    cost included). Imported data sets (a ``source`` in the manifest, such as the
+    NeuSight kernels) state their own timing and are priced by their own models."""
+    return (manifest.get("hetsim_profile") == 1 and "source" not in manifest
+            and any(d.get("kind") == "gpu" for d in manifest.get("devices", [])))
 
 
 def _read_json(path: Path) -> Any:
@@ -247,8 +288,9 @@ def validate_manifest(data: Any, *, where: str = "manifest.json") -> None:
     """Check a manifest dict; :class:`CostModelError` naming ``where`` and the key."""
     if not isinstance(data, dict):
         raise CostModelError(f"{where}: must be a JSON object")
-    if (version := data.get("hetsim_profile")) != PROFILE_VERSION:
-        raise CostModelError(f"{where}: 'hetsim_profile' is {version!r}; this hetsim reads version {PROFILE_VERSION}")
+    if (version := data.get("hetsim_profile")) not in READ_VERSIONS or isinstance(version, bool):
+        raise CostModelError(f"{where}: 'hetsim_profile' is {version!r}; this hetsim reads versions "
+                             f"{', '.join(map(str, READ_VERSIONS))}")
     devices = data.get("devices")
     if not isinstance(devices, list) or not devices:
         raise CostModelError(f"{where}: 'devices' must be a non-empty list")
@@ -323,6 +365,19 @@ def _numeric(frame: pd.DataFrame, col: str, where: str, *, minimum: float | None
     return pd.Series(v, index=frame.index)
 
 
+def _optional_time(frame: pd.DataFrame, col: str, where: str) -> pd.Series:
+    """``frame[col]`` as seconds >= 0, an empty cell NaN (a row that did not measure it)."""
+    raw = frame[col]
+    empty = raw.isna().to_numpy() | raw.astype(str).str.strip().isin(["", "nan", "NaN"]).to_numpy()
+    v = pd.to_numeric(raw.where(~empty), errors="coerce").astype(float).to_numpy()
+    bad = ~empty & ~(np.isfinite(v) & (v >= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CostModelError(f"{where}: row {i + 1}: column {col!r} is {_show(raw.iloc[i])} "
+                             "(need seconds >= 0, or empty)")
+    return pd.Series(np.where(empty, np.nan, v), index=frame.index)
+
+
 def _show(value: Any) -> str:
     """A cell as the message shows it: quoted text as read, or the plain number."""
     return repr(value) if isinstance(value, str) else repr(getattr(value, "item", lambda: value)())
@@ -359,6 +414,8 @@ def validate_ops(frame: pd.DataFrame, kinds: Mapping[str, str], *, where: str = 
     out["batch"] = _numeric(frame, "batch", where, minimum=1.0, integer=True).astype(int)
     for col in FEATURE_COLUMNS:
         out[col] = _numeric(frame, col, where)
+    if "launch_s" in frame:
+        out["launch_s"] = _optional_time(frame, "launch_s", where)
     key = out["signature"] + "\x00" + out["device"] + "\x00" + out["backend"]
     dup = key.duplicated(keep="first").to_numpy()
     if dup.any():

@@ -216,6 +216,11 @@ class ProfileWriter:
         mpath = self.path / "manifest.json"
         if mpath.is_file():
             old = read_manifest(mpath)
+            if old["hetsim_profile"] != self.manifest["hetsim_profile"]:
+                raise CostModelError(
+                    f"{mpath}: format version {old['hetsim_profile']}, the new run writes version "
+                    f"{self.manifest['hetsim_profile']} (GPU times measured another way); use another folder"
+                )
             if old["devices"] != self.manifest["devices"]:
                 raise CostModelError(
                     f"{mpath}: devices {old['devices']} differ from the new run's "

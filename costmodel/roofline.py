@@ -5,7 +5,12 @@ An op on a device takes::
     max(flops / (peak_flops * efficiency), bytes / (mem_bandwidth * bandwidth_efficiency))
         + launch_overhead_s
 
-``efficiency`` depends on the op kind and on the op's size: small kernels reach a
+``peak_flops`` is the peak of the math mode the op runs in on a GPU that states its
+tensor-core peaks (``Device.tensor_flops``; :mod:`costmodel.math_mode`): FP32
+convolutions at the TF32 peak (cuDNN's default), FP32 matmuls at the FP32 peak
+unless ``matmul_precision`` says ``"high"`` (TF32) or ``"medium"`` (BF16),
+FP16/BF16 convolutions and matmuls at their tensor peak. ``efficiency`` depends on
+the op kind and on the op's size: small kernels reach a
 small fraction of peak (the per-size efficiency tables of Calculon, Isaev et al.,
 "Calculon: a methodology and tool for high-level co-design of systems and large
 language models", SC 2023). View ops (``reshape``, ``expand_dims``, ``squeeze``,
@@ -46,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.math_mode import MISSING, math_mode, mode_peak, node_dtype
 from hetsim.graphs.graph import VIEW_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -217,6 +223,10 @@ class Roofline:
         presets give sustainable bandwidth, hence the default 1.0.
     view_ops
         Op kinds priced at zero (no kernel, no launch, no dispatch).
+    matmul_precision
+        ``torch.set_float32_matmul_precision`` of the run (``"highest"``, ``"high"``,
+        ``"medium"``), overriding each device's ``matmul_precision``; None: the
+        device's. Matters only on a GPU with ``tensor_flops``.
 
     Examples
     --------
@@ -238,7 +248,13 @@ class Roofline:
         efficiency: Table | None = None,
         bandwidth_efficiency: float | Mapping[str, float] = 1.0,
         view_ops: Iterable[str] = VIEW_OPS,
+        matmul_precision: str | None = None,
     ) -> None:
+        from hetsim.sim.platform import MATMUL_PRECISIONS
+
+        if matmul_precision is not None and matmul_precision not in MATMUL_PRECISIONS:
+            raise CostModelError(f"unknown matmul_precision {matmul_precision!r}; choose from {list(MATMUL_PRECISIONS)}")
+        self.matmul_precision = matmul_precision
         table: dict[str, Any] = dict(DEFAULT_EFFICIENCY)
         table.update(efficiency or {})
         self.efficiency = _check_table(table)
@@ -254,6 +270,8 @@ class Roofline:
         self._classes: dict[Any, tuple[bool, str]] = {}
         self._plain: dict[str, tuple[bool, str]] = {}  # the unfused ops of _classes
         self._resolved: dict[tuple[str, str, str], float | tuple[list[float], list[float]]] = {}
+        self._modes: dict[tuple[str, str, str | None], str] = {}  # (key, dtype, precision) -> mode
+        self._warned: set[tuple[str, str]] = set()  # (device, mode) whose missing peak was stated
 
     def __repr__(self) -> str:
         return f"Roofline(efficiency=<{len(self.efficiency)} entries>, bandwidth_efficiency={self.bandwidth_efficiency!r})"
@@ -316,6 +334,31 @@ class Roofline:
                     return table[full]
         raise CostModelError(f"efficiency table has no entry for op {key!r} and no 'default'")
 
+    def peak(self, key: str, dtype: str, device: Device) -> float:
+        """Peak FLOP/s of an op of efficiency key ``key`` on ``dtype`` tensors on
+        ``device``: its math mode's (:mod:`costmodel.math_mode`). A GPU whose
+        ``tensor_flops`` lacks the FP16/BF16 peak the op needs is priced at its FP32
+        peak, with one :class:`~costmodel.learned.measured.CostModelWarning` per
+        device and mode saying so."""
+        if device.tensor_flops is None:
+            return device.peak_flops
+        precision = self.matmul_precision or device.matmul_precision
+        mkey = (key, dtype, precision)
+        mode = self._modes.get(mkey)
+        if mode is None:
+            mode = self._modes[mkey] = math_mode(op_class(key), dtype, precision)
+        peak, missing = mode_peak(device, mode)
+        if missing == MISSING and (device.name, mode) not in self._warned:
+            import warnings
+
+            from hetsim.costmodel.learned.measured import CostModelWarning
+
+            self._warned.add((device.name, mode))
+            warnings.warn(CostModelWarning(
+                f"GPU {device.name!r} states no tensor_flops.{mode}: its {mode} convolutions and matmuls "
+                f"are priced at its FP32 peak_flops ({device.peak_flops:.3g} FLOP/s)"), stacklevel=3)
+        return peak
+
     def memory_efficiency(self, device: Device) -> float:
         """Fraction of ``device.mem_bandwidth_bytes_per_s`` that kernels reach."""
         be = self.bandwidth_efficiency
@@ -338,7 +381,8 @@ class Roofline:
         t_cmp = 0.0
         if flops > 0:
             eff = self._efficiency(key, flops, device)
-            t_cmp = flops / (device.peak_flops * eff)
+            peak = device.peak_flops if device.tensor_flops is None else self.peak(key, node_dtype(d), device)
+            t_cmp = flops / (peak * eff)
         return max(t_cmp, t_mem) + device.launch_overhead_s
 
     def op_times(self, graph: Graph, nodes: Iterable[str], device: Device) -> list[float]:
@@ -396,7 +440,11 @@ class Roofline:
             return self._one_by_one(graph, nodes, device)  # names the first bad node
         t_mem = nbytes / (device.mem_bandwidth_bytes_per_s * self.memory_efficiency(device))
         t = np.where(0.0 >= t_mem, 0.0, t_mem)
-        t_cmp = flops[compute] / (device.peak_flops * effs)
+        if device.tensor_flops is None:
+            peaks: Any = device.peak_flops
+        else:
+            peaks = np.array([self.peak(keys[i][1], node_dtype(attrs[i]), device) for i in compute.tolist()])
+        t_cmp = flops[compute] / (peaks * effs)
         t_mem_c = t_mem[compute]
         t[compute] = np.where(t_cmp >= t_mem_c, t_cmp, t_mem_c)
         t += device.launch_overhead_s
@@ -494,7 +542,7 @@ class Roofline:
             ops = row.get("ops") if isinstance(row.get("ops"), list | tuple) else None
             if _members(op, ops) is None and _short(op) in self.view_ops:
                 continue
-            ideal_cmp = flops / dev.peak_flops
+            ideal_cmp = flops / self.peak(op_key(op, ops), str(row.get("dtype") or "float32"), dev)
             ideal_mem = nbytes / dev.mem_bandwidth_bytes_per_s
             if flops > 0 and ideal_cmp >= ideal_mem:
                 key = f"{prefix}:{op_class(op_key(op, ops))}"
@@ -516,7 +564,8 @@ class Roofline:
         bw: dict[str, float] = dict(be) if isinstance(be, dict) else {"default": be}
         for prefix in sorted(bandwidth):
             bw[prefix] = statistics.median(bandwidth[prefix])
-        return Roofline(efficiency=table, bandwidth_efficiency=bw, view_ops=self.view_ops)
+        return Roofline(efficiency=table, bandwidth_efficiency=bw, view_ops=self.view_ops,
+                        matmul_precision=self.matmul_precision)
 
     # ------------------------------------------------------------ (de)serialise
     def to_dict(self) -> dict[str, Any]:
@@ -532,16 +581,18 @@ class Roofline:
                 else self.bandwidth_efficiency
             ),
             "view_ops": sorted(self.view_ops),
+            **({"matmul_precision": self.matmul_precision} if self.matmul_precision else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Roofline:
         """Inverse of :meth:`to_dict`."""
-        unknown = sorted(set(data) - {"efficiency", "bandwidth_efficiency", "view_ops"})
+        unknown = sorted(set(data) - {"efficiency", "bandwidth_efficiency", "view_ops", "matmul_precision"})
         if unknown:
             raise CostModelError(f"Roofline.from_dict: unknown key(s) {unknown}")
         return cls(
             efficiency=data.get("efficiency"),
             bandwidth_efficiency=data.get("bandwidth_efficiency", 1.0),
             view_ops=data.get("view_ops", VIEW_OPS),
+            matmul_precision=data.get("matmul_precision"),
         )

@@ -1,7 +1,7 @@
 """Real devices: kernel backends (torch, tvm), the profiler and the plan executor.
 
 ``import hetsim.runtime`` is light (no torch, no TVM); :func:`profile_models`,
-:func:`execute`, :func:`validate_all` and the backends import them when used
+:func:`execute`, :func:`calibrate`, :func:`validate_all` and the backends import them when used
 (validation is the subpackage :mod:`runtime.validation`).
 
 Examples
@@ -32,6 +32,8 @@ _LAZY = {
     "execute": "hetsim.runtime.executor.execute",
     "ExecutionError": "hetsim.runtime.executor.execute",
     "RunResult": "hetsim.runtime.executor.execute",
+    "calibrate": "hetsim.runtime.calibration.calibrate",
+    "Calibration": "hetsim.runtime.calibration.calibrate",
     "validate": "hetsim.runtime.validation.validate",
     "validate_all": "hetsim.runtime.validation.validate",
     "ValidationResult": "hetsim.runtime.validation.validate",
@@ -41,11 +43,13 @@ __all__ = [
     "BACKENDS",
     "Backend",
     "BackendError",
+    "Calibration",
     "DeviceSpec",
     "ExecutionError",
     "Kernel",
     "RunResult",
     "ValidationResult",
+    "calibrate",
     "execute",
     "get_backend",
     "parse_device",

@@ -16,8 +16,12 @@ What is measured
   ``p90_s`` the spread. CPU: wall time per call (the call is synchronous) minus the
   device's dispatch time, so that ``time_s`` is the kernel's own time and the host
   dispatch is priced once, from ``dispatch.json`` (``wall_s`` keeps the raw median).
-  GPU: CUDA events around each call, with the GPU kept busy (``torch.cuda._sleep``)
-  while the calls are queued, so that the events see kernel time, not launch gaps.
+  GPU (:func:`time_kernel`, :mod:`runtime.stream_timer`): ``time_s`` is the
+  op's device time as it runs in a stream (calls captured as one CUDA graph and
+  replayed, or queued back to back behind a busy wait, divided by the calls), and
+  ``launch_s`` the host time of one eager launch, measured apart: the simulator
+  prices the two separately (``op_time``, ``dispatch_time``). View ops
+  (:data:`graphs.VIEW_OPS`) run no kernel and are not timed on a GPU.
   With ``passes=N`` (``--passes N``) every signature is measured N times, in N
   passes over all of them, and the medians of the passes make the row (``passes``,
   ``pass_spread`` = (max - min) / median of the pass medians): on a shared machine
@@ -51,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from hetsim.graphs.features import FEATURE_COLUMNS, features
-from hetsim.graphs.graph import Graph
+from hetsim.graphs.graph import VIEW_OPS, Graph
 from hetsim.runtime.backends import BACKENDS, BackendError, DeviceSpec, get_backend, parse_devices
 from hetsim.runtime.backends.base import (
     Backend,
@@ -60,11 +64,11 @@ from hetsim.runtime.backends.base import (
     check_available,
     cpu_model,
 )
+from hetsim.runtime.link_timing import measure_links
 
 __all__ = ["MeasureSettings", "ProfileRun", "Timing", "measure_dispatch", "measure_links",
            "profile_graphs", "profile_models", "time_kernel"]
 
-_GIB = 1 << 30
 #: smallest kernel time written: a CPU op whose wall time does not exceed the dispatch
 #: time is recorded as this (its kernel is too short to tell apart from the dispatch)
 _FLOOR_S = 1e-8
@@ -102,6 +106,10 @@ class Timing:
     p90_s: float
     repeats: int
     wall_s: float
+    #: GPU: host seconds of one eager launch (None: not measured, a CPU op)
+    launch_s: float | None = None
+    #: how the time was measured: ``wall`` (CPU), ``cuda_graph`` or ``cuda_stream`` (GPU)
+    method: str = "wall"
 
 
 @dataclass
@@ -118,19 +126,50 @@ class ProfileRun:
 
 # -------------------------------------------------------------------------- timing
 def _cuda_timer(device: DeviceSpec) -> Any:
-    from hetsim.runtime.backends.torch_backend import CudaTimer
+    from hetsim.runtime.stream_timer import CudaStreamTimer
 
-    return CudaTimer(device)
+    return CudaStreamTimer(device.index)
 
 
-def _cpu_samples(fn: Callable[[], Any], n: int) -> tuple[list[float], list[float]]:
+def _cpu_samples(fn: Callable[[], Any], n: int) -> list[float]:
     pc = time.perf_counter
     out = []
     for _ in range(n):
         t0 = pc()
         fn()
         out.append(pc() - t0)
-    return out, out
+    return out
+
+
+def _converge(draw: Callable[[int], list[float]], est: float, st: MeasureSettings, cap: int) -> list[float]:
+    """Samples from ``draw(k)`` (``k`` new samples) in rounds until their median moves
+    less than ``st.rtol`` (after ``st.min_time_s`` and ``st.min_repeats``), or
+    ``st.max_repeats`` / ``st.max_time_s`` is reached; ``est``: seconds per sample."""
+    samples: list[float] = []
+    start, prev = time.perf_counter(), None
+    while True:
+        left = st.max_repeats - len(samples)
+        k = int(st.min_time_s / 4 / max(est, 1e-7))
+        k = max(1, min(left, max(k, st.min_repeats), cap))
+        samples += draw(k)
+        med = float(np.median(samples))
+        elapsed = time.perf_counter() - start
+        if len(samples) >= st.max_repeats or elapsed >= st.max_time_s:
+            return samples
+        if (prev is not None and len(samples) >= st.min_repeats and elapsed >= st.min_time_s
+                and abs(med - prev) <= st.rtol * prev):
+            return samples
+        prev = med
+
+
+def _warm_up(kernel: Callable[[], Any], sync: Callable[[], None], st: MeasureSettings) -> float:
+    """Call ``kernel`` (at least twice, for ``st.warmup_s``); seconds per synchronised call."""
+    t0, n = time.perf_counter(), 0
+    while n < 2 or (time.perf_counter() - t0 < st.warmup_s and n < st.max_repeats):
+        kernel()
+        sync()
+        n += 1
+    return (time.perf_counter() - t0) / n
 
 
 def time_kernel(
@@ -143,53 +182,53 @@ def time_kernel(
 ) -> Timing:
     """Time ``kernel()`` on ``device`` (see the module docstring for the method).
 
-    ``sync`` waits for the device (GPUs); ``timer`` reuses a
-    :class:`~runtime.backends.torch_backend.CudaTimer`.
+    CPU: wall time per call. GPU: the device time per call as the op runs in a
+    stream, and its eager launch time (:func:`_stream_timing`; ``sync`` waits for
+    the device, ``timer`` reuses a :class:`~runtime.stream_timer.CudaStreamTimer`).
     """
     st = settings or MeasureSettings()
-    gpu = device.kind == "gpu"
-    sync = sync or (lambda: None)
-    if gpu and timer is None:
-        timer = _cuda_timer(device)
+    if device.kind == "gpu":
+        return _stream_timing(kernel, st, sync or (lambda: None), timer or _cuda_timer(device))
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        t0, n = time.perf_counter(), 0
-        while n < 2 or (time.perf_counter() - t0 < st.warmup_s and n < st.max_repeats):
-            kernel()
-            sync()
-            n += 1
-        est = (time.perf_counter() - t0) / n
-        samples: list[float] = []
-        walls: list[float] = []
-        start, prev = time.perf_counter(), None
-        while True:
-            left = st.max_repeats - len(samples)
-            k = int(st.min_time_s / 4 / max(est, 1e-7))
-            k = max(1, min(left, max(k, st.min_repeats), 200 if gpu else 10_000))
-            if gpu:
-                s, w = timer.samples(kernel, k, est)  # type: ignore[union-attr]
-            else:
-                s, w = _cpu_samples(kernel, k)
-            samples += s
-            walls += w
-            med = float(np.median(samples))
-            elapsed = time.perf_counter() - start
-            if len(samples) >= st.max_repeats or elapsed >= st.max_time_s:
-                break
-            if (
-                prev is not None
-                and len(samples) >= st.min_repeats
-                and elapsed >= st.min_time_s
-                and abs(med - prev) <= st.rtol * prev
-            ):
-                break
-            prev = med
+        est = _warm_up(kernel, lambda: None, st)
+        samples = _converge(lambda k: _cpu_samples(kernel, k), est, st, 10_000)
     finally:
         if gc_was:
             gc.enable()
     p10, p90 = np.percentile(samples, [10, 90])
-    return Timing(med, float(p10), float(p90), len(samples), float(np.median(walls)))
+    med = float(np.median(samples))
+    return Timing(med, float(p10), float(p90), len(samples), med)
+
+
+def _stream_timing(kernel: Callable[[], Any], st: MeasureSettings, sync: Callable[[], None], timer: Any) -> Timing:
+    """Device time per call of ``kernel`` as it runs in a stream, and its eager launch
+    time (:mod:`runtime.stream_timer`).
+
+    A probe replay of one call sizes the replays (:func:`~runtime.stream_timer.calls_per_replay`:
+    about 1 ms each); replays are drawn until their median settles (``st``).
+    ``time_s`` is the median per-call device time, ``repeats`` the calls timed,
+    ``launch_s`` (and ``wall_s``) the host seconds per eager call, ``method``
+    ``cuda_graph`` or ``cuda_stream``.
+    """
+    from hetsim.runtime.stream_timer import calls_per_replay
+
+    host = _warm_up(kernel, sync, st)
+    probe, _ = timer.device_times(kernel, 1, 3, host_per_call=host)
+    calls = calls_per_replay(float(np.median(probe)))
+    method: list[str] = []
+
+    def draw(k: int) -> list[float]:
+        times, how = timer.device_times(kernel, calls, k, host_per_call=host)
+        method.append(how)
+        return times
+
+    samples = _converge(draw, float(np.median(probe)) * calls, st, 200)
+    launch = float(timer.launch_time(kernel, calls=max(5, min(calls, 50))))
+    p10, p90 = np.percentile(samples, [10, 90])
+    return Timing(float(np.median(samples)), float(p10), float(p90), len(samples) * calls, launch,
+                  launch_s=launch, method=method[-1])
 
 
 # ------------------------------------------------------------------------ dispatch
@@ -224,73 +263,6 @@ def measure_dispatch(backend: Backend, device: DeviceSpec, *, calls: int = 200, 
         per_round.append((time.perf_counter() - t0) / calls)
     backend.synchronize(device)
     return float(np.median(per_round[2:] if rounds > 4 else per_round))
-
-
-# --------------------------------------------------------------------------- links
-def measure_links(
-    host: str, device: DeviceSpec, *, max_bytes: int = _GIB, repeats: int = 5
-) -> tuple[list[dict[str, Any]], bool]:
-    """Copy times between the host and a CUDA device, and whether they overlap.
-
-    Returns ``links.csv`` rows (h2d and d2h, pinned and pageable, 1 KiB to
-    ``max_bytes`` in powers of 4; plus the concurrent pair) and the duplex verdict:
-    True when a concurrent h2d + d2h on two streams takes less than 75% of the two
-    copies one after the other.
-    """
-    import torch
-
-    from hetsim.runtime.backends.torch_backend import CudaTimer
-
-    check_available(device)
-    timer = CudaTimer(device)
-    dev = torch.device(device.torch_device)
-    sizes = [1024 * 4**i for i in range(16) if 1024 * 4**i <= max_bytes]
-    rows: list[dict[str, Any]] = []
-
-    def row(direction: str, pinned: bool, nbytes: int, times: list[float], concurrent: int) -> dict[str, Any]:
-        src, dst = (host, device.name) if direction == "h2d" else (device.name, host)
-        return {"src": src, "dst": dst, "direction": direction, "pinned": int(pinned), "bytes": nbytes,
-                "time_s": float(np.median(times)), "concurrent": concurrent,
-                "p10_s": float(np.percentile(times, 10)), "p90_s": float(np.percentile(times, 90)),
-                "repeats": len(times)}
-
-    def copies(h: Any, d: Any, pinned: bool) -> tuple[Callable[[], Any], Callable[[], Any]]:
-        return (lambda: d.copy_(h, non_blocking=pinned)), (lambda: h.copy_(d, non_blocking=pinned))
-
-    with torch.cuda.device(device.index):
-        for pinned in (True, False):
-            for nbytes in sizes:
-                host_buf = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
-                dev_buf = torch.empty(nbytes, dtype=torch.uint8, device=dev)
-                for direction, fn in zip(("h2d", "d2h"), copies(host_buf, dev_buf, pinned)):
-                    fn()
-                    torch.cuda.synchronize()
-                    times, _ = timer.samples(fn, repeats, 1e-5)
-                    rows.append(row(direction, pinned, nbytes, times, 0))
-                del host_buf, dev_buf
-        nbytes = min(sizes[-1], 256 << 20)  # duplex: both directions at once, two streams
-        alone = sum(r["time_s"] for r in rows if r["pinned"] and r["bytes"] == nbytes)
-        h1, h2 = (torch.empty(nbytes, dtype=torch.uint8, pin_memory=True) for _ in range(2))
-        d1, d2 = (torch.empty(nbytes, dtype=torch.uint8, device=dev) for _ in range(2))
-        streams = {"h2d": (torch.cuda.Stream(), copies(h1, d1, True)[0]),
-                   "d2h": (torch.cuda.Stream(), copies(h2, d2, True)[1])}
-        walls, per = [], {"h2d": [], "d2h": []}
-        for _ in range(repeats):
-            ev = {k: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for k in per}
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for k, (stream, fn) in streams.items():
-                with torch.cuda.stream(stream):
-                    ev[k][0].record()
-                    fn()
-                    ev[k][1].record()
-            torch.cuda.synchronize()
-            walls.append(time.perf_counter() - t0)
-            for k, (e0, e1) in ev.items():
-                per[k].append(e0.elapsed_time(e1) * 1e-3)
-        rows += [row(k, True, nbytes, times, 1) for k, times in per.items()]
-        duplex = float(np.median(walls)) < 0.75 * alone
-    return rows, bool(duplex)
 
 
 # ------------------------------------------------------------------------ manifest
@@ -336,10 +308,12 @@ def build_manifest(
     """The ``manifest.json`` of a new profile (``models``/``batches`` grow as rows arrive)."""
     import torch
 
+    from hetsim.costmodel.profile_reader import PROFILE_VERSION
+
     entries = device_entries(devices)
     gpus = sorted({e["model"] for e in entries if e["kind"] == "gpu"})
     return {
-        "hetsim_profile": 1,
+        "hetsim_profile": PROFILE_VERSION,
         "name": name,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"hostname": socket.gethostname(), "cpu_model": cpu_model(),
@@ -356,11 +330,19 @@ def build_manifest(
         "granularity": granularity,
         "settings": asdict(settings),
         "timing": "cpu: median wall time per call minus dispatch.json (wall_s: raw); "
-                  "gpu: median CUDA-event time per call",
+                  "gpu: median device time per call in a stream (calls replayed as one CUDA graph, "
+                  "or queued back to back), launch_s: host time per eager call; views not timed",
     }
 
 
 # ------------------------------------------------------------------------- profile
+def _is_view(op: str) -> bool:
+    """True for an op kind that runs no kernel (:data:`graphs.VIEW_OPS`), or a fused
+    kernel made of such ops only (``fused:reshape+squeeze``)."""
+    members = op[len("fused:"):].split("+") if op.startswith("fused:") else [op]
+    return all(m in VIEW_OPS for m in members if m) and any(members)
+
+
 def _check_request(
     devices: str | Sequence[str | DeviceSpec], backend: str, granularities: set[str], threads: int | None
 ) -> list[DeviceSpec]:
@@ -469,7 +451,7 @@ def profile_graphs(
     old = writer.read().ops if (path / "ops.csv").is_file() else None
     for d in devs:
         done = writer.done(d.name)
-        todo[d.name] = [s for s in first if s not in done]
+        todo[d.name] = [s for s in first if s not in done and not (d.kind == "gpu" and _is_view(first[s][2]["op"]))]
         run.skipped += len(first) - len(todo[d.name])
         for model, sigs in per_model.items():  # tag rows measured before for another model
             if old is not None and sigs & done:
@@ -497,14 +479,16 @@ def profile_graphs(
         tm = Timing(float(np.median(med)), float(np.median([t.p10_s for t in tms])),
                     float(np.median([t.p90_s for t in tms])), sum(t.repeats for t in tms),
                     float(np.median([t.wall_s for t in tms])))
+        gpu = d.kind == "gpu"
+        launch = float(np.median([t.launch_s for t in tms if t.launch_s is not None])) if gpu else float("nan")
         return {
             "signature": sig, "device": d.name, "device_kind": d.kind, "backend": backend,
             "model": str(g.meta.get("model") or g.name), "node": n,
             "batch": int(g.meta.get("batch") or 1), "models": ";".join(holders[sig]),
             "time_s": max(tm.time_s - shift, _FLOOR_S), "p10_s": max(tm.p10_s - shift, _FLOOR_S),
             "p90_s": max(tm.p90_s - shift, _FLOOR_S), "repeats": tm.repeats, **feat,
-            "wall_s": tm.wall_s, "dispatch_s": disp,
-            "timer": "cuda_event" if d.kind == "gpu" else "wall",
+            "wall_s": float("nan") if gpu else tm.wall_s, "dispatch_s": disp, "launch_s": launch,
+            "timer": tms[-1].method,
             "threads": d.cpu_threads() if d.kind == "cpu" else 0,
             "granularity": str(g.meta.get("granularity", "op")),
             "passes": len(tms), "pass_spread": (max(med) - min(med)) / max(tm.time_s, 1e-12),

@@ -62,10 +62,14 @@ from hetsim.sim.contention import (
     member_resources,
 )
 
-__all__ = ["LAUNCH_MODES", "Device", "Link", "MemoryDomain", "Platform", "PlatformError", "read_toml"]
+__all__ = ["LAUNCH_MODES", "MATMUL_PRECISIONS", "TENSOR_MODES", "Device", "Link", "MemoryDomain", "Platform", "PlatformError", "read_toml"]
 
 #: how a GPU's kernels are issued (``Device.launch``)
 LAUNCH_MODES = ("eager", "graph")
+#: math modes of a GPU's tensor-core peaks (``Device.tensor_flops`` keys)
+TENSOR_MODES = ("tf32", "fp16", "bf16", "fp8", "int8")
+#: ``torch.set_float32_matmul_precision`` settings (``Device.matmul_precision``)
+MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
 class PlatformError(ValueError):
@@ -136,6 +140,18 @@ class Device:
         and to make the consumer wait on it, each.
     copy_issue_s
         Host time, on the producer's thread, to issue one asynchronous copy.
+    tensor_flops
+        GPU tensor-core peaks by math mode (FLOP/s; keys of :data:`TENSOR_MODES`:
+        ``tf32``, ``fp16``, ``bf16``, ``fp8``, ``int8``), TOML
+        ``tensor_flops = {tf32 = 1.56e14, fp16 = 3.12e14}``. With it, ``peak_flops`` is
+        the FP32 (CUDA-core) peak and the roofline prices each convolution and matmul
+        at the peak of the math mode PyTorch runs it in (``costmodel.math_mode``); a
+        stated table without ``tf32`` is a GPU without TF32 (FP32 ops stay FP32).
+        None: ``peak_flops`` prices every op.
+    matmul_precision
+        ``torch.set_float32_matmul_precision`` of the run (GPU): ``"highest"`` (FP32
+        matmuls), ``"high"`` (TF32) or ``"medium"`` (BF16). None: PyTorch's default,
+        ``"highest"``.
     """
 
     name: str
@@ -161,6 +177,8 @@ class Device:
     launch_queue_depth: int = 1024
     event_s: float = 0.0
     copy_issue_s: float = 0.0
+    tensor_flops: Mapping[str, float] | None = field(default=None, hash=False)
+    matmul_precision: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -202,6 +220,20 @@ class Device:
             raise PlatformError(f"{where}: 'threads' must be an int >= 1, got {self.threads!r}")
         if self.memory_domain is None:
             object.__setattr__(self, "memory_domain", self.name)
+        if self.matmul_precision is not None and self.matmul_precision not in MATMUL_PRECISIONS:
+            raise PlatformError(f"{where}: unknown 'matmul_precision' {self.matmul_precision!r}; "
+                                f"choose from {list(MATMUL_PRECISIONS)}")
+        if self.tensor_flops is not None:
+            if not isinstance(self.tensor_flops, Mapping):
+                raise PlatformError(f"{where}: 'tensor_flops' must be a table of FLOP/s by math mode, "
+                                    f"got {self.tensor_flops!r}")
+            if self.kind != "gpu":
+                raise PlatformError(f"{where}: 'tensor_flops' applies to GPU devices only")
+            for mode, v in self.tensor_flops.items():
+                if mode not in TENSOR_MODES:
+                    raise PlatformError(f"{where}: unknown tensor_flops mode {mode!r}; modes: {list(TENSOR_MODES)}")
+                _positive(where, f"tensor_flops.{mode}", v)
+            object.__setattr__(self, "tensor_flops", {str(k): float(v) for k, v in self.tensor_flops.items()})
 
 
 @dataclass(frozen=True)

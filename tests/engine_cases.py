@@ -19,6 +19,7 @@ Write the reference again (only when the engine's behaviour is meant to change):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -109,9 +110,16 @@ def _dev(name: str, kind: str, **kw: Any) -> Device:
     return Device(name, kind, **base)
 
 
+def _one_peak(p: Platform) -> Platform:
+    """``p`` with its devices' ``tensor_flops`` dropped: the reference digests were taken
+    when the presets stated one peak per GPU; the cases test the engine, not a preset."""
+    devs = tuple(dataclasses.replace(d, tensor_flops=None) for d in p.devices)
+    return dataclasses.replace(p, devices=devs)
+
+
 def platforms() -> dict[str, Platform]:
     """Presets and hand-made platforms exercising every resource the engine has."""
-    out = {name: Platform.preset(name) for name in ("cpu2", "xeon-p2200", "multi-gpu-4", "h100-server")}
+    out = {name: _one_peak(Platform.preset(name)) for name in ("cpu2", "xeon-p2200", "multi-gpu-4", "h100-server")}
     out["half-duplex"] = Platform(
         "half-duplex",
         (_dev("cpu", "cpu"), _dev("gpu", "gpu", streams=2)),

@@ -152,6 +152,35 @@ def test_validate_checks_its_arguments_before_the_model_import(capsys: pytest.Ca
          "scheduler 'heft': bad parameters ['sead']"),
         (["validate", "resnet18", "--scheduler", "heft", "--cost", "profiles/nope"], "cost model spec 'profiles/nope'"),
         (["validate", "--all", "--schedulers", "heft,hfet", "--out", "unused"], "unknown scheduler 'hfet'"),
+        (["calibrate", "--platform", "cpu3"], "unknown platform preset 'cpu3'"),
     ]:  # fmt: skip
         assert main(argv) == 2, argv
-        assert f"hetsim validate: error: {message}" in capsys.readouterr().err, argv
+        assert f"hetsim {argv[0]}: error: {message}" in capsys.readouterr().err, argv
+    for argv, choice in [(["validate", "resnet18", "--scheduler", "heft", "--launch", "fast"], "'fast'"),
+                         (["validate", "resnet18", "--scheduler", "heft", "--statistic", "mode"], "'mode'"),
+                         (["calibrate", "--platform", "cpu2", "--launch", "lazy"], "'lazy'")]:
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        assert f"invalid choice: {choice}" in capsys.readouterr().err
+
+
+def test_validate_passes_launch_and_statistic_on(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from hetsim.runtime.validation import validate
+
+    seen = {}
+
+    def fake_validate(graph, platform, how, cost, **kw):  # noqa: ANN001, ANN003, ANN202
+        seen.update(kw)
+        return SimpleNamespace(run=SimpleNamespace(spread=0.0))
+
+    monkeypatch.setattr(validate, "validate", fake_validate)
+    path = GRAPHS["chain"]().to_json(tmp_path / "chain.json")
+    assert main(["validate", str(path), "--platform", "cpu2", "--scheduler", "all-cpu", "--launch", "eager",
+                 "--statistic", "mean"]) == 0
+    assert (seen["launch"], seen["statistic"]) == ("eager", "mean")
+    assert main(["validate", str(path), "--platform", "cpu2", "--scheduler", "all-cpu"]) == 0
+    assert (seen["launch"], seen["statistic"]) == (None, None)

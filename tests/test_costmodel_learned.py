@@ -97,7 +97,7 @@ def synthetic_rows(graphs_: list[Graph], *, noise: float = 0.0, seed: int = 0) -
 
 
 def manifest(models: list[str]) -> dict:
-    return {"hetsim_profile": 1, "name": "synthetic", "date": "2026-11-22T03:30:00Z",
+    return {"hetsim_profile": 2, "name": "synthetic", "date": "2026-11-22T03:30:00Z",
             "machine": {"hostname": "test", "cpu_model": "synthetic", "cpu_cores": 2},
             "libraries": {"hetsim": "0.1.0"}, "backend": "torch",
             "devices": [{"name": "cpu", "kind": "cpu", "torch_device": "cpu", "threads": 1},

@@ -475,15 +475,24 @@ def test_overhead_is_small():
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
-def test_cpu_gpu_plan_on_a_gpu(squeeze):
+@pytest.mark.parametrize("launch", ["graph", "eager"])
+def test_cpu_gpu_plan_on_a_gpu(squeeze, launch):
+    """Both launch modes give the module's outputs; the timed runs record the GPU's
+    launches only, the traced run every op and copy."""
+    import dataclasses
+
     graph, model = squeeze
     plat = Platform.preset("xeon-p2200")
     g = graph
     plan = Plan({n: ("gpu" if i % 3 else "cpu") for i, n in enumerate(g.topological_order())})
-    run = execute(g, plan, plat, model=model, warmup=1, repeats=2, device_map={"cpu": "cpu"})
-    assert run.check["error"] <= 1.0
-    assert any(r["kind"] == "transfer" for r in run.records)
-    _check_records(run, g, plan)
+    run = execute(g, plan, plat, model=model, warmup=1, repeats=2, device_map={"cpu": "cpu"}, launch=launch,
+                  trace=True)
+    assert run.check["error"] <= 1.0 and run.check["node_error"] <= 1.0 and run.launch == launch
+    assert not any(r["kind"] == "transfer" or r["resource"] == "gpu" for r in run.records if r["kind"] != "dispatch")
+    assert any(r["kind"] == "transfer" for r in run.trace)
+    traced = dataclasses.replace(run, records=run.trace, makespans=[max(r["end"] for r in run.trace)] * 2)
+    _check_records(traced, g, plan)
+    assert run.device_busy["gpu"] > 0
     sim = simulate(g, plat, plan, Roofline(), record=True)
     assert sim.makespan > 0
 

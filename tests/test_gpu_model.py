@@ -279,3 +279,53 @@ def test_cross_gpu_prices_a_gpu_from_its_published_figures(bank: GPUBank) -> Non
         device_spec(bare)
     with pytest.raises(CostModelError, match="GPU 'gpu' has no 'sm_count'"):
         GPUCostModel(bank, None).op_time(g, "mm", bare)
+
+
+# ------------------------------------------------------- published latencies
+def test_the_published_latencies_name_a_preset_for_every_gpu() -> None:
+    from hetsim.costmodel.gpu.published import published_latencies
+
+    table = published_latencies()
+    assert len(table) == 27 and set(table["model"]) == {"bert_large", "gpt2_large"}
+    assert set(table["gpu"]) == {"p4", "p100", "t4", "v100", "a100-40gb", "l4", "h100"}
+    assert all(p in Platform.presets() for p in set(table["preset"]))
+    h100 = table[(table["gpu"] == "h100") & (table["model"] == "bert_large") & (table["batch"] == 8)].iloc[0]
+    assert (h100["seq_len"], h100["layers"], h100["latency_s"]) == (512, 24, 0.069842259)
+
+
+def test_a_published_model_is_priced_as_one_layer_plus_the_others_at_the_second_layers_cost() -> None:
+    from hetsim.costmodel import Roofline
+    from hetsim.costmodel.gpu.published import busy_time, layer_graphs, predict_published
+
+    rows = pd.DataFrame([{"gpu": "h100", "preset": "h100-server", "model": "bert_large", "batch": 1,
+                          "seq_len": 8, "layers": 4, "latency_s": 1e-3}])
+    got = predict_published(("roofline",), rows=rows).iloc[0]
+    g1, g2 = layer_graphs("bert_large", 1, 8)
+    assert g2.number_of_nodes() > g1.number_of_nodes()
+    gpu = Platform.preset("h100-server").device("gpu")
+    t1, t2 = busy_time(g1, Roofline(), gpu), busy_time(g2, Roofline(), gpu)
+    assert got["predicted_s"] == pytest.approx(t1 + 3 * (t2 - t1), rel=1e-12)
+    assert got["error_pct"] == pytest.approx(100 * (got["predicted_s"] - 1e-3) / 1e-3)
+    with pytest.raises(CostModelError, match="unknown published model 'bert_huge'"):
+        layer_graphs("bert_huge", 1, 8)
+
+
+def test_cli_published_protocol_says_when_no_gpu_has_published_latencies(tmp_path: Path, capsys) -> None:
+    from hetsim.experiments.cli.gpu_eval import run_published
+
+    run_published(["a100-80gb"], tmp_path)
+    assert capsys.readouterr().out.startswith("published latencies: none for ['a100-80gb'] (published for ['a100-40gb'")
+    assert not (tmp_path / "published.csv").exists()
+
+
+def test_a_measured_zoo_kernel_sum_is_compared_with_the_presets_busy_time() -> None:
+    from hetsim.costmodel import Roofline
+    from hetsim.costmodel.gpu.published import ZOO_COLUMNS, busy_time, predict_zoo
+    from hetsim.graphs import zoo
+
+    rows = pd.DataFrame([{"model": "lstm", "batch": 1, "gpu": "h200", "preset": "h200-server", "kernel_s": 1e-3}])
+    got = predict_zoo(rows, ("roofline",))
+    assert list(got.columns) == ZOO_COLUMNS and len(got) == 1
+    gpu = Platform.preset("h200-server").device("gpu")
+    want = busy_time(zoo.load("lstm", batch=1, cache=True), Roofline(), gpu)
+    assert got.loc[0, "predicted_s"] == want and got.loc[0, "error_pct"] == pytest.approx(100 * (want - 1e-3) / 1e-3)

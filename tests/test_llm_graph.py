@@ -103,10 +103,14 @@ def test_decode_matmul_reads_its_weights_at_storage_width() -> None:
     assert att["param_bytes"] == 10 * 2 * 32 * 2
 
 
-def test_moe_nodes_carry_layer_expert_and_top_k() -> None:
+def test_moe_experts_are_one_grouped_operation_per_layer() -> None:
     g = llm_graph("tiny-moe", kv_length=8)
-    assert g.nodes["blk.1.ffn_up_exps.3"]["expert"] == 3
-    assert g.nodes["blk.1.ffn_up_exps.3"]["moe_block"] == 1
+    up = g.nodes["blk.1.ffn_up_exps"]
+    assert up["moe_block"] == 1 and "expert" not in up and up["attrs"]["groups"] == 4
+    # one token to 2 of 4 experts: 2 routed rows; all 4 experts' weights held, half of them read
+    assert up["flops"] == 2 * 2 * 64 * 96 and up["param_bytes"] == 4 * 64 * 96 * 2
+    assert up["bytes"] == 2 * 64 * ACT_BYTES + 2 * 96 * ACT_BYTES + 4 * 64 * 96 * 2 * 0.5
+    assert len([n for n in g.nx if "_exps" in n]) == 2 * 4  # gate, up, act, down per layer
     assert g.nodes["blk.1.ffn_topk"]["top_k"] == 2
     assert g.nodes["blk.0.attn_q"]["layer"] == 0
     units = g.meta["llm"]["units"]
@@ -144,9 +148,9 @@ def test_stream_weights_moves_weights_to_a_source_node() -> None:
     assert Roofline().dispatch_time(s, "blk.1.ffn_up.weight", cpu) == 0.0
 
 
-def test_streamed_expert_moves_its_expected_bytes() -> None:
-    g = stream_weights(llm_graph("tiny-moe", kv_length=8), ["blk.0.ffn_up_exps.1"])
-    assert g.edges["blk.0.ffn_up_exps.1.weight", "blk.0.ffn_up_exps.1"]["bytes"] == 64 * 96 * 2 // 2
+def test_streamed_experts_move_as_one_transfer_of_their_expected_bytes() -> None:
+    g = stream_weights(llm_graph("tiny-moe", kv_length=8), ["blk.0.ffn_up_exps"])
+    assert g.edges["blk.0.ffn_up_exps.weight", "blk.0.ffn_up_exps"]["bytes"] == 4 * 64 * 96 * 2 // 2
 
 
 def test_stream_weights_refuses_bad_nodes() -> None:

@@ -65,3 +65,28 @@ def test_check_replicas_names_a_bad_count(bad):
     with pytest.raises(ValueError, match=r"replicas must be an int >= 1 \(executions of each plan\), got "):
         check_replicas(bad)
     assert check_replicas(1) == 1 and check_replicas(4) == 4
+
+
+def test_plans_that_are_one_execution_share_a_key_and_their_pooled_runs(diamond):
+    """Two schedulers' identical plans are one execution (same graph, order and
+    placement): their runs pool and each row names the other; a dynamic plan has no key."""
+    from types import SimpleNamespace
+
+    from hetsim.runtime.validation.replay import RecordedPolicy
+    from hetsim.runtime.validation.rounds import execution_key, pool_same_plans
+    from hetsim.sim.plan import Plan
+
+    def run(plan: Plan) -> SimpleNamespace:
+        return SimpleNamespace(graph=diamond, plan=plan)
+
+    cpu = Plan(dict.fromkeys(diamond.nx, "cpu0"))
+    assert execution_key(run(cpu)) == execution_key(run(Plan(dict.fromkeys(diamond.nx, "cpu0"))))
+    assert execution_key(run(cpu)) != execution_key(run(Plan({**cpu.placement, "d": "cpu1"})))
+    assert execution_key(run(Plan({}, policy=RecordedPolicy(cpu.placement)))) is None
+    measured = {"all-cpu": _result([1.0, 1.2], tag="a", decision_s=None),
+                "heft": _result([1.1, 1.3], tag="b", decision_s=None),
+                "random": _result([2.0, 2.1], tag="c", decision_s=None)}
+    notes = pool_same_plans(measured, [["all-cpu", "heft", "gone"], ["random"]])
+    assert notes == {"all-cpu": "one execution with heft: runs pooled", "heft": "one execution with all-cpu: runs pooled"}
+    assert measured["all-cpu"].makespans == measured["heft"].makespans == [1.0, 1.2, 1.1, 1.3]
+    assert measured["random"].makespans == [2.0, 2.1]

@@ -19,6 +19,8 @@ def to_toml(data: dict[str, Any]) -> str:
             return "true" if v else "false"
         if isinstance(v, str):
             return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if isinstance(v, dict):  # an inline table (tensor_flops)
+            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
         return repr(v)
 
     lines = [f"{k} = {value(v)}" for k, v in data.items() if not isinstance(v, list)]
@@ -217,8 +219,32 @@ def test_gpu_spec_sheet_fields(tmp_path: Path):
             Platform.from_dict(with_changes(f"devices.1.{key}", bad))
 
 
+#: a preset for every GPU the project ships a measured profile of, and the H200
+PROFILED_GPU_PRESETS = {"p4-server": "gpu-p4", "p100-server": "gpu-p100", "t4-server": "gpu-t4",
+                        "v100-server": "gpu-v100", "a100-40gb-server": "gpu-a100-40gb",
+                        "a100-server": "gpu-a100-80gb", "l4-server": "gpu-l4", "h100-server": "gpu-h100"}
+
+
+def test_every_profiled_gpu_has_a_preset_priced_by_its_profile_and_the_h200_by_its_figures():
+    from hetsim.costmodel.builtin import builtin_profiles
+
+    assert {v for v in PROFILED_GPU_PRESETS.values()} == {n for n in builtin_profiles() if n.startswith("gpu-")}
+    for name, profile in PROFILED_GPU_PRESETS.items():
+        gpu = Platform.preset(name).device("gpu")
+        assert gpu.cost == profile and gpu.tensor_flops is not None, name
+    h200 = Platform.preset("h200-server").device("gpu")
+    assert h200.cost is None and (h200.peak_flops, h200.mem_bandwidth_bytes_per_s) == (6.7e13, 4.8e12)
+    assert h200.tensor_flops == {"tf32": 4.945e14, "fp16": 9.895e14, "bf16": 9.895e14, "fp8": 1.979e15,
+                                 "int8": 1.979e15}
+    # tensor cores as the datasheets give them: TF32 from Ampere on, none on Pascal
+    assert "tf32" in Platform.preset("l4-server").device("gpu").tensor_flops
+    assert not {"tf32", "fp16", "bf16"} & set(Platform.preset("p4-server").device("gpu").tensor_flops)
+    assert "tf32" not in Platform.preset("v100-server").device("gpu").tensor_flops
+
+
 def test_gpu_presets_state_their_published_figures():
-    for name in ("t4-server", "v100-server", "a100-server", "h100-server", "xeon-p2200"):
+    for name in ("t4-server", "v100-server", "a100-server", "h100-server", "xeon-p2200", "l4-server",
+                 "h200-server", "p4-server", "p100-server", "a100-40gb-server"):
         gpu = Platform.preset(name).device("gpu")
         assert gpu.sm_count and gpu.clock_hz and gpu.l2_bytes, name
     a100 = Platform.preset("a100-server").device("gpu")

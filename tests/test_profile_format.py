@@ -17,7 +17,7 @@ from hetsim.costmodel.profile_writer import ProfileWriter, fit_links, write_prof
 from hetsim.graphs import Graph
 
 MANIFEST = {
-    "hetsim_profile": 1,
+    "hetsim_profile": 2,
     "name": "tiny",
     "date": "2026-11-22T03:30:00Z",
     "machine": {"hostname": "h", "cpu_model": "c", "cpu_cores": 2, "gpu_model": None, "driver": None},
@@ -139,7 +139,8 @@ def test_corrupted_ops_csv_names_file_and_row(good: Path, edit, match: str) -> N
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"hetsim_profile": 2}, r"'hetsim_profile' is 2; this hetsim reads version 1"),
+        ({"hetsim_profile": 3}, r"'hetsim_profile' is 3; this hetsim reads versions 1, 2"),
+        ({"hetsim_profile": True}, r"'hetsim_profile' is True"),
         ({"hetsim_profile": None}, r"'hetsim_profile' is None"),
         ({"devices": []}, r"'devices' must be a non-empty list"),
         ({"devices": [{"name": "cpu", "kind": "npu"}]}, r"device 'cpu': 'kind' must be 'cpu' or 'gpu'"),
@@ -258,3 +259,33 @@ def test_writer_links_and_dispatch(tmp_path: Path) -> None:
     assert np.isclose(prof.link_fits["cuda:0->cpu"]["bandwidth_bytes_per_s"], 1e10)
     with pytest.raises(CostModelError, match="not in the manifest"):
         w.write_dispatch({"gpu7": 1e-5})
+
+
+def test_launch_column_is_optional_seconds_and_a_bad_cell_names_its_row(good: Path) -> None:
+    ops = pd.read_csv(good / "ops.csv", dtype=str, keep_default_na=False)
+    gpu = ops["device_kind"] == "gpu"
+    ops["launch_s"] = ["6e-06" if g else "" for g in gpu]
+    ops.to_csv(good / "ops.csv", index=False)
+    prof = read_profile(good)
+    assert prof.ops.loc[~gpu.to_numpy(), "launch_s"].isna().all()
+    assert prof.launch_times()["cuda:0"][""] == 6e-06
+    i = int(np.flatnonzero(gpu.to_numpy())[0])
+    ops.loc[i, "launch_s"] = "-1"
+    ops.to_csv(good / "ops.csv", index=False)
+    with pytest.raises(CostModelError, match=rf"row {i + 1}: column 'launch_s' is '-1' \(need seconds >= 0, or empty\)"):
+        read_profile(good)
+
+
+def test_version_1_reads_warn_only_for_gpu_times_measured_by_the_old_profiler(good: Path) -> None:
+    import warnings
+
+    from hetsim.costmodel.learned.measured import CostModelWarning
+
+    path = good / "manifest.json"
+    path.write_text(json.dumps({**MANIFEST, "hetsim_profile": 1}))
+    with pytest.warns(CostModelWarning, match=r"profile 'tiny' .* format version 1: .* taken as device times"):
+        read_profile(good)
+    path.write_text(json.dumps({**MANIFEST, "hetsim_profile": 1, "source": "an imported data set"}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_profile(good).manifest["hetsim_profile"] == 1

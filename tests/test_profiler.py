@@ -50,7 +50,7 @@ def test_profile_writes_a_valid_folder(tmp_path):
     assert (ops["repeats"] >= 5).all() and set(ops["device"]) == {"cpu"} and set(ops["backend"]) == {"torch"}
     assert list(ops["batch"]) == [2, 2] and list(ops["models"]) == ["tiny", "tiny"]
     m = prof.manifest
-    assert m["hetsim_profile"] == 1 and m["backend"] == "torch" and m["models"] == ["tiny"]
+    assert m["hetsim_profile"] == 2 and m["backend"] == "torch" and m["models"] == ["tiny"]
     assert m["machine"]["cpu_model"] and m["libraries"]["torch"] == torch.__version__
     assert m["devices"][0]["name"] == "cpu" and m["devices"][0]["threads"] >= 1
     assert 0 < prof.dispatch["cpu"] < 1e-3
@@ -191,3 +191,202 @@ def test_gpu_ops_links_and_dispatch(tmp_path):
     assert prof.links["bytes"].max() == 1 << 30 and set(prof.links["pinned"]) == {0, 1}
     assert np.all(prof.links.groupby("direction")["time_s"].max() > 0)
     assert 0 < prof.dispatch["cuda:0"] < 1e-3
+
+
+# ------------------------------------------------------------------ GPU path, faked
+class FakeKernel:
+    """A prepared node: what the fake timer reads to know which op it times."""
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+
+    def __call__(self) -> None:
+        return None
+
+
+class FakeBackend:
+    """The backend interface the profiler uses, running nothing."""
+
+    name = "torch"
+
+    def configure(self, device):
+        return None
+
+    def prepare(self, graph, node, device, seed=0):
+        return FakeKernel(graph.nodes[node]["op"])
+
+    def synchronize(self, device):
+        return None
+
+
+#: device seconds per call and host launch seconds per call of each op on the fake GPU
+DEVICE_S = {"matmul": 10e-6, "relu": 3e-6}
+LAUNCH_S = 7e-6
+
+
+class FakeStreamTimer:
+    """:class:`runtime.stream_timer.CudaStreamTimer`'s interface with fixed times."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, int]] = []
+
+    def device_times(self, fn, calls, replays, *, host_per_call=1e-5):
+        self.calls.append((fn.op, calls, replays))
+        return [DEVICE_S[fn.op]] * replays, "cuda_graph"
+
+    def launch_time(self, fn, calls=50, rounds=5):
+        return LAUNCH_S
+
+
+def gpu_graph() -> Graph:
+    """matmul -> reshape (a view) -> relu."""
+    g = tiny_graph()
+    g.add_op("0002_reshape", "reshape", inputs=[([2, 32], "float32")], outputs=[([64], "float32")],
+             attrs={"shape": [64]})
+    g.add_edge("0001_relu", "0002_reshape")
+    return g
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """profile_graphs on ``cpu,cuda:0`` with the GPU faked: no CUDA call is made."""
+    timer = FakeStreamTimer()
+    monkeypatch.setattr(rp, "_check_request", lambda devices, backend, gran, threads: [
+        parse_device("cpu"), parse_device("cuda:0")])
+    monkeypatch.setattr(rp, "device_entries", lambda devs: [
+        {"name": d.name, "kind": d.kind, "torch_device": d.torch_device, "model": "fake"} for d in devs])
+    monkeypatch.setattr(rp, "_driver", lambda: None)
+    monkeypatch.setattr(rp, "_cuda_timer", lambda d: timer)
+    return timer
+
+
+def test_gpu_rows_hold_the_stream_device_time_and_the_launch(tmp_path, fake_gpu):
+    out = tmp_path / "gpu"
+    run = profile_graphs([gpu_graph()], "cpu,cuda:0", "torch", out, settings=FAST, progress=False,
+                         links=False, backend_obj=FakeBackend())
+    prof = read_profile(out)
+    assert prof.manifest["hetsim_profile"] == 2
+    gpu = prof.ops[prof.ops["device"] == "cuda:0"].set_index("op")
+    assert sorted(gpu.index) == ["matmul", "relu"]  # the view is not timed on the GPU
+    assert sorted(prof.ops.loc[prof.ops["device"] == "cpu", "op"]) == ["matmul", "relu", "reshape"]
+    assert run.measured == 5 and run.skipped == 1
+    assert gpu.loc["matmul", "time_s"] == 10e-6 and gpu.loc["relu", "time_s"] == 3e-6
+    assert (gpu["launch_s"] == LAUNCH_S).all() and set(gpu["timer"]) == {"cuda_graph"}
+    assert pd.to_numeric(gpu["wall_s"]).isna().all() and prof.ops.loc[prof.ops["device"] == "cpu", "launch_s"].isna().all()
+    # the probe replays one call, then each replay holds about 1 ms of calls
+    probes = [c for c in fake_gpu.calls if c[0] == "matmul"]
+    assert probes[0] == ("matmul", 1, 3) and {c[1] for c in probes[1:]} == {100}
+    assert gpu.loc["matmul", "repeats"] % 100 == 0 and gpu.loc["relu", "repeats"] % 256 == 0  # 1 ms / 3 us, capped at 256
+    launch = prof.launch_times()
+    assert set(launch) == {"cuda:0"} and launch["cuda:0"][""] == LAUNCH_S
+
+
+def test_the_launch_column_is_the_gpu_dispatch_time_and_views_cost_nothing(tmp_path, fake_gpu):
+    from hetsim.costmodel import fit
+    from hetsim.sim.platform import Device
+
+    out = tmp_path / "gpu"
+    profile_graphs([gpu_graph()], "cpu,cuda:0", "torch", out, settings=FAST, progress=False,
+                   links=False, backend_obj=FakeBackend())
+    cost = fit(out, "table")
+    gpu = Device("gpu", "gpu", peak_flops=1e13, mem_bandwidth_bytes_per_s=1e12, memory_bytes=1 << 30,
+                 dispatch_s=1e-3)
+    g = gpu_graph()
+    assert cost.op_time(g, "0000_matmul", gpu) == pytest.approx(10e-6)
+    assert cost.dispatch_time(g, "0000_matmul", gpu) == LAUNCH_S
+    assert cost.op_time(g, "0002_reshape", gpu) == 0.0 and cost.dispatch_time(g, "0002_reshape", gpu) == 0.0
+    assert cost.coverage(g, gpu) == 1.0
+
+
+def test_a_version_1_gpu_profile_is_read_with_a_warning_naming_it(tmp_path, fake_gpu):
+    from hetsim.costmodel import CostModelError
+    from hetsim.costmodel.learned.measured import CostModelWarning
+    from hetsim.costmodel.profile_writer import ProfileWriter
+
+    out = tmp_path / "old"
+    profile_graphs([tiny_graph()], "cpu,cuda:0", "torch", out, settings=FAST, progress=False,
+                   links=False, backend_obj=FakeBackend())
+    m = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**m, "hetsim_profile": 1, "name": "old-h100"}))
+    with pytest.warns(CostModelWarning, match=r"profile 'old-h100' .* is format version 1: its GPU times"):
+        prof = read_profile(out)
+    assert (prof.ops["time_s"] > 0).all()
+    with pytest.raises(CostModelError, match="format version 1, the new run writes version 2"):
+        ProfileWriter(out, {**m, "hetsim_profile": 2}).open()
+
+
+def test_stream_timer_divides_a_replay_by_its_calls_and_falls_back_when_capture_fails():
+    from hetsim.runtime.stream_timer import CudaStreamTimer
+
+    class FakeEvent:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = clock[0]
+
+        def synchronize(self):
+            return None
+
+        def elapsed_time(self, end):
+            return (end.t - self.t) * 1e3  # ms
+
+    class FakeGraph:
+        def replay(self):
+            clock[0] += 12e-6 * captured[0]
+
+    class Ctx:
+        def __init__(self, on_enter=None):
+            self.on_enter = on_enter
+
+        def __enter__(self):
+            if self.on_enter:
+                self.on_enter()
+
+        def __exit__(self, *exc):
+            return False
+
+    class FakeStream:
+        def wait_stream(self, other):
+            return None
+
+    def capture(graph):
+        if refuse[0]:
+            return Ctx(lambda: (_ for _ in ()).throw(RuntimeError("operation not permitted when capturing")))
+        return Ctx(lambda: captured.__setitem__(0, 0))
+
+    class FakeCuda:
+        Event = FakeEvent
+        CUDAGraph = FakeGraph
+        Stream = FakeStream
+
+        @staticmethod
+        def device(i):
+            return Ctx()
+
+        @staticmethod
+        def stream(s):
+            return Ctx()
+
+        @staticmethod
+        def current_stream():
+            return FakeStream()
+
+        graph = staticmethod(capture)
+
+        @staticmethod
+        def synchronize():
+            return None
+
+    clock, captured, refuse = [0.0], [0], [False]
+
+    def op():
+        captured[0] += 1  # counts the calls recorded into the graph
+        clock[0] += 12e-6  # an eager call (the fallback) also takes 12 us of device time
+
+    timer = CudaStreamTimer(0, cuda=FakeCuda)
+    times, how = timer.device_times(op, 40, 3)
+    assert how == "cuda_graph" and len(times) == 3 and times == pytest.approx([12e-6] * 3)
+    refuse[0] = True
+    times, how = timer.device_times(op, 10, 2)
+    assert how == "cuda_stream" and times == pytest.approx([12e-6] * 2)

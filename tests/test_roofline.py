@@ -293,3 +293,77 @@ def test_array_pricing_is_the_one_node_pricing_bit_for_bit() -> None:
     gpu = Platform.preset("xeon-p2200").device("gpu")
     with pytest.raises(ValueError, match="could not convert string to float: 'lots'"):
         cost.op_and_dispatch_times(g, nodes, gpu)
+
+
+# ------------------------------------------------------------------ math modes
+def _mode_graph(n: int = 1) -> Graph:
+    """``n`` copies of: an FP32 conv, FP32 / FP16 / BF16 matmuls (1e10 FLOPs, 1e6 bytes each)."""
+    g = Graph()
+    for i in range(n):
+        g.add_op(f"conv{i}", "conv2d", inputs=[([1, 8, 8, 8], "float32"), ([8, 8, 3, 3], "float32")],
+                 outputs=[([1, 8, 8, 8], "float32")], flops=1e10, bytes=1e6)
+        for dt in ("float32", "float16", "bfloat16"):
+            g.add_op(f"mm_{dt}{i}", "matmul", inputs=[([64, 64], dt), ([64, 64], dt)],
+                     outputs=[([64, 64], dt)], flops=1e10, bytes=1e6)
+    return g
+
+
+def _tensor_gpu(**kw) -> Device:
+    return Device("g", "gpu", peak_flops=1e13, mem_bandwidth_bytes_per_s=1e12, memory_bytes=1 << 30, **kw)
+
+
+HALF = {"gpu:conv2d": 0.5, "gpu:matmul": 0.5}
+
+
+def test_convolutions_run_tf32_and_matmuls_fp32_unless_the_precision_says_otherwise():
+    import warnings
+
+    from hetsim.costmodel.learned.measured import CostModelWarning
+
+    g = _mode_graph()
+    gpu = _tensor_gpu(tensor_flops={"tf32": 1e14, "fp16": 2e14})
+    r = Roofline(efficiency=HALF)
+    assert r.op_time(g, "conv0", gpu) == pytest.approx(1e10 / (1e14 * 0.5))
+    assert r.op_time(g, "mm_float320", gpu) == pytest.approx(1e10 / (1e13 * 0.5))
+    assert r.op_time(g, "mm_float160", gpu) == pytest.approx(1e10 / (2e14 * 0.5))
+    assert Roofline(efficiency=HALF, matmul_precision="high").op_time(g, "mm_float320", gpu) == pytest.approx(2e-4)
+    high = _tensor_gpu(tensor_flops={"tf32": 1e14}, matmul_precision="high")
+    assert r.op_time(g, "mm_float320", high) == pytest.approx(2e-4)
+    with pytest.warns(CostModelWarning, match=r"GPU 'g' states no tensor_flops.bf16: .* FP32 peak_flops"):
+        assert r.op_time(g, "mm_bfloat160", gpu) == pytest.approx(2e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # stated once per device and mode
+        r.op_time(g, "mm_bfloat160", gpu)
+        # a GPU without TF32 (a stated table without it) runs FP32 convs in FP32, silently
+        assert r.op_time(g, "conv0", _tensor_gpu(tensor_flops={"fp16": 2e14})) == pytest.approx(2e-3)
+        # no table: peak_flops prices every op, whatever its dtype
+        plain = _tensor_gpu()
+        assert [r.op_time(g, n, plain) for n in ("conv0", "mm_float160")] == pytest.approx([2e-3, 2e-3])
+    assert Roofline.from_dict(Roofline(matmul_precision="medium").to_dict()).matmul_precision == "medium"
+    with pytest.raises(CostModelError, match="unknown matmul_precision 'fast'"):
+        Roofline(matmul_precision="fast")
+
+
+def test_math_modes_agree_between_the_node_and_the_array_path():
+    g = _mode_graph(5)
+    gpu = _tensor_gpu(tensor_flops={"tf32": 1e14, "fp16": 2e14, "bf16": 2e14})
+    r = Roofline(efficiency=HALF)
+    nodes = list(g.nx)
+    assert r.op_times(g, nodes, gpu) == [r.op_time(g, n, gpu) for n in nodes]
+    assert sorted(set(r.op_times(g, nodes, gpu))) == pytest.approx([1e-4, 2e-4, 2e-3])
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"tensor_flops": {"tf64": 1e14}}, r"unknown tensor_flops mode 'tf64'"),
+    ({"tensor_flops": {"tf32": -1.0}}, r"tensor_flops.tf32"),
+    ({"tensor_flops": 1e14}, r"'tensor_flops' must be a table"),
+    ({"matmul_precision": "fast"}, r"unknown 'matmul_precision' 'fast'"),
+])
+def test_bad_tensor_keys_are_platform_errors(kw, match):
+    from hetsim.sim.platform import PlatformError
+
+    with pytest.raises(PlatformError, match=match):
+        _tensor_gpu(**kw)
+    with pytest.raises(PlatformError, match="GPU devices only"):
+        Device("c", "cpu", peak_flops=1e12, mem_bandwidth_bytes_per_s=1e11, memory_bytes=1 << 30,
+               tensor_flops={"tf32": 1e14})

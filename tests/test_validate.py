@@ -542,3 +542,50 @@ def test_a_plan_that_fails_in_a_round_is_not_run_again(squeeze, tmp_path, monkey
     # the first round runs b's replicas in turn: the second fails, and neither it nor
     # the third replica runs again, in that round or after
     assert timed_runs["cpu1"] == 2
+
+
+def _result(makespans: list[float], statistic: str = "median") -> ValidationResult:
+    from types import SimpleNamespace
+
+    from hetsim.runtime.executor.execute import RunResult
+
+    run = RunResult(graph="g", platform="cpu2", backend="torch", scheduler="all-cpu", devices={}, requests=1,
+                    warmup=0, makespans=makespans, records=[], device_busy={}, streams={})
+    sim = SimpleNamespace(makespan=2.5, device_busy={})
+    from hetsim.graphs.graph import Graph
+    from hetsim.sim.plan import Plan
+
+    return ValidationResult(Graph(name="g"), Plan({}, meta={"scheduler": "all-cpu"}), sim, run, "roofline",
+                            statistic=statistic)
+
+
+def test_the_measured_side_is_the_statistic_the_simulation_adds_up_to():
+    assert _result([1.0, 2.0, 6.0]).measured_s == 2.0
+    mean = _result([1.0, 2.0, 6.0], "mean")
+    assert mean.measured_s == 3.0 and mean.error_pct == pytest.approx(-100 / 6)
+    assert mean.row()["statistic"] == "mean" and mean.row()["launch"] == ""
+    with pytest.raises(ValueError, match=r"unknown statistic 'mode'; statistics: \['median', 'mean'\]"):
+        _result([1.0], "mode")
+
+
+def test_the_printed_table_shows_each_plans_spread():
+    from hetsim.runtime.validation.table import with_ranks
+
+    rows = [{**_result([0.9, 1.0, 1.0, 1.0, 1.1]).row(), "scheduler": "all-cpu"},
+            {**_result([1.8, 2.0, 2.0, 2.0, 2.6], "mean").row(), "scheduler": "heft"}]
+    table = pd.DataFrame(rows)
+    table = with_ranks(table, ranking(table))
+    text = format_table(table)
+    assert text.splitlines()[0].split()[6:10] == ["p10-p90", "ms", "spread", "band"]
+    assert "940.00-1060.00   12.0%" in text  # p10 0.94 s, p90 1.06 s: (1.06 - 0.94) / 1.0
+    assert "measured ms: the mean or median of each plan's timed runs" in text
+
+
+def test_validate_warns_for_a_platform_calibrated_on_another_machine():
+    from hetsim.runtime.calibration import CalibrationWarning
+    from hetsim.sim.platform import Platform
+
+    far = Platform.preset("cpu2").replace(calibration={"machine": "far | CPU Z | no GPU", "date": "2026-01-02",
+                                                       "format": "1"})
+    with pytest.warns(CalibrationWarning, match="calibrated on another machine, 'far | CPU Z | no GPU' on 2026-01-02"):
+        assert len(validate_all([], far, cost="roofline")) == 0

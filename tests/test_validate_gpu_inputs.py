@@ -176,3 +176,185 @@ def test_the_h100_validation_figure_redraws_from_its_results(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"3-in-run-host: {len(ok)} plans, mean |error| {mean:.1f} %" in out
     assert set(df["run"]) == {"1-profile", "2-in-run", "3-in-run-host"}
+
+
+# ------------------------------------------------------------------ launch modes, the fresh calibration
+def test_plan_launch_is_graph_by_default_and_eager_where_graphs_cannot_run():
+    from hetsim.runtime.validation.cuda_host import plan_launch
+    from hetsim.runtime.validation.replay import RecordedPolicy
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import PlatformError
+
+    plat, g = Platform.preset("xeon-p2200"), _chain()
+    mixed = crossing_plan(g, ("cpu", "gpu"))
+    cpu_only = Plan(dict.fromkeys(g.nx, "cpu"))
+    dynamic = Plan(placement={}, policy=RecordedPolicy(dict.fromkeys(g.nx, "gpu")))
+    assert plan_launch(cpu_only, plat, None, takes_launch=True) == (None, "")
+    assert plan_launch(mixed, plat, None, takes_launch=True) == ("graph", "")
+    assert plan_launch(mixed, plat, "eager", takes_launch=True) == ("eager", "")
+    assert plan_launch(mixed, plat, None, takes_launch=False) == (
+        "eager", "launched eagerly: this executor does not capture CUDA graphs")
+    assert plan_launch(mixed, plat, "graph", backend="tvm", takes_launch=True) == (
+        "eager", "launched eagerly: CUDA graphs are captured for the torch backend, not tvm")
+    assert plan_launch(dynamic, plat, "graph", takes_launch=True) == (
+        "eager", "launched eagerly: a dynamic plan places its ops at run time (no segment to capture)")
+    with pytest.raises(PlatformError, match=r"unknown launch mode 'fast'; modes: \['eager', 'graph'\]"):
+        plan_launch(mixed, plat, "fast")
+
+
+def test_execution_launch_follows_the_executor_signature(monkeypatch):
+    import inspect
+
+    from hetsim.runtime.executor.execute import Execution
+    from hetsim.runtime.validation import cuda_host
+
+    assert cuda_host.executor_takes_launch() == ("launch" in inspect.signature(Execution.__init__).parameters)
+    monkeypatch.setattr(cuda_host, "executor_takes_launch", lambda: True)
+    assert cuda_host.execution_launch("graph") == {"launch": "graph"} and cuda_host.execution_launch(None) == {}
+    monkeypatch.setattr(cuda_host, "executor_takes_launch", lambda: False)
+    assert cuda_host.execution_launch("graph") == {}
+
+
+def test_with_launch_sets_the_gpu_devices_only():
+    from hetsim.runtime.validation.cuda_host import with_launch
+
+    plat = Platform.preset("xeon-p2200")
+    out = with_launch(plat, "eager")
+    assert out.device("gpu").launch == "eager" and out.device("cpu").launch is None
+    assert with_launch(plat, None) is plat
+
+
+def test_host_model_calibrates_a_cuda_platform_behind_a_fake_device(tmp_path, monkeypatch):
+    import importlib
+
+    from fake_cuda import GRAPH, HANDOVER, FakeCuda
+
+    from hetsim.runtime.validation.cuda_host import host_model
+
+    calibrate_module = importlib.import_module("hetsim.runtime.calibration.calibrate")  # the package's name is the function
+
+    dev = FakeCuda()
+    monkeypatch.setattr(calibrate_module, "cuda_device", lambda index: (dev, None))
+    lines: list[str] = []
+    plat, line = host_model(Platform.preset("xeon-p2200"), None, tmp_path, lines.append, clock=dev.clock,
+                            calls=5, repeats=1)
+    gpu = plat.device("gpu")
+    assert (gpu.launch, gpu.graph_launch_s) == ("graph", pytest.approx(GRAPH, rel=1e-9))
+    assert plat.device("cpu").handoff_s == pytest.approx(HANDOVER, rel=1e-6)
+    assert plat.calibration["machine"].endswith("| Fake H100") and not plat.memory_domains
+    assert line.startswith(f"calibrated in this run ({tmp_path / 'calibration' / 'platform.toml'}): launch, ")
+    assert line.endswith("no 'two workers active' memory domain")
+    assert Platform.from_toml(tmp_path / "calibration" / "platform.toml") == plat
+    assert lines[0] == "calibrating: CPU op call per family" and "calibrating: CUDA-graph replay" in lines
+    cpu2 = Platform.preset("cpu2")
+    assert host_model(cpu2, None, tmp_path, None) == (cpu2, None)
+
+
+# ------------------------------------------------------------------ dynamic plans: the decisions the run made
+def test_recorded_plan_places_and_orders_as_the_run_did():
+    from hetsim import schedulers
+    from hetsim.runtime.validation.replay import recorded_plan
+    from hetsim.sim.plan import PlanError
+
+    g, plat = _chain(), Platform.preset("xeon-p2200")
+    recs = [_op("a", "cpu", 0.0, 1.0), _op("b", "gpu", 2.0, 3.0), _op("c", "gpu", 3.0, 4.0),
+            _op("d", "cpu", 5.0, 6.0), _copy("b", "cpu", 4.0, 5.0, 10),
+            {**_op("c", "cpu", 13.0, 14.0), "request": 1}, {**_op("c", "gpu", 23.0, 24.0), "request": 2}]
+    plan = recorded_plan(g, recs, {"scheduler": "dynamic"})
+    assert plan.policy.placement == {"a": "cpu", "b": "gpu", "c": "gpu", "d": "cpu"}  # c: 2 of its 3 requests
+    assert plan.priority == {"a": 0.0, "b": 1.0, "c": 2.0, "d": 3.0}
+    assert plan.meta == {"scheduler": "dynamic", "recorded_from": "run"}
+    sim = schedulers.run_plan(g, plat, plan, "roofline", record=True).result
+    placed = {r["node"]: r["resource"] for r in sim.records if r["kind"] == "op"}
+    assert placed == plan.policy.placement
+    with pytest.raises(PlanError, match=r"no op of node\(s\) \['d'\]"):
+        recorded_plan(g, recs[:3])
+    from hetsim.runtime.validation.replay import as_static
+
+    static = as_static(plan)
+    assert static.policy is None and static.placement == plan.policy.placement
+    assert static.priority == plan.priority and as_static(static) is static
+    static.validate(g, plat)
+
+
+def test_a_dynamic_plan_is_simulated_with_its_runs_decisions():
+    from types import SimpleNamespace
+
+    from hetsim import schedulers
+    from hetsim.runtime.validation.replay import RecordedPolicy, simulate_as_run
+
+    g, plat = _chain(), Platform.preset("xeon-p2200")
+    run = schedulers.get("dynamic").run(g, plat, "roofline", record=True)
+    measured = SimpleNamespace(records=[_op(n, "cpu", float(i), i + 0.5) for i, n in enumerate("abcd")], placement={})
+    again, note = simulate_as_run(run, measured, plat, "roofline", requests=None, seed=None, again=False)
+    assert isinstance(again.plan.policy, RecordedPolicy) and note == (
+        "simulated with the placements and order of its measured median run")
+    assert {r["resource"] for r in again.result.records if r["kind"] == "op"} == {"cpu"}
+    static = schedulers.get("all-cpu").run(g, plat, "roofline", record=True)
+    assert simulate_as_run(static, measured, plat, "roofline", requests=None, seed=None, again=False) == (static, "")
+
+
+# ------------------------------------------------------------------ benchmarks/gpu_validation.py
+def _benchmark():  # noqa: ANN202
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_validation.py"
+    spec = importlib.util.spec_from_file_location("gpu_validation", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_validation_targets_from_the_parts_csvs(tmp_path):
+    bench = _benchmark()
+    card = "NVIDIA H200"
+    bench.write_csv(tmp_path / "replay.csv", [
+        {"model": "googlenet", "ratio": 1.2, "spread_pct": 1.5, "card": card},
+        {"model": "resnet18", "ratio": 1.3, "spread_pct": 4.0, "card": card}])
+    ok = {"status": "ok", "card": card}
+    bench.write_csv(tmp_path / "validate-graph-b1.csv", [
+        {**ok, "model": "googlenet", "batch": 1, "error_pct": -2.0, "kendall_tau": 0.95},
+        {**ok, "model": "googlenet", "batch": 1, "error_pct": 6.0, "kendall_tau": 0.95},
+        {"status": "skipped", "model": "googlenet", "batch": 1, "error_pct": "", "kendall_tau": "", "card": card}])
+    bench.write_csv(tmp_path / "validate-eager-b8.csv", [
+        {**ok, "model": "resnet18", "batch": 8, "error_pct": 9.0, "kendall_tau": 1.0}])
+    rows = {r["target"].split(":")[0].split(" within")[0]: r for r in bench.targets(tmp_path)}
+    assert [(r["status"], r["figure"]) for r in rows.values()] == [
+        ("missed", "googlenet 1.20x, resnet18 1.30x"),
+        ("met", "googlenet 1.5%, resnet18 4.0%"),
+        ("met", "googlenet b1 mean 4.0% max 6.0% tau 0.95"),
+        ("missed", "resnet18 b8 mean 9.0% max 9.0% tau 1.00"),
+        ("not measured", "run python benchmarks/validate_cpu2.py on a quiet CPU host")]
+    assert {r["card"] for r in list(rows.values())[:4]} == {card}
+
+
+def test_gpu_validation_dry_run_writes_its_results_folder(tmp_path, capsys):
+    bench = _benchmark()
+    out = tmp_path / "res"
+    assert bench.main(["--dry-run", "--out", str(out), "--parts", "calibration,replay,validate-graph-b1",
+                       "--budget-s", "300"]) == 0
+    printed = capsys.readouterr().out
+    parts = bench.read_csv(out / "parts.csv")
+    assert [(p["part"], p["status"]) for p in parts] == [("calibration", "ok"), ("replay", "ok"),
+                                                         ("validate-graph-b1", "ok")]
+    (replay,) = bench.read_csv(out / "replay.csv")
+    assert replay["model"] == "squeezenet1_1" and replay["baseline"] == "sequential calls"
+    assert float(replay["ratio"]) == pytest.approx(float(replay["executor_ms"]) / float(replay["whole_model_ms"]))
+    table = bench.read_csv(out / "validate-graph-b1.csv")
+    assert {r["scheduler"] for r in table} == {"all-cpu", "heft", "dynamic"}
+    dyn = next(r for r in table if r["scheduler"] == "dynamic")
+    assert "simulated with the placements and order of its measured median run" in dyn["note"]
+    from hetsim import schedulers
+
+    plan = schedulers.load_plan(out / "validate-graph-b1" / "squeezenet1_1" / "squeezenet1_1" / "dynamic" / "plan.json")
+    assert plan.policy is None and plan.meta["recorded_from"] == "run" and plan.placement  # the run's decisions
+    assert (out / "calibration" / "platform.toml").is_file()
+    summary = bench.read_csv(out / "summary.csv")
+    assert [r["status"] for r in summary][-2:] == ["not measured", "not measured"]  # eager part not run; cpu2
+    assert printed.count("\n") >= len(summary) and "results in" in printed
+    # a part the overall budget cannot fit is recorded as skipped, the rest kept
+    assert bench.main(["--dry-run", "--out", str(out), "--parts", "replay", "--budget-s", "1"]) == 1
+    assert bench.read_csv(out / "parts.csv") == [
+        {"part": "replay", "status": "skipped", "seconds": "0.0", "note": "the overall budget was spent"}]
+    assert bench.read_csv(out / "replay.csv") == [replay]

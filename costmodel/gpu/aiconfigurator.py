@@ -278,9 +278,10 @@ class AIConfiguratorCostModel:
             k = float(k) if k else float(d["flops"]) / (2.0 * max(rows, 1.0) * n)
             if rows <= 0 or k <= 0:
                 return None
-            p = float(llm.get("expert_read_fraction", 1.0)) if "expert" in d else 1.0
-            m = rows / p
-            t = p * self.gemm_time(m, n, k)
+            p = float(llm.get("expert_read_fraction", 1.0)) if "moe_block" in d else 1.0
+            groups = float(d["attrs"].get("groups", 1))  # routed experts: one product per expert used
+            m = rows / groups / p
+            t = groups * p * self.gemm_time(m, n, k)
             wb = _weight_bytes(llm.get("weights"))
             ridge = self.system["bf16_flops"] / self.system["mem_bandwidth_bytes_per_s"]
             if wb < 2.0 and m < ridge:

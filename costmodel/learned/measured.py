@@ -26,8 +26,12 @@ wraps a fitted predictor with what else the profile measured and prices graphs:
   that was measured) prices it: ``latency_s + nbytes / bandwidth_bytes_per_s``;
   pass ``src=`` to name the sending end. Otherwise the link's own ``latency_s`` and
   bandwidth price it. The answer never depends on what was priced before.
-* **dispatch_time** -- ``dispatch.json`` of the mapped profile device, else the
-  platform device's ``dispatch_s``.
+* **dispatch_time** -- on a GPU profiled in format version 2, the launch time
+  the profile measured for the node's signature (``launch_s``; a signature it did not
+  measure: the median of the device's), since ``op_time`` is the device time alone;
+  otherwise ``dispatch.json`` of the mapped profile device, else the platform
+  device's ``dispatch_s``. View ops (:data:`graphs.VIEW_OPS`) on a GPU run no
+  kernel: ``op_time`` and ``dispatch_time`` 0, never a fallback.
 
 Nothing is priced silently: a node priced by a fallback (a signature the Table did
 not measure, an op kind the Polynomial had too few samples of, an op kind XGBoost
@@ -54,6 +58,7 @@ import pandas as pd
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs.features import FEATURE_COLUMNS, features
+from hetsim.graphs.graph import VIEW_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.profile_reader import Profile
@@ -277,6 +282,9 @@ class MeasuredCostModel:
         ``"cpukind->gpukind"`` (device *kinds*) -> ``(latency_s, bandwidth_bytes_per_s)``.
     dispatch
         Profile device name -> host seconds per op launch.
+    launch
+        GPU profile device -> signature -> host seconds of one eager launch, ``""``
+        -> the device's median (:meth:`~costmodel.profile_reader.Profile.launch_times`).
     device_map
         Platform device name -> profile device name, overriding the match by kind.
     platform
@@ -308,6 +316,7 @@ class MeasuredCostModel:
         link_fits: Mapping[str, tuple[float, float]] | None = None,
         dispatch: Mapping[str, float] | None = None,
         call_overhead: Mapping[str, float] | None = None,
+        launch: Mapping[str, Mapping[str, float]] | None = None,
         device_map: Mapping[str, str] | None = None,
         platform: Platform | None = None,
         fallback: Any = None,
@@ -320,6 +329,7 @@ class MeasuredCostModel:
         self.device_kinds = dict(device_kinds)
         self.link_fits = {k: (float(v[0]), float(v[1])) for k, v in (link_fits or {}).items()}
         self.dispatch = dict(dispatch or {})
+        self.launch = {str(d): {str(k): float(v) for k, v in per.items()} for d, per in (launch or {}).items()}
         self.call_overhead = {str(k): float(v) for k, v in (call_overhead or {}).items()}
         bad = {k: v for k, v in self.call_overhead.items() if not (np.isfinite(v) and v >= 0)}
         if bad:
@@ -351,7 +361,7 @@ class MeasuredCostModel:
         fits = {f"{a}->{b}": v for (a, b), v in profile.kind_link_fits().items()}
         overhead = profile.call_overhead()
         return cls(predictor, device_kinds=profile.device_kinds, link_fits=fits, dispatch=profile.dispatch,
-                   call_overhead=overhead, device_map=device_map, platform=platform, fallback=fallback,
+                   call_overhead=overhead, launch=profile.launch_times(), device_map=device_map, platform=platform, fallback=fallback,
                    name=profile.name, allow_uncovered=allow_uncovered)
 
     def __repr__(self) -> str:
@@ -403,6 +413,10 @@ class MeasuredCostModel:
             if overhead:
                 times = np.maximum(times - overhead, TIME_FLOOR_S)
             reasons = self.predictor.fallback_reasons(X)
+            if self.device_kinds.get(pdev) == "gpu":  # a view runs no kernel on a GPU
+                view = X["op"].astype(str).isin(VIEW_OPS).to_numpy()
+                times = np.where(view, 0.0, times)
+                reasons = ["" if v else r for v, r in zip(view, reasons)]
             entry.times[pdev] = times
             entry.reasons[pdev] = reasons
             n_fb = sum(1 for r in reasons if r)
@@ -448,9 +462,17 @@ class MeasuredCostModel:
         return float(entry.times[pdev][entry.index[node]])
 
     def dispatch_time(self, graph: Graph, node: str, device: Device) -> float:
-        """Host time to issue one op on ``device``: ``dispatch.json`` of its profile
-        device, else ``device.dispatch_s``."""
+        """Host time to issue one op on ``device``: the measured launch of its signature
+        (GPU, format version 2; views 0), else ``dispatch.json`` of its profile device,
+        else ``device.dispatch_s``."""
         pdev = self.profile_device(device, need_data=False)
+        if pdev is not None and pdev in self.launch:
+            entry = self._entry(graph, node)
+            row = entry.X.iloc[entry.index[node]]
+            if str(row["op"]) in VIEW_OPS:
+                return 0.0
+            per = self.launch[pdev]
+            return per.get(str(row["signature"]), per[""])
         if pdev is not None and pdev in self.dispatch:
             return self.dispatch[pdev]
         return float(device.dispatch_s)
@@ -499,6 +521,7 @@ class MeasuredCostModel:
             "link_fits": {k: list(v) for k, v in self.link_fits.items()},
             "dispatch": self.dispatch,
             "call_overhead": self.call_overhead,
+            "launch": self.launch,
             "device_map": self.device_map,
             "fallback": fb.to_dict() if isinstance(fb, Roofline) else None,
             "predictor": self.predictor.get_state(),
@@ -520,7 +543,7 @@ class MeasuredCostModel:
             fb = Roofline.from_dict(state["fallback"]) if state.get("fallback") else None
             return cls(pred, device_kinds=state["device_kinds"], link_fits=state.get("link_fits"),
                        dispatch=state.get("dispatch"), call_overhead=state.get("call_overhead"),
-                       device_map=state.get("device_map"),
+                       launch=state.get("launch"), device_map=state.get("device_map"),
                        fallback=fb, name=state.get("name", "measured"))
         except (KeyError, TypeError) as e:
             raise CostModelError(f"{where}: malformed measured cost model ({type(e).__name__}: {e})") from None

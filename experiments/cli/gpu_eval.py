@@ -1,12 +1,12 @@
-"""``hetsim costmodel eval`` on GPU profiles: held-out shapes, shape cross-validation and
-leave one GPU out."""
+"""``hetsim costmodel eval`` on GPU profiles: held-out shapes, shape cross-validation,
+leave one GPU out, and the published whole-model latencies against the GPUs' presets."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-PROTOCOLS = ("held-out", "cv", "logo")
+PROTOCOLS = ("held-out", "cv", "logo", "published")
 
 
 def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
@@ -64,6 +64,9 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     bank = GPUBank.from_profiles(folders)
     if "logo" in protocols and len(bank.gpus) < 3:  # before the other protocols fit anything
         raise CLIError(f"leave one GPU out needs at least 3 GPU profiles, got {list(bank.gpus)}")
+    out = Path(args.out) if args.out else Path("out") / "eval" / "gpu"  # never into a (tracked) profile
+    if "published" in protocols:
+        run_published(list(bank.gpus), out)
     frames = []
     if "held-out" in protocols:
         frames.append(split_predictions(bank, families=families or GPU_FAMILIES, progress=True))
@@ -71,11 +74,12 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
         frames.append(cv_predictions(bank, families=families or ("gemm",), folds=args.folds, progress=True))
     if "logo" in protocols:
         frames.append(logo_predictions(bank, families=families or ("gemm", "conv"), progress=True))
+    if not frames:
+        return 0
     points = pd.concat(frames, ignore_index=True)
     summary = summarize_gpu(points)
     print(f"GPU cost models on {', '.join(bank.gpus)}: absolute percentage error of the call time")
     print(format_gpu_eval(summary))
-    out = Path(args.out) if args.out else Path("out") / "eval" / "gpu"  # never into a (tracked) profile
     atomic_write(out / "gpu_eval.csv", lambda fh: summary.to_csv(fh, index=False))
     atomic_write(out / "gpu_eval_points.csv.gz",
                  lambda fh: points.to_csv(fh, index=False, compression={"method": "gzip", "mtime": 0}),
@@ -84,3 +88,24 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     for p in [out / "gpu_eval.csv", out / "gpu_eval_points.csv.gz", *paths]:
         print(f"wrote {p}")
     return 0
+
+
+def run_published(gpus: list[str], out: Path) -> None:
+    """The published latencies of ``gpus`` against their presets (default cost and
+    roofline): prints the error table and writes ``published.csv`` into ``out``."""
+    from hetsim.costmodel.gpu.published import (
+        format_published,
+        predict_published,
+        published_latencies,
+    )
+    from hetsim.graphs.graph import atomic_write
+
+    table = published_latencies()
+    rows = table[table["gpu"].isin(gpus)]
+    if rows.empty:
+        print(f"published latencies: none for {gpus} (published for {sorted(set(table['gpu']))})")
+        return
+    published = predict_published(("default", "roofline"), rows=rows)
+    print(format_published(published))
+    atomic_write(out / "published.csv", lambda fh: published.to_csv(fh, index=False, float_format="%.6g"))
+    print(f"wrote {out / 'published.csv'}")

@@ -1,22 +1,30 @@
-"""``hetsim llm plan``: predict where an LLM's weights should live before loading it.
+"""``hetsim llm plan`` and ``hetsim llm calibrate``: LLMs on this machine or one you describe.
 
 Examples::
 
-    hetsim llm plan llama3-70b --platform desktop-rtx4090 --context 8192 --batch 1 --weights q4
-    hetsim llm plan mixtral-8x7b --platform workstation-rtx6000ada --objective ttft --out plan.json
+    hetsim llm plan model.gguf --platform this
+    hetsim llm plan Qwen3-30B-A3B/ --gpu "RTX 4090" --ram-gb 64 --ram-bw 90GB/s --threads 16 --weights Q4_K_M
+    hetsim llm plan llama-3-70b --gpu "RTX 4090" --ram-gb 128 --ram-bw 75 --threads 16 --ngl 40
+    hetsim llm calibrate
+    hetsim llm plan llama3-70b --platform desktop-rtx4090 --objective ttft     # simulated policies
 
-Prints, for each placement policy (``ngl``, ``expert-offload``, ``weight-streaming``,
-``llm-search``): prefill tokens/s, decode tokens/s, time to first token, peak memory
-per device, PCIe bytes per generated token and the equivalent llama.cpp flags; writes
-the best plan as JSON (``--out``, default ``out/llm-plan.json``).
+A GGUF file, a ``config.json``, a model folder or a model preset
+(``graphs/llm/configs``) is planned as llama.cpp runs it: the fastest ``-ngl`` /
+``--n-cpu-moe`` that fits (or the placement given), its memory per device and
+llama-bench's pp / tg table. A simulator preset (``llama3-8b``, ``tiny``...) is planned
+with every simulated placement policy. The plan JSON goes to ``--out`` (default
+``out/llm-plan.json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
 
-from hetsim.experiments.cli.common import non_negative_float, output_file, positive_int
 from hetsim.experiments.cli.main import CLIError
+
+DEFAULT_OUT = Path("out") / "llm-plan.json"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -24,50 +32,160 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "llm",
         help="LLMs larger than the GPU: predict the best CPU-GPU placement and its tokens/s",
-        description="Placement of decoder-only LLMs over GPU and host memory, predicted by simulation.",
+        description="Placement of decoder-only LLMs over GPU and host memory: llama.cpp's flags and speed.",
     )
     llm_sub = p.add_subparsers(dest="llm_command", metavar="ACTION")
     q = llm_sub.add_parser(
         "plan",
-        help="predict every placement policy and write the best plan as JSON",
-        description="Build the model's prefill and decode graphs, let each placement policy choose "
-        "where its weights live, simulate both phases and print the predictions.",
+        help="suggest (or evaluate) a placement, print its speed and write the plan JSON",
+        description="Plan a model (GGUF file, config.json, model folder or preset) on a machine (--platform, "
+        "or --gpu and host figures) as llama.cpp runs it; a simulator preset is planned with every "
+        "simulated placement policy.",
     )
-    q.add_argument("model", metavar="MODEL", help="LLM preset (llama3-8b, llama3-70b, mixtral-8x7b, tiny, ...)")
-    q.add_argument("--platform", required=True, metavar="NAME|FILE", help="platform preset name or TOML file")
-    q.add_argument("--context", type=positive_int, default=8192, metavar="N", help="KV-cache tokens (default 8192)")
-    q.add_argument("--batch", type=positive_int, default=1, metavar="B", help="sequences decoded together (default 1)")
-    q.add_argument("--prompt", type=positive_int, default=512, metavar="P", help="prompt tokens of the prefill (default 512)")
-    q.add_argument("--weights", default="q4_K", metavar="FORMAT",
-                   help="weight storage: f16, bf16, q8_0, q6_K, q5_K, q4_K, q4_0, ... (aliases q8, q4; default q4_K)")
-    q.add_argument("--kv-dtype", default="f16", metavar="DTYPE", help="KV-cache dtype (f16, q8_0, ...; default f16)")
+    q.add_argument("model", metavar="MODEL", help="model.gguf, config.json, a model folder or a preset")
+    q.add_argument("--platform", metavar="this|NAME|FILE",
+                   help="'this' (written by hetsim llm calibrate), a platform preset or a TOML file")
+    m = q.add_argument_group("a machine you describe (instead of --platform)")
+    m.add_argument("--gpu", metavar="NAME", help='a GPU of the cited table (e.g. "RTX 4090"); omit for CPU only')
+    m.add_argument("--ram-gb", type=float, metavar="GB", help="host memory, GB")
+    m.add_argument("--ram-bw", metavar="RATE", help="host memory bandwidth (peak), e.g. 90GB/s")
+    m.add_argument("--threads", type=int, metavar="N", help="CPU threads llama.cpp uses")
+    m.add_argument("--gpu-mem-gb", type=float, metavar="GIB", help="GPU memory (GiB), overrides the table")
+    m.add_argument("--gpu-bw", metavar="RATE", help="GPU memory bandwidth, e.g. 1008GB/s")
+    m.add_argument("--gpu-tflops", type=float, metavar="T", help="dense FP16 tensor TFLOPS (FP16 accumulate)")
+    m.add_argument("--gpu-int8-tops", type=float, metavar="T", help="dense INT8 tensor TOPS")
+    m.add_argument("--pcie", metavar="GENxLANES", help="PCIe link, e.g. 4x16")
+    r = q.add_argument_group("llama.cpp flags")
+    r.add_argument("--ngl", "-ngl", type=int, metavar="N", help="layers on the GPU (evaluate this placement)")
+    r.add_argument("--n-cpu-moe", "-ncmoe", type=int, metavar="N",
+                   help="keep the experts of the first N layers in host memory")
+    r.add_argument("--override-tensor", "-ot", action="append", default=[], metavar="REGEX=CPU",
+                   help="tensors matching REGEX stay in host memory (repeatable)")
+    r.add_argument("--ubatch", "-ub", type=int, default=512, metavar="N", help="micro-batch (default 512)")
+    r.add_argument("--n-batch", "-b", type=int, default=2048, metavar="N", help="logical batch (default 2048)")
+    r.add_argument("--flash-attn", "-fa", action="store_true", help="flash attention")
+    r.add_argument("--no-kv-offload", "-nkvo", action="store_true", help="KV cache in host memory")
+    r.add_argument("--cache-type-k", "-ctk", default="F16", metavar="TYPE", help="K cache type (default F16)")
+    r.add_argument("--cache-type-v", "-ctv", default="F16", metavar="TYPE", help="V cache type (default F16)")
+    r.add_argument("--gen", type=int, default=128, metavar="N", help="generated tokens of the tg test (default 128)")
+    q.add_argument("--context", type=int, metavar="N", help="KV-cache tokens (default: model maximum, at most 8192)")
+    q.add_argument("--batch", type=int, default=1, metavar="B", help="simulated policies: sequences decoded together")
+    q.add_argument("--prompt", type=int, default=512, metavar="P", help="prompt tokens of the pp test (default 512)")
+    q.add_argument("--weights", metavar="TYPE",
+                   help="llama.cpp weight type (Q4_K_M, Q8_0, F16, ...; default Q4_K_M; a GGUF file has its own)")
+    q.add_argument("--kv-dtype", default="f16", metavar="DTYPE", help="simulated policies: KV-cache dtype")
     q.add_argument("--objective", choices=["decode", "ttft"], default="decode",
-                   help="what the search optimises and the best plan is ranked by (default decode tokens/s)")
-    q.add_argument("--policy", action="append", metavar="NAME", help="policies to run (repeatable; default all)")
-    q.add_argument("--cost", default="roofline", metavar="SPEC", help="cost model (default: roofline)")
-    q.add_argument("--reserve-gib", type=non_negative_float, default=1.0, metavar="GIB",
-                   help="GPU memory left free for activations (default 1, as llama.cpp --fit)")
-    q.add_argument("--out", type=output_file, default="out/llm-plan.json", metavar="FILE",
-                   help="best plan JSON (default out/llm-plan.json)")
+                   help="simulated policies: what the search optimises (default decode tokens/s)")
+    q.add_argument("--policy", action="append", metavar="NAME", help="simulated policies to run (default all)")
+    q.add_argument("--cost", default="roofline", metavar="SPEC", help="simulated policies: cost model")
+    q.add_argument("--reserve-gib", type=float, default=1.0, metavar="GIB",
+                   help="GPU memory left free (default 1, as llama.cpp --fit)")
+    q.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="FILE", help=f"plan JSON (default {DEFAULT_OUT})")
+    c = llm_sub.add_parser("calibrate", help="measure this machine and write it as a platform file",
+                           description="Measure host memory bandwidth (STREAM triad), threads, memory and, where "
+                           "torch sees a CUDA GPU, its memory, bandwidth and link; write the platform file that "
+                           "--platform this reads.")
+    from hetsim.experiments.llm_calibrate import THIS_PLATFORM
+
+    c.add_argument("--out", type=Path, default=THIS_PLATFORM, metavar="FILE", help=f"default {THIS_PLATFORM}")
+    c.add_argument("--mib", type=int, default=512, metavar="MIB", help="MiB per STREAM array (default 512)")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``hetsim llm plan`` or ``hetsim llm calibrate``."""
+    if args.llm_command == "calibrate":
+        return _calibrate(args)
     if args.llm_command != "plan":
-        raise CLIError("choose an action: hetsim llm plan MODEL --platform P")
+        raise CLIError("choose an action: hetsim llm plan MODEL ... | hetsim llm calibrate")
+    if not math.isfinite(args.reserve_gib) or args.reserve_gib < 0:
+        raise CLIError(f"--reserve-gib must be a number >= 0, got {args.reserve_gib}")
+    from hetsim.graphs.llm.model_source import model_presets
+
+    if args.platform == "this":
+        from hetsim.experiments.llm_calibrate import this_platform
+
+        args.platform = str(this_platform())
+    if Path(args.model).exists() or args.model in model_presets():
+        return _plan_llamacpp(args)
+    if args.platform is None:
+        raise CLIError("simulator preset " + repr(args.model) + " needs --platform")
+    return _plan_simulated(args)
+
+
+def _machine(args: argparse.Namespace):
+    from hetsim.experiments.llm_machine import machine_from_flags, machine_from_platform
+
+    if args.platform is not None:
+        return machine_from_platform(args.platform)
+    if not any((args.gpu, args.ram_gb, args.ram_bw)):
+        raise CLIError("describe the machine: --platform this|NAME|FILE, or --gpu NAME --ram-gb GB --ram-bw RATE "
+                       "--threads N")
+    return machine_from_flags(args.gpu, ram_gb=args.ram_gb, ram_bw=args.ram_bw, threads=args.threads,
+                              gpu_mem_gb=args.gpu_mem_gb, gpu_bw=args.gpu_bw, gpu_tflops=args.gpu_tflops,
+                              gpu_int8_tops=args.gpu_int8_tops, pcie=args.pcie)
+
+
+def _plan_llamacpp(args: argparse.Namespace) -> int:
+    from hetsim.costmodel.llamacpp import LlamaCppRun
+    from hetsim.experiments.llm_llamacpp_plan import plan_llamacpp
+    from hetsim.graphs.llm.model_source import load_model
+
+    model = load_model(args.model, args.weights)
+    machine = _machine(args)
+    patterns = []
+    for ot in args.override_tensor:
+        pattern, sep, dev = ot.rpartition("=")
+        if not sep or dev.upper() != "CPU":
+            raise CLIError(f"-ot {ot!r}: expected REGEX=CPU")
+        patterns.append(pattern)
+    given = args.ngl is not None or args.n_cpu_moe is not None or bool(patterns)
+    run = LlamaCppRun(ngl=99 if args.ngl is None else args.ngl, n_cpu_moe=args.n_cpu_moe or 0,
+                      override_cpu=tuple(patterns), ubatch=args.ubatch, batch=args.n_batch,
+                      flash_attn=args.flash_attn, type_k=args.cache_type_k.upper(), type_v=args.cache_type_v.upper(),
+                      kv_offload=not args.no_kv_offload, threads=args.threads or 0)
+    plan = plan_llamacpp(model, machine, context=args.context, run=run, given=given, prompt=args.prompt,
+                         generate=args.gen, reserve=int(args.reserve_gib * 2**30))
+    print(f"{model.arch.name} ({model.weights}, {model.bits_per_weight():.2f} bits per weight, from "
+          f"{model.origin}) on {machine.name}: context {plan.context}")
+    print(plan.table())
+    print(f"{'suggested' if plan.suggested else 'given'}: {plan.evaluation.flags()}  memory: {plan.memory_text()}")
+    for note in plan.notes:
+        print(f"note: {note}")
+    print(f"wrote {plan.save(args.out)}")
+    return 0
+
+
+def _plan_simulated(args: argparse.Namespace) -> int:
     from hetsim.experiments.llm_plan import plan_llm
 
     report = plan_llm(
-        args.model, args.platform, context=args.context, batch=args.batch, prompt=args.prompt,
-        weights=args.weights, kv_dtype=args.kv_dtype, policies=args.policy, objective=args.objective,
+        args.model, args.platform, context=args.context or 8192, batch=args.batch, prompt=args.prompt,
+        weights=args.weights or "q4_K", kv_dtype=args.kv_dtype, policies=args.policy, objective=args.objective,
         cost=args.cost, reserve_bytes=int(args.reserve_gib * 2**30),
     )
     print(f"{report.model} ({report.weights}, KV {report.kv_dtype}) on {report.platform}: context "
           f"{report.context}, batch {report.batch}, prompt {report.prompt}")
     print(report.table())
     best = report.best
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     path = report.save(args.out)
     print(f"best ({report.objective}): {best.policy}: {best.decode_tok_s:,.2f} decode tok/s, "
           f"TTFT {best.ttft_s:.3f} s; llama.cpp: {best.llama_cpp or best.llama_cpp_note}")
     print(f"wrote {path}")
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from hetsim.experiments.llm_calibrate import calibrate, platform_toml
+
+    m = calibrate(mib=args.mib)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(platform_toml(m))
+    gpu = m["gpu"]
+    print(f"host: {m['threads']} threads, {m['host_memory'] / 2**30:.1f} GiB, STREAM triad "
+          f"{m['host_bandwidth'] / 1e9:.1f} GB/s")
+    print(f"gpu: {gpu['name']}, {gpu['memory'] / 2**30:.1f} GiB, {gpu['bandwidth'] / 1e9:.0f} GB/s, link "
+          f"{gpu['link'] / 1e9:.1f} GB/s" if gpu else "gpu: none that torch sees")
+    print(f"wrote {args.out}")
     return 0

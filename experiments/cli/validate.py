@@ -4,6 +4,7 @@ Examples
 --------
 ``hetsim validate googlenet --platform cpu2 --scheduler by-path`` (op times and host costs measured in the run)
 ``hetsim validate googlenet --platform cpu2 --scheduler heft --cost profiles/cpu2-torch --out out/v``
+``hetsim validate resnet18 --platform box.toml --scheduler heft --launch eager --trace --out out/v`` (GPU ops launched one by one; a traced run for per-op GPU times)
 ``hetsim validate my_models.py:TinyNet --input-shape 1x3x32x32 --platform cpu2 --scheduler heft``
 ``hetsim validate --all --models googlenet,resnet18 --platform cpu2 --cost profiles/cpu2-torch --out out/validation``
 ``hetsim validate --all --models googlenet,resnet18 --platform cpu2 --cost profiles/cpu2-torch-ctx --in-context out/ctx --host-calibration squeezenet1_1 --out out/validation``
@@ -41,8 +42,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Plan MODEL with a scheduler, simulate the plan, execute it on the real devices the "
         "platform maps to (cpu -> cpu@threads, gpu -> cuda:K), and print simulated vs measured makespan, "
         "the measured p10-p90 band, the error and per-device busy time. Without --cost the op times and "
-        "host costs are measured in the run's own rounds (the output says which inputs were measured and "
-        "which came from a file). --out writes "
+        "host costs are measured in the run's own rounds (on a CUDA platform after a fresh calibration of the "
+        "host costs; the output says which inputs were measured and which came from a file). Plans that use a "
+        "GPU run with CUDA graphs unless --launch eager; dynamic plans are simulated with the placements their "
+        "run made. --out writes "
         "sim_trace.json and run_trace.json (open them side by side in Perfetto). With --all: every "
         "applicable scheduler on several models, a validation.csv table and the Kendall tau between "
         "the simulated and measured rankings per model.",
@@ -69,6 +72,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["torch", "tvm"], default=None,
                    help="kernels: torch (vendor libraries) or tvm (default torch; with --calibrate: "
                    "the profile's backend)")
+    p.add_argument("--trace", action="store_true",
+                   help="after the timed runs, a traced run of each plan of its own (CUDA timing events around "
+                   "every GPU op and copy, launched eagerly): the GPUs' busy times and run_trace.json's GPU ops")
     p.add_argument("--device-map", action="append", metavar="DEV=SPEC",
                    help="run platform device DEV on SPEC (cpu, cpu@N, cuda:K); repeatable")
     p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed runs first (default 3)")
@@ -86,7 +92,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--input-shape", action="append", metavar="[NAME=]DIMS[:DTYPE[:HIGH]]",
                    help="example input of an ONNX or file.py:ClassName MODEL, full shape, e.g. 1x3x224x224 "
                    "or input_ids=2x16:int64:50257; repeat for several inputs")
-    p.add_argument("--out", type=output_folder, default=None, metavar="DIR", help="write traces (and the --all tables) here")
+    p.add_argument("--launch", choices=["graph", "eager"], default=None,
+                   help="how plans that use a GPU launch its ops, in the run and in the simulation: graph (each "
+                   "segment between cross-device edges a CUDA graph; the default) or eager (one launch per op); "
+                   "dynamic plans and the tvm backend launch eagerly, with a note")
+    p.add_argument("--statistic", choices=["median", "mean"], default=None,
+                   help="statistic of the measured makespans set beside the simulation (default: mean where "
+                   "the op times are measured in the run on a CUDA platform, median otherwise)")
+    p.add_argument("--out", type=output_folder, default=None, metavar="DIR",
+                   help="write traces (and the --all tables) here")
     p.add_argument("--calibrate", default=None, metavar="PROFILE",
                    help="measure the executor's per-op overhead and write it into PROFILE/dispatch.json")
     p.add_argument("--profile-in-context", default=None, metavar="DIR",
@@ -154,7 +168,7 @@ def _run_one(args: argparse.Namespace) -> int:
     from hetsim.runtime.validation.validate import validate
     from hetsim.sim.platform import Platform
 
-    platform = Platform.load(args.platform)
+    platform = Platform.load(args.platform)  # its calibration is checked by validate()
     if not args.plan:  # a mistyped scheduler, parameter or cost is reported before the model import
         schedulers.get(args.scheduler, **parse_kv(args.scheduler_arg))
     if args.cost:
@@ -178,6 +192,7 @@ def _run_one(args: argparse.Namespace) -> int:
                    repeats=args.repeats, device_map=_device_map(args.device_map),
                    scheduler_args=parse_kv(args.scheduler_arg) if not args.plan else None,
                    calibrate=args.host_calibration, folder=args.out, replicas=args.replicas,
+                   launch=args.launch, statistic=args.statistic, trace=args.trace,
                    progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(res)
     _hint_if_busy([res.run.spread])
@@ -210,7 +225,8 @@ def _run_all(args: argparse.Namespace) -> int:
                          model_kwargs=_model_kwargs(models, args.arg),
                          device_map=_device_map(args.device_map), out=args.out, progress=say,
                          in_context=args.in_context, calibrate=args.host_calibration,
-                         replicas=args.replicas)
+                         replicas=args.replicas, launch=args.launch, statistic=args.statistic,
+                         trace=args.trace)
     print(format_table(table))
     print("\ninputs of the simulation:")
     for what, where in table.attrs.get("inputs", {}).items():

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from hetsim.experiments.figures import plot_main
@@ -73,7 +74,7 @@ def figure(df: pd.DataFrame) -> Figure:
     handles, _ = ax_a.get_legend_handles_labels()
     ax_a.get_legend().remove()
     fig.legend(handles=handles, loc="outside upper center", ncols=3, fontsize=6)
-    ax_a.set_title("(a) geomean over the 5 CNNs", loc="left")
+    ax_a.set_title(f"(a) geomean over the 5 CNNs, {', '.join(sorted(set(df['platform'])))}", loc="left")
     gain = single_device_gain(df).sort_values(["batch", "model"])
     gain["batch size"] = "batch " + gain["batch"].astype(str)
     makespan_bars(gain, metric="gain_pct", group="model", hue="batch size", scale=1.0,
@@ -83,7 +84,20 @@ def figure(df: pd.DataFrame) -> Figure:
     ax_b.set_title("(b) cp-greedy vs best single device", loc="left")
     ax_b.tick_params(axis="x", labelsize=6)
     ax_b.axhline(0, color="black", linewidth=0.5)
+    annotate_flat_groups(ax_b, gain)
     return fig
+
+
+def annotate_flat_groups(ax: Axes, gain: pd.DataFrame, below_pct: float = 0.5) -> None:
+    """Write the largest gain over a model's group of bars where every bar is below
+    ``below_pct`` %: such bars are too short to see, and a gain of 0 % must not look
+    like a missing one."""
+    largest = gain.groupby("model")["gain_pct"].apply(lambda g: g.abs().max())
+    for x, label in zip(ax.get_xticks(), ax.get_xticklabels()):
+        value = largest.get(label.get_text())
+        if value is not None and value < below_pct:
+            ax.annotate(f"< {below_pct:g} %\nmax\n{value:.2f}", (x, 0), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=5.5)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from hetsim.experiments.sweep import load_results
 
 HERE = Path(__file__).resolve().parent
 NAME = "fig3_pipeline_training"
-#: published speedups over one GPU, by number of GPUs (the issue's numbers)
+#: published speedups over one GPU, by number of GPUs (the works it follows)
 PUBLISHED = {4: 3.4, 8: 3.76}
 LABELS = {("antichain-dp", False): "DAG as is, +CPU",
           ("antichain-dp", True): "DAG as is, GPUs",

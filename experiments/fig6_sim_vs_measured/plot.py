@@ -82,6 +82,7 @@ def figure(df: pd.DataFrame) -> Figure:
             axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
             axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             axis.set_minor_formatter(NullFormatter())
+    fig.suptitle(f"Simulated vs measured on {', '.join(sorted(set(ok['platform'])))}", fontsize=8)
     return fig
 
 

@@ -53,8 +53,9 @@ def draw(df: pd.DataFrame, host070: pd.DataFrame | None = None) -> Figure:
         ax.scatter(g["published"], g["predicted"], color=c, s=22, zorder=3, label=names[key])
         for _, r in g.iterrows():
             label = r["id"].split("-")[-1] if key == "ihq" else ("-ngl 42" if key == "llmfit" else "OPT-30B")
+            # to the right of the marker (radius about 2.5 pt), centred on it: clear of it
             ax.annotate(f"{label} ({r['error_pct']:+.0f} %)", (r["published"], r["predicted"]), fontsize=7,
-                        xytext=(4, -3), textcoords="offset points")
+                        xytext=(6, 0), textcoords="offset points", ha="left", va="center")
     if host070 is not None:
         ax.scatter(host070["published"], host070["predicted"], facecolors="none", edgecolors="0.35", s=30,
                    zorder=2, label="same, CPU at 70 % of its peak bandwidth (sensitivity)")

@@ -14,23 +14,26 @@ Node ids follow llama.cpp's GGUF tensor names, so that a placement reads as its
 cache), ``blk.{i}.attn_output``, ``blk.{i}.attn_residual``, ``blk.{i}.ffn_norm``,
 ``blk.{i}.ffn_gate`` / ``_up``, ``blk.{i}.ffn_act`` (SiLU(gate) * up),
 ``blk.{i}.ffn_down``, ``blk.{i}.ffn_residual``; for a mixture of experts
-``blk.{i}.ffn_gate_inp`` (router), ``blk.{i}.ffn_topk``, per expert ``e``
-``blk.{i}.ffn_gate_exps.{e}``, ``..._up_exps.{e}``, ``..._act_exps.{e}``,
-``..._down_exps.{e}``, and ``blk.{i}.ffn_moe_sum``; then ``output_norm`` and
-``output``.
+``blk.{i}.ffn_gate_inp`` (router), ``blk.{i}.ffn_topk``, the routed experts as one
+grouped operation each (as llama.cpp's ``mul_mat_id``): ``blk.{i}.ffn_gate_exps``,
+``..._up_exps``, ``..._act_exps``, ``..._down_exps``, and ``blk.{i}.ffn_moe_sum``;
+then ``output_norm`` and ``output``.
 
 Conventions (as llama.cpp computes): activations in float32; a matrix weight is read
 once per op at its storage width (:data:`~graphs.llm.config.WEIGHT_FORMATS`), norm
 weights are float32; the KV cache of a layer is resident with its ``attn`` node
 (``param_bytes``: capacity for ``context`` tokens of every sequence) and the node reads
 the cached keys and values it attends to and writes the new ones. A mixture of
-experts is priced at its expectation under uniform routing: expert ``e`` gets
-``rows * top_k / experts`` rows and its weights are read when it gets at least one
-token, with probability ``1 - (1 - top_k / experts) ** rows``.
+experts is priced at its expectation under uniform routing: the grouped products
+take ``rows * top_k`` rows, ``rows * top_k / experts`` per expert (``attrs["groups"]``:
+the experts), and an expert's weights are read when it gets at least one token, with
+probability ``1 - (1 - top_k / experts) ** rows``; experts in host memory move as one
+tensor per layer.
 
 A ``matmul`` node's ``attrs`` hold its weight's ``k`` (input) and ``n`` (output)
-sizes. Node attributes: ``layer`` (the decoder layer index) on every node of a layer,
-``moe_block`` and ``expert`` on expert nodes, ``top_k`` on the router's ``topk`` node.
+sizes (and ``groups``, the experts, on a grouped one). Node attributes: ``layer`` (the
+decoder layer index) on every node of a layer, ``moe_block`` on the routed-expert nodes,
+``top_k`` on the router's ``topk`` node.
 ``meta["llm"]`` holds the configuration, the phase and its sizes, and ``units``: the
 groups of nodes a placement moves together (``token_embd``, ``blk.{i}.attn``,
 ``blk.{i}.ffn``, ``blk.{i}.ffn_exps``, ``output``).
@@ -164,13 +167,14 @@ def llm_graph(
     })
     b = _Builder(g)
 
-    def matmul(unit: str, node: str, src: str, rows: float, k: int, n: int, *, read_p: float = 1.0,
-               in_bytes: float | None = None, **attrs: Any) -> str:
-        w = k * n * wb
+    def matmul(unit: str, node: str, src: str, rows: float, k: int, n: int, *, groups: int = 1,
+               read_p: float = 1.0, in_bytes: float | None = None, **attrs: Any) -> str:
+        w = groups * k * n * wb
         act_in = rows * k * a if in_bytes is None else in_bytes
+        op_attrs = {"k": k, "n": n} | ({"groups": groups} if groups > 1 else {})
         return b.op(unit, node, "matmul", rows=rows, width=n, flops=2 * rows * k * n,
                     nbytes=act_in + rows * n * a + w * read_p, param_bytes=w, inputs=[(src, act_in)],
-                    op_attrs={"k": k, "n": n}, **attrs)
+                    op_attrs=op_attrs, **attrs)
 
     def norm(unit: str, node: str, src: str, rows: float, **attrs: Any) -> str:
         return b.op(unit, node, "rms_norm", rows=rows, width=h, flops=4 * rows * h,
@@ -214,21 +218,18 @@ def llm_graph(
             rt = matmul(u, f"{p}.ffn_gate_inp", xn, N, h, E, **L)
             tk = b.op(u, f"{p}.ffn_topk", "topk", rows=N, width=2 * K, flops=N * E,
                       nbytes=N * E * a + N * 2 * K * a, inputs=[(rt, N * E * a)], top_k=K, **L)
-            rows_e = N * K / E  # expected rows per expert
+            R = N * K  # routed rows: N * K / E expected per expert
             p_used = 1.0 - (1.0 - K / E) ** N  # chance an expert gets a token: its weights are read
-            ue, outs = f"{p}.ffn_exps", []
-            for e in range(E):
-                X = {"layer": i, "moe_block": i, "expert": e}
-                ge = matmul(ue, f"{p}.ffn_gate_exps.{e}", xn, rows_e, h, cfg.ffn, read_p=p_used, **X)
-                g.add_edge(tk, ge, bytes=int(round(rows_e * 2 * a)))
-                ue_ = matmul(ue, f"{p}.ffn_up_exps.{e}", xn, rows_e, h, cfg.ffn, read_p=p_used, **X)
-                ae = b.op(ue, f"{p}.ffn_act_exps.{e}", "silu_mul", rows=rows_e, width=cfg.ffn,
-                          flops=5 * rows_e * cfg.ffn, nbytes=3 * rows_e * cfg.ffn * a,
-                          inputs=[(ge, rows_e * cfg.ffn * a), (ue_, rows_e * cfg.ffn * a)], **X)
-                outs.append(matmul(ue, f"{p}.ffn_down_exps.{e}", ae, rows_e, cfg.ffn, h, read_p=p_used, **X))
+            ue, X = f"{p}.ffn_exps", {"layer": i, "moe_block": i}
+            ge = matmul(ue, f"{p}.ffn_gate_exps", xn, R, h, cfg.ffn, groups=E, read_p=p_used, **X)
+            g.add_edge(tk, ge, bytes=int(round(R * 2 * a)))
+            ue_ = matmul(ue, f"{p}.ffn_up_exps", xn, R, h, cfg.ffn, groups=E, read_p=p_used, **X)
+            ae = b.op(ue, f"{p}.ffn_act_exps", "silu_mul", rows=R, width=cfg.ffn, flops=5 * R * cfg.ffn,
+                      nbytes=3 * R * cfg.ffn * a, inputs=[(ge, R * cfg.ffn * a), (ue_, R * cfg.ffn * a)], **X)
+            de = matmul(ue, f"{p}.ffn_down_exps", ae, R, cfg.ffn, h, groups=E, read_p=p_used, **X)
             dn = b.op(u, f"{p}.ffn_moe_sum", "moe_sum", rows=N, width=h, flops=2 * N * K * h,
                       nbytes=(K + 1) * N * h * a + N * K * a,
-                      inputs=[(tk, N * 2 * K * a)] + [(o_, rows_e * h * a) for o_ in outs], **L)
+                      inputs=[(tk, N * 2 * K * a), (de, R * h * a)], **L)
         x = add(u, f"{p}.ffn_residual", dn, x, N, **L)
     # logits of the last token of each sequence only (llama.cpp's inp_out_ids)
     xn = b.op("output", "output_norm", "rms_norm", rows=B, width=h, flops=4 * B * h,

@@ -27,6 +27,7 @@ __all__ = [
     "WEIGHT_FORMATS",
     "WeightFormat",
     "kv_dtype_bytes",
+    "require_positive_ints",
     "weight_format",
 ]
 
@@ -98,6 +99,17 @@ def weight_format(name: str) -> WeightFormat:
     )
 
 
+def require_positive_ints(where: str, obj: object, names: tuple[str, ...]) -> None:
+    """:class:`GraphError` naming the first of ``obj``'s attributes ``names`` that is not an int >= 1.
+
+    >>> require_positive_ints("x", LLMConfig.preset("tiny"), ("layers",))
+    """
+    for k in names:
+        v = getattr(obj, k)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise GraphError(f"{where}: {k!r} must be an int >= 1, got {v!r}")
+
+
 def kv_dtype_bytes(name: str) -> float:
     """Bytes per KV-cache element of ``name``; :class:`GraphError` listing the known ones."""
     try:
@@ -148,10 +160,7 @@ class LLMConfig:
 
     def __post_init__(self) -> None:
         where = f"LLM config {self.name!r}"
-        for k in ("hidden", "layers", "heads", "kv_heads", "ffn", "vocab", "max_context"):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise GraphError(f"{where}: {k!r} must be an int >= 1, got {v!r}")
+        require_positive_ints(where, self, ("hidden", "layers", "heads", "kv_heads", "ffn", "vocab", "max_context"))
         if self.hidden % self.heads:
             raise GraphError(f"{where}: hidden {self.hidden} is not a multiple of heads {self.heads}")
         if self.heads % self.kv_heads:

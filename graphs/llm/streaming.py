@@ -86,8 +86,8 @@ def stream_weights(graph: Graph, nodes: Iterable[str], *, window: int = 1) -> Gr
     for n in nodes:
         d = out.nodes[n]
         w = int(d["param_bytes"])
-        # an expert's weights cross only when it gets a token (expected bytes)
-        read = int(round(w * frac)) if "expert" in d else w
+        # routed experts' weights cross only for the experts that get a token (expected bytes)
+        read = int(round(w * frac)) if "moe_block" in d else w
         src = n + WEIGHT_SUFFIX
         extra = {k: d[k] for k in ("layer", "moe_block", "expert") if k in d}
         out.add_op(src, "weight", outputs=[([max(read, 1)], "uint8")], flops=0.0, bytes=0,

@@ -236,7 +236,8 @@ def _check_outputs(node: str, op: str, outs: list[Any], specs: list[dict[str, An
 
 
 class CudaTimer:
-    """Per-call CUDA-event times of kernels on one GPU (the profiler's and executor's timer).
+    """Per-call CUDA-event times of kernels on one GPU (the link timings' and executor's timer;
+    the profiler times ops in a stream, :mod:`runtime.stream_timer`).
 
     :meth:`samples` queues ``n`` calls, each between two CUDA events, behind a
     ``torch.cuda._sleep`` that keeps the GPU busy while the host enqueues them, so

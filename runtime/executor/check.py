@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
-__all__ = ["check_run", "compare_outputs", "is_oom", "reference_outputs", "sequential_reference", "tolerance",
+__all__ = ["check_run", "compare_outputs", "is_oom", "reference_outputs", "run_in_order", "sequential_reference", "tolerance",
            "translate_error"]
 
 
@@ -147,17 +147,23 @@ def sequential_reference(graph: Graph, engine: Any, wiring: Wiring, bk: Backend,
         calls = list(calls)
         for name, call in extra.items():
             calls[index[name]] = call
-    vals: list[Any] = [None] * len(engine.names)
-    for j, value in enumerate(engine.input_values):
-        vals[engine.n + j] = (value,)
     bk.configure(spec)
-    for u in range(engine.n):
+    vals = run_in_order(calls, engine.n, [(value,) for value in engine.input_values])
+    return [tuple(np.array(to_numpy(o), copy=True) for o in vals[u]) for u in range(engine.n)]
+
+
+def run_in_order(calls: Sequence[Any], n: int, inputs: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """Every node's outputs, ``calls[u]`` run for ``u`` in ``range(n)`` (a topological
+    order) with the values its slots name: node ``p < n``'s outputs, or for ``p >= n``
+    the graph input ``inputs[p - n]`` (a tuple of one value)."""
+    vals: list[Any] = [None] * n + list(inputs)
+    for u in range(n):
         call = calls[u]
         args = call.tmpl.copy()
         for i, p, k in call.slots:
             args[i] = vals[p][k]
         vals[u] = call(args, 0)
-    return [tuple(np.array(to_numpy(o), copy=True) for o in vals[u]) for u in range(engine.n)]
+    return vals
 
 
 def check_run(graph: Graph, engine: Any, ref: tuple[list, list | None] | None,

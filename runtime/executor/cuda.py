@@ -1,118 +1,150 @@
-"""The CUDA side of the executor: stream workers, copies, events, host synchronisation.
+"""The CUDA side of the executor: stream workers, CUDA graphs, copies, events.
 
-* Each platform GPU stream gets a CUDA stream and a host thread that enqueues the
-  ops of its ready heap there (kernels are asynchronous: an op counts as done for
-  the scheduler once enqueued, with an event after it that the streams of its
-  consumers wait on). TVM kernels are launched on the same stream
-  (``tvm_ffi.use_torch_stream``).
+* Each platform GPU stream gets a CUDA stream and a host thread that launches the
+  work of its ready heap there (kernels are asynchronous: work counts as done for
+  the scheduler once launched, with an event after it that consumers wait on).
+* ``launch="graph"`` (static plans, torch backend): the heap holds the device's
+  segments (:mod:`runtime.executor.segments`); the first time a segment runs for a
+  request it is warmed up and captured as a CUDA graph reading its inputs from
+  fixed buffers (copy destinations, other segments' outputs), and every run
+  replays it: one launch per segment. ``launch="eager"``: one launch per op (TVM
+  kernels on the same stream through ``tvm_ffi.use_torch_stream``).
+* Dependencies between streams stay on the GPU: the consumer's stream waits on
+  the producer's event. A CPU consumer of a GPU tensor blocks on the event of its
+  copy (in the CPU worker, no relay thread); the main thread blocks on the events
+  of the graph outputs' copies before it stops the clock.
 * Copies run on two copy streams per GPU (host-to-device, device-to-host), each
   tensor once per destination memory, through pinned host buffers: a CPU tensor is
-  staged into a pinned buffer and copied asynchronously (the consumer's stream
-  waits on the copy's event); a GPU tensor is copied into a pinned buffer after its
-  producer's event, and a synchronisation thread per GPU waits for each such copy
-  (in order) before its CPU consumers become ready. GPU to GPU: a peer copy on the
-  destination's host-to-device stream.
-* Buffers and events are allocated during the first (warm-up) run and reused; the
-  executor synchronises every GPU between runs, so reuse is safe, and keeps every
-  tensor of a run referenced until the run ends (no cross-stream reuse by the
-  caching allocator mid-run).
-* Op and copy times come from CUDA events, placed on the host clock through an
-  anchor event recorded when the run starts.
+  written into a pinned buffer by the producer's thread and copied asynchronously;
+  a GPU tensor is copied into a pinned buffer after its producer's event. GPU to
+  GPU: a peer copy on the destination's host-to-device stream.
+* Buffers, events and graphs are made in the first run and reused; the executor
+  synchronises every GPU between runs, so reuse is safe, and keeps every tensor of
+  a run referenced until the run ends (no cross-stream reuse by the caching
+  allocator mid-run, and no reuse of a node's output inside a captured graph).
+* Timed runs record no timing event. A traced run (``trace=True``) launches every
+  op eagerly between two timing events, and times the copies likewise, placed on
+  the host clock through an anchor event recorded when the run starts.
 
-This path needs a CUDA GPU; the executor only builds it when a plan uses one.
+Every CUDA call goes through a :class:`~runtime.executor.device.CudaDevice`
+(:class:`~runtime.executor.device.TorchCuda` unless one is given). This path needs
+a CUDA GPU, or such a device; the executor builds it only when a plan uses a GPU.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
+from dataclasses import dataclass
 from heapq import heappop
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.runtime.executor.run import Engine, RequestState
+from hetsim.runtime.executor.setup import ExecutionError
 
-__all__ = ["CudaRuntime"]
+if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.runtime.executor.device import CudaDevice
+    from hetsim.runtime.executor.run import Engine, RequestState
+    from hetsim.runtime.executor.segments import SegmentRun
+
+__all__ = ["Captured", "CudaRuntime"]
+
+
+@dataclass
+class Captured:
+    """One segment captured for one request: the graph, every member's static
+    outputs (index -> tuple), and the input buffers it reads (in ``SegmentRun.reads``
+    order)."""
+
+    graph: Any
+    outs: dict[int, tuple[Any, ...]]
+    inputs: list[Any]
+    replays: int = 0
 
 
 class CudaRuntime:
-    """Streams, buffers, events and helper threads of the GPUs of one execution.
+    """Streams, buffers, events and graphs of the GPUs of one execution.
 
     Parameters
     ----------
     backend
         ``"torch"`` or ``"tvm"`` (TVM tensors cross through DLPack).
+    device
+        The CUDA calls (default :class:`~runtime.executor.device.TorchCuda`).
     """
 
-    def __init__(self, backend: str) -> None:
-        import torch
+    def __init__(self, backend: str, device: CudaDevice | None = None) -> None:
+        if device is None:
+            from hetsim.runtime.executor.device import TorchCuda
 
-        self.torch = torch
+            device = TorchCuda()
+        self.dev = device
         self.tvm = backend == "tvm"
         self.compute: dict[tuple[int, int], Any] = {}
         self.h2d: dict[int, Any] = {}
         self.d2h: dict[int, Any] = {}
         self.index: dict[int, int] = {}
-        self.sync_q: dict[int, queue.SimpleQueue] = {}
-        self.sync_threads: list[threading.Thread] = []
         self.bufs: dict[tuple, Any] = {}
-        self.events: dict[tuple, tuple[Any, Any]] = {}
+        self.events: dict[tuple, Any] = {}
+        #: (segment id, request) -> its captured graph
+        self.graphs: dict[tuple[int, int], Captured] = {}
         self.anchor: dict[int, tuple[float, Any]] = {}
         self.xfers: list[tuple] = []
+        self.tracing = False
+        #: platform device -> the name of its last launch (an op, or ``graph first..last``)
+        self.last_launch: dict[str, str] = {}
 
     # --------------------------------------------------------------- lifecycle
     def start(self, engine: Engine) -> None:
-        """Create the streams and start one synchronisation thread per GPU memory."""
-        torch = self.torch
+        """Create the compute streams and each GPU memory's two copy streams."""
+        dev = self.dev
         for d, spec in enumerate(engine.specs):
             if spec.kind != "gpu" or engine.dev_names[d] not in engine.active:
                 continue
             m = engine.dmem[d]
             if m not in self.h2d:
                 self.index[m] = spec.index
-                self.h2d[m] = torch.cuda.Stream(device=spec.torch_device)
-                self.d2h[m] = torch.cuda.Stream(device=spec.torch_device)
-                q: queue.SimpleQueue = queue.SimpleQueue()
-                self.sync_q[m] = q
-                t = threading.Thread(target=self._sync_loop, args=(q,), name=f"hetsim-sync-{spec.name}", daemon=True)
-                self.sync_threads.append(t)
-                t.start()
+                self.h2d[m] = dev.stream(spec.index)
+                self.d2h[m] = dev.stream(spec.index)
             for s in range(engine.streams[d]):
-                self.compute[(d, s)] = torch.cuda.Stream(device=spec.torch_device)
+                self.compute[(d, s)] = dev.stream(spec.index)
 
     def stop(self) -> None:
-        for q in self.sync_q.values():
-            q.put(None)
-        for t in self.sync_threads:
-            t.join(timeout=30)
-        self.sync_threads = []
+        """Drop the captured graphs (their memory pools go with them)."""
+        self.graphs.clear()
 
-    def begin(self, engine: Engine) -> None:
-        """Anchor each GPU's event clock to the host clock (the GPUs are idle)."""
+    def begin(self, engine: Engine, *, trace: bool = False) -> None:
+        """Start a run; a traced one anchors each GPU's event clock to the host clock
+        (the GPUs are idle)."""
         self.xfers.clear()
+        self.tracing = trace
+        if not trace:
+            return
         for m, stream in self.h2d.items():
-            ev = self._event(("anchor", m))[0]
-            with self.torch.cuda.device(self.index[m]):
-                ev.record(stream)
+            ev = self._event(("anchor", m), timing=True)
+            with self.dev.using(self.index[m], stream):
+                self.dev.record(ev, stream)
             self.anchor[m] = (time.perf_counter(), ev)
 
     def end(self, engine: Engine) -> None:
-        """Wait for every GPU (all events of the run complete)."""
+        """Wait for every GPU (all work of the run done)."""
         for m in self.h2d:
-            self.torch.cuda.synchronize(self.index[m])
+            self.dev.synchronize(self.index[m])
 
-    def _event(self, key: tuple) -> tuple[Any, Any]:
+    def describe(self, engine: Engine) -> str:
+        """Where the GPU work of ``engine``'s plan stood: for an error that surfaces at a
+        synchronisation, after the launch that caused it."""
+        last = ", ".join(f"{d!r}: {name!r}" for d, name in self.last_launch.items()) or "none"
+        return f"plan {engine.plan_name!r}: the GPU work of a run (last launched: {last})"
+
+    def _event(self, key: tuple, *, timing: bool = False) -> Any:
         ev = self.events.get(key)
         if ev is None:
-            Event = self.torch.cuda.Event
-            ev = self.events[key] = (Event(enable_timing=True), Event(enable_timing=True))
+            ev = self.events[key] = self.dev.event(timing=timing)
         return ev
 
     # ------------------------------------------------------------------ worker
     def worker(self, engine: Engine, d: int, s: int) -> None:
-        """Enqueue the ready ops of GPU device ``d`` on its stream ``s``, forever."""
-        torch = self.torch
+        """Launch the ready work of GPU device ``d`` on its stream ``s``, forever."""
         spec = engine.specs[d]
         stream = self.compute[(d, s)]
         try:
@@ -120,7 +152,7 @@ class CudaRuntime:
 
             torch_threads()  # initialise this thread's torch settings before configuring it
             engine.backend.configure(spec)
-            with torch.cuda.device(spec.index), torch.cuda.stream(stream):
+            with self.dev.using(spec.index, stream):
                 if self.tvm:
                     import tvm_ffi
 
@@ -139,7 +171,6 @@ class CudaRuntime:
         calls = engine.calls[mine]
         order, n, reqs = engine.order, engine.n, engine.reqs
         pc = time.perf_counter
-        recs = engine.op_recs
         while True:
             lock.acquire()
             if not heap:
@@ -154,39 +185,144 @@ class CudaRuntime:
             r, rk = divmod(key, n)
             u = order[rk]
             if engine.dynamic:
-                t = engine._price(u, d)
+                t = engine.price(u, d)
                 engine.queued[d] -= t
                 engine.stream_end[d][s] = pc() - engine.t0 + t
             st = reqs[r]
             lock.release()
-            t_pick = pc()
-            call = calls[u]
-            args = call.tmpl.copy()
-            for i, p, k in call.slots:
-                if st.mem[p] == mine:
-                    x, ev = st.vals[p][k], st.evs[p]
-                else:
-                    x, ev = st.cvals[(p, k, mine)]
-                args[i] = x
-                if ev is not None and ev[1] is not stream:
-                    stream.wait_event(ev[0])
-            e0, e1 = self._event(("op", r, u, d))
-            e0.record(stream)
-            out = call(args, r)
-            e1.record(stream)
-            t_enq = pc()
-            st.vals[u] = out
-            st.evs[u] = (e1, stream)
-            recs.append((u, r, d, s, t_pick, t_enq, e0, e1))
+            seg = engine.segment_at[u] if engine.segmented else None
+            if seg is not None:
+                members = self._launch_segment(engine, st, seg, d, s, stream, calls, mine)
+                if members is None:
+                    return
+            else:
+                if not self._launch_op(engine, st, u, d, s, stream, calls, mine):
+                    return
+                members = (u,)
             lock.acquire()
-            jobs = engine._finish(st, u, mine)
+            jobs: list = []
+            for v in members:
+                jobs += engine.finish(st, v, mine)
             lock.release()
             if jobs:
-                engine._run_jobs(st, jobs)
+                engine.run_jobs(st, jobs)
+
+    def _inputs(self, st: RequestState, reads: Any, stream: Any, mine: int) -> list[Any]:
+        """The values of ``(producer, output)`` pairs in memory ``mine``; ``stream``
+        waits (on the GPU) for those made on another stream."""
+        out = []
+        for p, k in reads:
+            if st.mem[p] == mine:
+                x, ev = st.vals[p][k], st.evs[p]
+            else:
+                x, ev = st.cvals[(p, k, mine)]
+            out.append(x)
+            if ev is not None and ev[1] is not stream:
+                self.dev.wait(stream, ev[0])
+        return out
+
+    def _launch_op(self, engine: Engine, st: RequestState, u: int, d: int, s: int, stream: Any,
+                   calls: list[Any], mine: int) -> bool:
+        """Launch op ``u`` eagerly (between two timing events in a traced run)."""
+        t_pick = time.perf_counter()
+        call = calls[u]
+        args = call.tmpl.copy()
+        r, dev = st.r, self.dev
+        for i, p, k in call.slots:  # as _inputs, inline: this is every eager launch's host path
+            if st.mem[p] == mine:
+                args[i], ev = st.vals[p][k], st.evs[p]
+            else:
+                args[i], ev = st.cvals[(p, k, mine)]
+            if ev is not None and ev[1] is not stream:
+                dev.wait(stream, ev[0])
+        e0 = e1 = None
+        if self.tracing:
+            e0 = self._event(("op0", r, u, d), timing=True)
+            e1 = self._event(("op1", r, u, d), timing=True)
+            dev.record(e0, stream)
+        try:
+            out = call(args, r)
+        except BaseException as e:  # noqa: BLE001 - reported to the main thread
+            engine.fail(e, f"node {engine.names[u]!r} on {engine.dev_names[d]!r}")
+            return False
+        if e1 is None and engine.needs_event[u]:
+            e1 = self._event(("op", r, u, d))
+        if e1 is not None:
+            dev.record(e1, stream)
+        t_enq = time.perf_counter()
+        self.last_launch[engine.dev_names[d]] = engine.names[u]
+        st.vals[u] = out
+        st.evs[u] = (e1, stream) if e1 is not None else None
+        if self.tracing:
+            engine.op_recs.append((u, r, d, s, t_pick, t_enq, e0, e1))
+        else:
+            engine.op_recs.append(("launch", u, r, d, s, t_pick, t_enq, engine.names[u]))
+        return True
+
+    def _launch_segment(self, engine: Engine, st: RequestState, seg: SegmentRun, d: int, s: int,
+                        stream: Any, calls: list[Any], mine: int) -> tuple[int, ...] | None:
+        """Replay segment ``seg`` for request ``st`` (captured first if it never ran
+        for it); its members, or None after a failure (reported to the main thread)."""
+        t_pick = time.perf_counter()
+        r = st.r
+        where = (f"plan {engine.plan_name!r}: the CUDA graph of the segment from node {seg.first!r} "
+                 f"({len(seg.members)} ops) on {engine.dev_names[d]!r}")
+        try:
+            inputs = self._inputs(st, seg.reads, stream, mine)
+            cap = self.graphs.get((seg.id, r))
+            if cap is None:
+                try:
+                    cap = self._capture(seg, calls, inputs, r, stream)
+                except Exception as e:
+                    text = (str(e).strip().splitlines() or [""])[0][:300]
+                    raise ExecutionError(
+                        f"capture failed: {type(e).__name__}: {text} (an op that waits for the host cannot be "
+                        "captured: run this plan with launch 'eager')") from e
+                self.graphs[(seg.id, r)] = cap
+            elif any(x is not y for x, y in zip(inputs, cap.inputs)):
+                raise ExecutionError("an input buffer moved since the capture")
+            self.dev.replay(cap.graph, stream)
+            cap.replays += 1
+            ev = self._event(("segment", r, seg.id))
+            self.dev.record(ev, stream)
+        except BaseException as e:  # noqa: BLE001 - reported to the main thread
+            engine.fail(e, where)
+            return None
+        t_enq = time.perf_counter()
+        self.last_launch[engine.dev_names[d]] = seg.name
+        evs, vals, outs = st.evs, st.vals, cap.outs
+        done = (ev, stream)
+        for v in seg.members:
+            vals[v] = outs[v]
+            evs[v] = done
+        engine.op_recs.append(("launch", seg.members[0], r, d, s, t_pick, t_enq, seg.name))
+        return seg.members
+
+    def _capture(self, seg: SegmentRun, calls: list[Any], inputs: list[Any], r: int, stream: Any) -> Captured:
+        """Warm the segment up and capture it for request ``r``."""
+        external = dict(zip(seg.reads, inputs))
+        members = seg.members
+
+        def body() -> dict[int, tuple[Any, ...]]:
+            outs: dict[int, tuple[Any, ...]] = {}
+            for v in members:
+                call = calls[v]
+                args = call.tmpl.copy()
+                for i, p, k in call.slots:
+                    args[i] = outs[p][k] if p in outs else external[(p, k)]
+                outs[v] = call(args, r)
+            return outs
+
+        graph, outs = self.dev.capture(body, stream)
+        return Captured(graph, outs, list(inputs))
 
     # ------------------------------------------------------------------- copies
     def _as_torch(self, x: Any) -> Any:
-        return x if isinstance(x, self.torch.Tensor) else self.torch.from_dlpack(x)
+        if not self.tvm:
+            return x
+        import torch
+
+        return x if isinstance(x, torch.Tensor) else torch.from_dlpack(x)
 
     def _native(self, t: Any) -> Any:
         if not self.tvm:
@@ -195,81 +331,60 @@ class CudaRuntime:
 
         return tvm.runtime.from_dlpack(t)
 
-    def _buf(self, key: tuple, like: Any, *, device: str | None = None, pinned: bool = False) -> Any:
+    def _buf(self, key: tuple, like: Any, *, device: str | None = None) -> Any:
         buf = self.bufs.get(key)
         if buf is None or buf.shape != like.shape or buf.dtype != like.dtype:
-            torch = self.torch
-            if pinned:
-                buf = torch.empty(like.shape, dtype=like.dtype, pin_memory=True)
-            else:
-                buf = torch.empty(like.shape, dtype=like.dtype, device=device)
+            buf = self.dev.pinned(like) if device is None else self.dev.empty(like, device)
             self.bufs[key] = buf
         return buf
 
     def copy(self, engine: Engine, st: RequestState, key: tuple[int, int, int]) -> None:
         """Start the copy of output ``key[1]`` of node ``key[0]`` to memory ``key[2]``."""
-        torch = self.torch
+        dev = self.dev
         p, k, m_dst = key
         m_src, r = st.mem[p], st.r
         x = self._as_torch(st.vals[p][k])
         src_ev = st.evs[p]
         d_src = st.loc[p]
         d_dst = engine.host if m_dst == engine.host_mem else engine.dmem.index(m_dst)
-        e0, e1 = self._event(("copy", r, p, k, m_dst))
         nbytes = x.numel() * x.element_size()
-        if m_dst not in self.h2d:  # to the host: device -> pinned buffer, then wait for it
-            buf = self._buf(("d2h", r, p, k), x, pinned=True)
-            stream = self.d2h[m_src]
-            with torch.cuda.device(self.index[m_src]), torch.cuda.stream(stream):
-                if src_ev is not None:
-                    stream.wait_event(src_ev[0])
-                e0.record(stream)
-                buf.copy_(x, non_blocking=True)
-                e1.record(stream)
-            self.xfers.append((p, k, r, d_src, d_dst, m_src, e0, e1, nbytes))
-            self.sync_q[m_src].put((engine, st, key, self._native(buf), e1))
-            return
-        stream = self.h2d[m_dst]
-        dst = self._buf(("dev", r, p, k, m_dst), x, device=engine.mem_names[m_dst])
-        if m_src not in self.h2d:  # from the host: stage in pinned memory, copy async
-            stage = self._buf(("stage", r, p, k), x, pinned=True)
-            stage.copy_(x)
-            src = stage
-        else:
+        to_host = m_dst not in self.h2d
+        m_gpu = m_src if to_host else m_dst
+        stream = self.d2h[m_src] if to_host else self.h2d[m_dst]
+        if to_host:  # device -> pinned buffer; the consumer waits on the copy's event
+            dst = self._buf(("d2h", r, p, k), x)
             src = x
-        with torch.cuda.device(self.index[m_dst]), torch.cuda.stream(stream):
+        else:
+            dst = self._buf(("dev", r, p, k, m_dst), x, device=engine.mem_names[m_dst])
+            if m_src not in self.h2d:  # from the host: written into pinned memory, copied async
+                src = self._buf(("stage", r, p, k), x)
+                src.copy_(x)
+            else:
+                src = x
+        e0 = self._event(("copy0", r, p, k, m_dst), timing=True) if self.tracing else None
+        e1 = self._event(("copy1" if self.tracing else "copy", r, p, k, m_dst), timing=self.tracing)
+        with dev.using(self.index[m_gpu], stream):
             if src_ev is not None:
-                stream.wait_event(src_ev[0])
-            e0.record(stream)
-            dst.copy_(src, non_blocking=True)
-            e1.record(stream)
-        self.xfers.append((p, k, r, d_src, d_dst, m_dst, e0, e1, nbytes))
+                dev.wait(stream, src_ev[0])
+            if e0 is not None:
+                dev.record(e0, stream)
+            dev.copy(dst, src, stream)
+            dev.record(e1, stream)
+        if self.tracing:
+            self.xfers.append((p, k, r, d_src, d_dst, m_gpu, e0, e1, nbytes))
         with engine.lock:
             engine.arrive(st, key, self._native(dst), (e1, stream))
-
-    def _sync_loop(self, q: queue.SimpleQueue) -> None:
-        while True:
-            item = q.get()
-            if item is None:
-                return
-            engine, st, key, value, ev = item
-            try:
-                ev.synchronize()
-                with engine.lock:
-                    engine.arrive(st, key, value, None)
-            except BaseException as e:  # noqa: BLE001 - reported to the main thread
-                engine.fail(e, f"waiting for the copy of {engine.names[key[0]]!r} to the host")
 
     # -------------------------------------------------------------------- times
     def _host_time(self, m: int, ev: Any) -> float:
         t_anchor, anchor = self.anchor[m]
-        return t_anchor + anchor.elapsed_time(ev) * 1e-3
+        return t_anchor + self.dev.elapsed_s(anchor, ev)
 
     def op_times(self, engine: Engine) -> list[tuple]:
-        """Op records of the last run with CUDA events turned into host times."""
+        """Op records of the last run with a traced run's CUDA events turned into host times."""
         out = []
         for rec in engine.op_recs:
-            if len(rec) == 8:
+            if len(rec) == 8 and rec[0] != "launch":
                 u, r, d, s, t_pick, t_enq, e0, e1 = rec
                 m = engine.dmem[d]
                 rec = (u, r, d, s, t_pick, t_enq, self._host_time(m, e0), self._host_time(m, e1))
@@ -277,7 +392,7 @@ class CudaRuntime:
         return out
 
     def xfer_times(self, engine: Engine) -> list[tuple]:
-        """``(producer, output, request, src device, dst device, start, end, bytes)``,
-        times from the run's start."""
+        """``(producer, output, request, src device, dst device, start, end, bytes)`` of
+        a traced run's copies, times from the run's start (none in a timed run)."""
         return [(p, k, r, ds, dd, self._host_time(m, e0) - engine.t0, self._host_time(m, e1) - engine.t0, nb)
                 for p, k, r, ds, dd, m, e0, e1, nb in self.xfers]

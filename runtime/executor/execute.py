@@ -15,6 +15,12 @@ so that the measured makespan can be set against the simulated one.
   once per device before timing.
 * A dynamic plan's policy places ops as they become ready, through the same
   :class:`sim.plan.SystemView` interface as in the simulator.
+* GPU work is launched as a deployment launches it (``launch``): a static plan on
+  the torch backend replays each GPU segment (the ops between cross-device edges,
+  :mod:`runtime.executor.segments`) as a CUDA graph captured once per execution
+  (``"graph"``, the default there); dynamic plans and the tvm backend launch op by
+  op (``"eager"``). Timed runs record no CUDA timing event; ``trace=True`` adds a
+  traced run of its own for per-op device times (:attr:`RunResult.trace`).
 * The first run is checked: every node's outputs against the same node in a
   single-device run (all nodes in order on the host), and the graph outputs
   against the zoo model's own torch module: a plan executed wrongly raises
@@ -35,15 +41,11 @@ Examples
 
 from __future__ import annotations
 
-import os
+import contextlib
 import statistics
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from hetsim.runtime.backends.base import Backend, BackendError
 from hetsim.runtime.executor.check import (
@@ -53,14 +55,15 @@ from hetsim.runtime.executor.check import (
     sequential_reference,
     translate_error,
 )
+from hetsim.runtime.executor.result import UNTRACED, RunResult, median_run
 from hetsim.runtime.executor.setup import (
+    CheckedPlan,
     ExecutionError,
     Wiring,
     build_calls,
-    check_devices,
+    check_plan,
     load_model,
     map_devices,
-    plan_devices,
     wire,
 )
 from hetsim.runtime.executor.view import torch_threads
@@ -68,162 +71,12 @@ from hetsim.runtime.executor.view import tune_malloc as _tune_process_malloc
 from hetsim.runtime.validation.rounds import check_replicas, pool_runs, round_orders
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
 __all__ = ["ExecutionError", "Execution", "RunResult", "execute", "execute_wired", "load_model", "map_devices"]
-
-
-@dataclass
-class RunResult:
-    """What :func:`execute` measured. Times in seconds.
-
-    Attributes
-    ----------
-    graph, platform, backend, scheduler
-        What ran (``scheduler`` from ``plan.meta``, None if unnamed).
-    devices
-        Platform device -> real device it ran on (``cpu@1``, ``cuda:0``).
-    requests, warmup
-        Requests per run; untimed runs before the timed ones.
-    makespans
-        Wall-clock makespan of each timed run (all requests' outputs on the host).
-    records
-        Per-op (``kind="op"``), dispatch and transfer records of the median run, in
-        the simulator's record format (:data:`sim.result.RECORD_COLUMNS`); ``start``
-        and ``end`` from the run's start. A CPU op's dispatch record spans the
-        executor's work from taking the op off its device's queue to calling the
-        kernel; its op record, the kernel call.
-    device_busy
-        Per platform device: kernel time in the median run.
-    streams
-        Per platform device: streams (workers).
-    check
-        The check of the first run: every node's outputs against the same node in a
-        single-device run (all nodes in order on the host; ``node_error``), and the
-        graph outputs against ``reference`` (``"torch module"``: the zoo model's own
-        forward, else ``"single device"``; ``error``). Errors are the largest
-        deviation over the allowed one (<= 1 passes) with ``rtol`` and ``atol``
-        (relative to the largest reference magnitude). None when not checked.
-    setup_s
-        Seconds spent preparing (model import, kernels, weights, reference).
-    decision_s
-        A dynamic plan's median time per run-time placement (the policy's
-        ``select`` and the bookkeeping after it, under the executor's lock) over
-        every decision of the timed runs; None for a static plan.
-    """
-
-    graph: str
-    platform: str
-    backend: str
-    scheduler: str | None
-    devices: dict[str, str]
-    requests: int
-    warmup: int
-    makespans: list[float]
-    records: list[dict[str, Any]]
-    device_busy: dict[str, float]
-    streams: dict[str, int]
-    check: dict[str, Any] | None = None
-    setup_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
-    decision_s: float | None = None
-
-    # ------------------------------------------------------------------ stats
-    @property
-    def median(self) -> float:
-        """Median makespan over the timed runs."""
-        return float(statistics.median(self.makespans))
-
-    makespan = median
-
-    @property
-    def p10(self) -> float:
-        """10th percentile of the makespans."""
-        return float(np.percentile(self.makespans, 10))
-
-    @property
-    def p90(self) -> float:
-        """90th percentile of the makespans."""
-        return float(np.percentile(self.makespans, 90))
-
-    @property
-    def spread(self) -> float:
-        """``(p90 - p10) / median``: the run-to-run noise."""
-        return (self.p90 - self.p10) / self.median if self.median > 0 else 0.0
-
-    @property
-    def device_utilisation(self) -> dict[str, float]:
-        """Per device: busy time of the median run over its makespan x streams."""
-        span = _median_run(self.makespans)[1]
-        return {d: (b / (span * self.streams[d]) if span > 0 else 0.0) for d, b in self.device_busy.items()}
-
-    # ---------------------------------------------------------------- exports
-    def to_dataframe(self) -> pd.DataFrame:
-        """The median run's records, one row each (:data:`sim.result.RECORD_COLUMNS`)."""
-        import pandas as pd
-
-        from hetsim.sim.result import RECORD_COLUMNS
-
-        return pd.DataFrame.from_records(self.records, columns=list(RECORD_COLUMNS))
-
-    def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
-        """Write the median run's records as Chrome trace JSON (as the simulator's
-        :meth:`sim.SimResult.to_chrome_trace`; tracks in the same order)."""
-        from hetsim.sim.trace import write_chrome_trace
-
-        links = sorted({str(r["resource"]) for r in self.records if r["kind"] == "transfer"})
-        return write_chrome_trace(self.records, path, resources=[*self.device_busy, *links, "dispatch"])
-
-    def summary(self) -> dict[str, Any]:
-        """One flat, JSON-safe row."""
-        row: dict[str, Any] = {
-            "graph": self.graph, "platform": self.platform, "backend": self.backend,
-            "scheduler": self.scheduler, "requests": self.requests, "repeats": len(self.makespans),
-            "warmup": self.warmup, "makespan_s": self.median, "makespan_p10_s": self.p10,
-            "makespan_p90_s": self.p90, "makespan_min_s": min(self.makespans),
-            "ops": sum(1 for r in self.records if r["kind"] == "op"), "setup_s": self.setup_s,
-            "check_error": None if self.check is None else self.check["error"],
-        }
-        if self.decision_s is not None:
-            row["decision_s"] = self.decision_s
-        for d, b in self.device_busy.items():
-            row[f"busy:{d}"] = b
-        for d, u in self.device_utilisation.items():
-            row[f"util:{d}"] = u
-        return row
-
-    def __str__(self) -> str:
-        ms = 1e3
-        devs = ", ".join(f"{k}={v}" for k, v in self.devices.items())
-        lines = [
-            f"{self.graph} on {self.platform} ({devs}), backend {self.backend}"
-            + (f", plan {self.scheduler}" if self.scheduler else ""),
-            f"makespan (ms): median {self.median * ms:.3f}  p10 {self.p10 * ms:.3f}  p90 {self.p90 * ms:.3f}"
-            f"  ({len(self.makespans)} runs after {self.warmup} warm-up, {self.requests} request(s))",
-        ]
-        util = self.device_utilisation
-        for d, b in self.device_busy.items():
-            lines.append(f"  {d:<16} busy {b * ms:10.3f} ms  util {util[d]:6.1%}")
-        if self.decision_s is not None:
-            lines.append(f"run-time placement: median {self.decision_s * 1e6:.1f} us per decision")
-        if self.check is not None:
-            c = self.check
-            lines.append(f"output check vs {c['reference']}: error {c['error']:.3g} of the tolerance "
-                         f"(rtol {c['rtol']:g}, atol {c['atol']:g} x max|ref|)")
-        lines += [f"note: {n}" for n in self.notes]
-        return "\n".join(lines)
-
-
-def _median_run(makespans: list[float]) -> tuple[int, float]:
-    """Index and makespan of the median run (the lower middle one for an even count)."""
-    order = sorted(range(len(makespans)), key=makespans.__getitem__)
-    i = order[(len(order) - 1) // 2]
-    return i, makespans[i]
 
 
 # ----------------------------------------------------------------------- execute
@@ -247,6 +100,8 @@ def execute(
     pin_threads: bool = True,
     tune_malloc: bool = True,
     replicas: int = 1,
+    launch: str | None = None,
+    trace: bool = False,
 ) -> RunResult:
     """Run ``plan`` for ``graph`` on the real devices of ``platform`` and time it.
 
@@ -299,6 +154,15 @@ def execute(
         (:func:`~runtime.validation.rounds.pool_runs`: ``replicas * repeats``
         makespans): one execution's memory layout is an offset that all its runs
         share (see :mod:`runtime.validation.rounds`).
+    launch
+        How GPU work is launched: ``"graph"`` (each segment of a GPU's ops between
+        cross-device edges captured once as a CUDA graph and replayed; the default
+        for static plans on the torch backend) or ``"eager"`` (one launch per op;
+        the default, and the only mode, for dynamic plans and the tvm backend).
+        Ignored when no GPU takes part.
+    trace
+        After the timed runs, run once more with a CUDA timing event pair around
+        every GPU op (launched eagerly) and copy: :attr:`RunResult.trace`.
 
     Returns
     -------
@@ -309,29 +173,26 @@ def execute(
     sim.PlanError
         For a plan that names nodes the graph lacks, or devices the platform lacks.
     ExecutionError
-        For a device this machine does not have (before anything runs), a model
-        that does not explain the graph, outputs that differ from the reference,
-        an out-of-memory device (with the simulator's predicted peak), a failure.
+        For a device this machine does not have or a launch mode the plan cannot
+        use (before anything runs), a model that does not explain the graph,
+        outputs that differ from the reference, an out-of-memory device (with the
+        simulator's predicted peak), a failure (a CUDA error in a captured segment
+        names the plan and the segment's first node).
     BackendError
         When the backend cannot run an op (naming it, suggesting the other backend).
     """
-    from hetsim.sim.platform import Platform
-
-    platform = Platform.load(platform)
     check_replicas(replicas)
     t_setup = time.perf_counter()
-    plan.validate(graph, platform)
-    specs = map_devices(platform, device_map)
-    active = plan_devices(plan, platform)
-    check_devices(specs, sorted(set(active) | {platform.host}))
+    checked = check_plan(graph, plan, platform, device_map=device_map, launch=launch,
+                         backend=backend if isinstance(backend, str) else backend.name)
     if model is None:
         model = load_model(graph)
     wiring = wire(graph, model)
     return execute_wired(
-        graph, plan, platform, wiring, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
+        graph, plan, checked.platform, wiring, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
         device_map=device_map, cost=cost, model=model, requests=requests, check=check, rtol=rtol,
         atol=atol, timeout_s=timeout_s, setup_start=t_setup, pin_threads=pin_threads,
-        tune_malloc=tune_malloc, replicas=replicas,
+        tune_malloc=tune_malloc, replicas=replicas, launch=launch, trace=trace, checked=checked,
     )
 
 
@@ -344,16 +205,22 @@ def execute_wired(
     warmup: int = 3,
     repeats: int = 10,
     replicas: int = 1,
+    trace: bool = False,
     **kw: Any,
 ) -> RunResult:
     """:func:`execute` with the dataflow given as a :class:`~runtime.executor.setup.Wiring`
     (for graphs that no Relax model describes, e.g. synthetic ones); ``kw`` as
     :class:`Execution` (``model`` only gives the tvm backend its kernels and the
-    check its torch module)."""
+    check its torch module). The plan is checked once (:func:`check_plan`) for all
+    ``replicas``."""
     for name, v, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
     check_replicas(replicas)
+    if kw.get("checked") is None:
+        bk = kw.get("backend", "torch")
+        kw["checked"] = check_plan(graph, plan, platform, device_map=kw.get("device_map"), launch=kw.get("launch"),
+                                   backend=bk if isinstance(bk, str) else bk.name)
     executions: list[Execution] = []
     try:  # each replica built apart (its own buffers and threads), their runs interleaved
         for _ in range(replicas):
@@ -362,7 +229,10 @@ def execute_wired(
         for order in round_orders(executions, repeats):
             for ex in order:
                 ex.run(1)
-        return pool_runs([ex.result() for ex in executions])
+        result = pool_runs([ex.result() for ex in executions])
+        if trace:
+            result = result.with_trace(executions[0].trace(), executions[0].gpu_devices)
+        return result
     finally:
         for ex in executions:
             ex.close()
@@ -376,7 +246,21 @@ class Execution:
     conditions. Close it (or use it as a context manager) to stop its threads.
 
     Parameters are those of :func:`execute`, with the dataflow as a ``wiring``
-    (:func:`runtime.executor.setup.wire`).
+    (:func:`runtime.executor.setup.wire`), and
+
+    checked
+        The plan already checked (:func:`~runtime.executor.setup.check_plan`, with
+        this ``device_map``, ``backend`` and ``launch``), not checked again.
+    cuda_device
+        The CUDA calls (:class:`~runtime.executor.device.CudaDevice`; default
+        ``torch.cuda``).
+    traced
+        Make every run a traced run (GPU ops launched eagerly between CUDA timing
+        events, copies timed): the records of profiling and calibration
+        executions, which measure per-op and per-copy times, not makespans.
+
+    With ``launch="graph"``, the first :meth:`run` is preceded by a run of its own
+    that captures every segment (counted neither as warm-up nor as timed).
     """
 
     def __init__(
@@ -399,22 +283,22 @@ class Execution:
         setup_start: float | None = None,
         pin_threads: bool = True,
         tune_malloc: bool = True,
+        launch: str | None = None,
+        checked: CheckedPlan | None = None,
+        cuda_device: Any = None,
+        traced: bool = False,
     ) -> None:
         from hetsim.runtime.backends import get_backend
         from hetsim.runtime.executor.run import Engine
-        from hetsim.sim.platform import Platform
 
-        platform = Platform.load(platform)
         t_setup = setup_start if setup_start is not None else time.perf_counter()
         n_req = requests if requests is not None else (plan.microbatches or 1)
         if isinstance(n_req, bool) or not isinstance(n_req, int) or n_req < 1:
             raise ValueError(f"requests must be an int >= 1, got {requests!r}")
-        plan.validate(graph, platform)
-        specs = map_devices(platform, device_map)
-        active = plan_devices(plan, platform)
-        check_devices(specs, sorted(set(active) | {platform.host}))
-        if specs[platform.host].kind != "cpu":
-            raise ExecutionError(f"platform host {platform.host!r} must run on a CPU, not {specs[platform.host].name!r}")
+        if checked is None:
+            checked = check_plan(graph, plan, platform, device_map=device_map, launch=launch,
+                                 backend=backend if isinstance(backend, str) else backend.name)
+        platform, specs, active = checked.platform, checked.specs, checked.active
         bk = get_backend(backend) if isinstance(backend, str) else backend
         if cost is None:
             from hetsim.costmodel.roofline import Roofline
@@ -426,9 +310,17 @@ class Execution:
         self.specs, self.n_req, self.timeout_s = specs, n_req, timeout_s
         self.check, self.rtol, self.atol = check, rtol, atol
         self.gpu = any(specs[d].kind == "gpu" for d in active)
+        #: platform devices of the plan that run on a GPU
+        self.gpu_devices = [d for d in active if specs[d].kind == "gpu"]
+        self.traced = traced
+        self.launch = "eager" if traced and checked.launch else checked.launch
+        self.captured = self.launch != "graph"
         self.notes: list[str] = []
+        if self.gpu and not traced:
+            self.notes.append(UNTRACED)
         self.makespans: list[float] = []
         self.runs: list[list[dict[str, Any]]] = []
+        self.placements: list[dict[str, str]] = []  # where each node ran, per timed run
         self.decision_times: list[float] = []  # every run-time placement of the timed runs
         self.warmup = 0
         self.check_result: dict[str, Any] | None = None
@@ -443,13 +335,18 @@ class Execution:
         try:
             calls = _prepare(graph, plan, platform, specs, active, wiring, bk)
             inputs = _host_inputs(wiring, bk, graph)
-            cuda = None
+            cuda = segments = None
             if self.gpu:
                 from hetsim.runtime.executor.cuda import CudaRuntime
 
-                cuda = CudaRuntime(bk.name)
+                cuda = CudaRuntime(bk.name, cuda_device)
+            if self.launch == "graph":
+                from hetsim.runtime.executor.segments import gpu_segments
+
+                segments = gpu_segments(graph, plan, platform)
             self.engine = Engine(graph, platform, plan, specs, calls, inputs, bk, cost, active=active,
-                                 requests=n_req, seed=seed, cuda=cuda, pin=pin_threads)
+                                 requests=n_req, seed=seed, cuda=cuda, pin=pin_threads, segments=segments,
+                                 plan_name=str(plan.meta.get("scheduler") or "plan"))
             if check:
                 nodes_ref = sequential_reference(graph, self.engine, wiring, bk, specs)
                 module_ref = reference_outputs(graph, model) if model is not None else None
@@ -467,40 +364,58 @@ class Execution:
     def run(self, n: int = 1, *, timed: bool = True) -> list[float]:
         """Run ``n`` times (timed: kept in the result; else warm-up); the makespans.
         The first run is checked against the references."""
-        from hetsim.runtime.executor.run import Failure
-
-        if self.engine is None:
-            raise ExecutionError("this execution is closed")
         out = []
-        engine = self.engine
-        try:
+        with self._closed_on_failure() as engine:
+            if not self.captured:  # a run of its own captures the segments
+                engine.run_once(self.timeout_s)
+                self.captured = True
             for _ in range(n):
                 first = self.warmup + len(self.makespans) == 0
-                span = engine.run_once(self.timeout_s, keep=self.check and first)
+                span = engine.run_once(self.timeout_s, keep=self.check and first, trace=self.traced)
                 if first and self.check:
                     self.check_result = check_run(self.graph, engine, self._ref, self.rtol, self.atol, self.gpu)
                     self._ref = None
                 if timed:
                     self.makespans.append(span)
                     self.runs.append(engine.records())
+                    self.placements.append(engine.placement())
                     self.decision_times += engine.decision_times
                 else:
                     self.warmup += 1
                 out.append(span)
+        return out
+
+    def trace(self) -> list[dict[str, Any]]:
+        """One traced run (every GPU op launched eagerly between two CUDA timing
+        events, copies timed likewise; not timed, not kept among the runs): its
+        records in the simulator's format."""
+        with self._closed_on_failure() as engine:
+            engine.run_once(self.timeout_s, trace=True)
+            return engine.records()
+
+    @contextlib.contextmanager
+    def _closed_on_failure(self) -> Iterator[Any]:
+        """The engine; a failure closes the execution, a worker's failure raised as
+        the error :func:`execute` raises."""
+        from hetsim.runtime.executor.run import Failure
+
+        if self.engine is None:
+            raise ExecutionError("this execution is closed")
+        try:
+            yield self.engine
         except Failure as f:
             self.close()
             raise translate_error(f.exc, f.where, self.graph, self.platform, self.plan, self.cost) from f.exc
         except BaseException:
             self.close()
             raise
-        return out
 
     def result(self) -> RunResult:
         """The timed runs so far as a :class:`RunResult` (records of the median run)."""
         if not self.makespans:
             raise ExecutionError("no timed run yet: call run() first")
         platform = self.platform
-        i_med, _ = _median_run(self.makespans)
+        i_med, _ = median_run(self.makespans)
         records = self.runs[i_med]
         busy = dict.fromkeys(platform.device_names, 0.0)
         for r in records:
@@ -514,6 +429,7 @@ class Execution:
             streams={d.name: d.streams for d in platform.devices}, check=self.check_result,
             setup_s=self.setup_s, notes=list(self.notes),
             decision_s=float(statistics.median(self.decision_times)) if self.decision_times else None,
+            launch=self.launch, placement=self.placements[i_med],
         )
 
     def close(self) -> None:

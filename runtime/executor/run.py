@@ -5,8 +5,11 @@ Model (the simulator's, on real devices)
 * One worker thread per device stream. A CPU worker runs its kernels itself
   (synchronously; torch and TVM release the GIL inside kernels, so workers on
   different cores run in parallel while their Python overhead is serialised by
-  the GIL: the simulator's single host dispatcher). A GPU worker enqueues kernels
-  on its CUDA stream (:mod:`runtime.executor.cuda`).
+  the GIL: the simulator's single host dispatcher). A GPU worker launches work
+  on its CUDA stream (:mod:`runtime.executor.cuda`): one op at a time
+  (``launch="eager"``), or one segment at a time (``launch="graph"``: a
+  :class:`~runtime.executor.segments.Segment` replayed as a CUDA graph, which is
+  ready when every input it reads from outside is, and counts as all its ops).
 * Each device has a ready heap keyed like the simulator's, ``request * n_ops +
   rank`` (rank: position in the plan's ``(priority, topological index)`` order):
   among ready ops a device runs the lowest first.
@@ -32,9 +35,11 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
+from hetsim.runtime.executor.segments import SegmentRun, segment_tables, successors
 from hetsim.runtime.executor.setup import ExecutionError
 from hetsim.runtime.executor.view import (
     CachedCost,
@@ -48,6 +53,7 @@ from hetsim.sim.plan import policy_select
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.base import Backend, DeviceSpec
+    from hetsim.runtime.executor.segments import Segment
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
@@ -90,10 +96,17 @@ class Engine:
         :class:`runtime.executor.cuda.CudaRuntime` when a GPU is involved.
     pin
         Pin each CPU worker thread to its own cores (:func:`pin_cores`).
+    segments
+        GPU device -> its segments (:func:`runtime.executor.segments.gpu_segments`):
+        launch each as a CUDA graph (``launch="graph"``); None launches op by op.
+    plan_name
+        How errors name the plan.
     spin_s
-        A pinned CPU worker whose queue is empty polls it this long (releasing the
-        GIL between polls) before it blocks: it owns its core, and waking a blocked
-        thread on an idle core costs tens of microseconds (an inter-processor
+        A pinned CPU worker of a plan without GPU work whose queue is empty polls
+        it this long (releasing the GIL between polls) before it blocks (with a GPU
+        in the plan, CPU workers block at once: a polling worker would take the
+        interpreter lock from the GPU's launching thread): it owns its core, and
+        waking a blocked thread on an idle core costs tens of microseconds (an inter-processor
         interrupt; a VM exit on virtual machines) for every dependency between ops
         on different workers. Only while a run is in progress: once its last request
         has completed, the workers block at once, since a worker still polling would
@@ -105,7 +118,8 @@ class Engine:
         self, graph: Graph, platform: Platform, plan: Plan, specs: dict[str, DeviceSpec],
         calls: dict[str, dict[str, Any]], inputs: dict[str, Any], backend: Backend, cost: Any,
         *, active: list[str], requests: int = 1, seed: int | None = None, cuda: Any = None,
-        pin: bool = True, spin_s: float = 2e-3,
+        pin: bool = True, segments: Mapping[str, Sequence[Segment]] | None = None,
+        plan_name: str = "plan", spin_s: float = 2e-3,
     ) -> None:
         self.graph, self.platform, self.plan, self.backend = graph, platform, plan, backend
         self.cost = CachedCost(cost)
@@ -149,11 +163,18 @@ class Engine:
                 if k not in ks:
                     ks.append(k)
         self.reads = reads
-        self.succs: list[list[int]] = [[] for _ in self.names]
-        for v in range(n):
-            for p in reads[v]:
-                self.succs[p].append(v)
+        self.succs = successors(reads, len(self.names))
         self.npred = [len(reads[v]) for v in range(n)]
+        self.node_tables = (self.reads, self.succs, self.npred)
+        self.plan_name = plan_name
+        #: the dependency tables of a run that launches CUDA graphs, and the segment of
+        #: each head op (index; None elsewhere): ``segments.segment_tables``
+        self.segment_tables: tuple[list, list, list] | None = None
+        self.segment_at: list[SegmentRun | None] = [None] * n
+        if segments:
+            self.segment_tables, self.segment_at = segment_tables(reads, segments, self.index, len(self.names))
+        #: whether this run launches segments (a traced run launches op by op)
+        self.segmented = False
         # Outputs in a run where every device shares one memory (cpu2) are dropped when
         # their last reader has run, as an eager framework does (memory is reused, the
         # allocator keeps its pages); elsewhere they live until the run ends (a GPU
@@ -173,9 +194,17 @@ class Engine:
         self.loc0 += [self.host] * len(in_names)
         self.static = [d >= 0 for d in self.loc0]
         self.dynamic = plan.policy is not None
+        # an op launched on a GPU records an event when something may wait for it: a
+        # consumer on another device or stream, a copy, a graph output
+        outputs = {u for u, _ in self.out_keys}
+        self.needs_event = [
+            self.dynamic or u in outputs or self.streams[self.loc0[u]] > 1
+            or any(self.loc0[v] != self.loc0[u] for v in self.succs[u]) for u in range(n)]
+        #: events of graph outputs' copies to the host in the current run (the main thread waits on them)
+        self.output_events: list[Any] = []
         self.policy = plan.policy
         self.node_bytes = [int(graph.nx.nodes[x]["bytes"]) for x in topo]
-        self._prices: dict[tuple[int, int], float] = {}
+        self.prices: dict[tuple[int, int], float] = {}
         self.view = RunView(self, seed)
         # run state
         self.lock = threading.Lock()
@@ -201,18 +230,20 @@ class Engine:
     @property
     def idle_spin_s(self) -> float:
         """How long an idle CPU worker of this engine polls for its next op before it
-        blocks: ``spin_s`` when its workers are pinned (only pinned workers spin), else 0."""
-        return float(self.spin_s) if any(self.pins.values()) else 0.0
+        blocks: ``spin_s`` when its workers are pinned (only pinned workers spin) and
+        no GPU takes part, else 0."""
+        return float(self.spin_s) if any(self.pins.values()) and self.cuda is None else 0.0
 
     # ----------------------------------------------------------------- pricing
-    def _price(self, u: int, d: int) -> float:
+    def price(self, u: int, d: int) -> float:
+        """Predicted seconds of op ``u`` on device ``d`` (kernel and host dispatch), remembered."""
         key = (u, d)
-        t = self._prices.get(key)
+        t = self.prices.get(key)
         if t is None:
             dev = self.platform.devices[d]
             name = self.names[u]
             t = self.cost.op_time(self.graph, name, dev) + self.cost.dispatch_time(self.graph, name, dev)
-            self._prices[key] = t
+            self.prices[key] = t
         return t
 
     # ----------------------------------------------------------------- threads
@@ -276,8 +307,9 @@ class Engine:
         pc = time.perf_counter
         recs = self.op_recs
         dyn = self.dynamic
-        finish, run_jobs = self._finish, self._run_jobs
-        spin = self.spin_s if cores else 0.0
+        finish, run_jobs = self.finish, self.run_jobs
+        spin = self.spin_s if cores and self.cuda is None else 0.0
+        wait_host = self.cuda.dev.wait_host if self.cuda is not None else None
         sleep = time.sleep
         while True:
             if spin and not heap and self.left:  # spin-then-block: waking an idle core costs tens of us
@@ -297,7 +329,7 @@ class Engine:
             r, rk = divmod(key, n)
             u = order[rk]
             if dyn:
-                t = self._price(u, d)
+                t = self.price(u, d)
                 self.queued[d] -= t
                 self.stream_end[d][s] = pc() - self.t0 + t
             st = reqs[r]
@@ -307,7 +339,16 @@ class Engine:
             args = call.tmpl.copy()
             mem, vals = st.mem, st.vals
             for i, p, k in call.slots:
-                args[i] = vals[p][k] if mem[p] == mine else st.cvals[(p, k, mine)][0]
+                if mem[p] == mine:
+                    args[i] = vals[p][k]
+                else:  # a copy from a GPU: wait for its event here, in this worker
+                    args[i], ev = st.cvals[(p, k, mine)]
+                    if ev is not None:
+                        try:
+                            wait_host(ev[0])
+                        except BaseException as e:  # noqa: BLE001 - a CUDA error surfaces here
+                            self.fail(e, f"{self.cuda.describe(self)}, waited on by node {self.names[u]!r}")
+                            return
             t_call = pc()
             try:
                 out = call(args, r)
@@ -331,7 +372,7 @@ class Engine:
         d = st.loc[v]
         heappush(self.heaps[d], st.base + self.rank[v])
         if self.dynamic:
-            self.queued[d] += self._price(v, d)
+            self.queued[d] += self.price(v, d)
         idle = self.idle[d]
         if idle:
             idle.pop().release()
@@ -350,7 +391,7 @@ class Engine:
             waiting.append(v)
         return False
 
-    def _finish(self, st: RequestState, u: int, mu: int) -> list:
+    def finish(self, st: RequestState, u: int, mu: int) -> list:
         """``u`` has run (CPU) or is enqueued (GPU) with its outputs in memory ``mu``."""
         jobs: list = []
         pending, loc0, dmem, reads = st.pending, self.loc0, self.dmem, self.reads
@@ -387,7 +428,7 @@ class Engine:
 
     def _place(self, st: RequestState, v: int, jobs: list) -> None:
         t_start = time.perf_counter()
-        self.view._st = st
+        self.view.state = st
         d = policy_select(self.policy, self.names[v], self.view, self.dev_index, self.dev_names, ExecutionError)
         st.loc[v] = d
         mv = self.dmem[d]
@@ -408,6 +449,8 @@ class Engine:
         st.cvals[key] = (value, event)
         for v in st.inflight.pop(key):
             if v == _OUT:
+                if event is not None:
+                    self.output_events.append(event[0])
                 st.remaining -= 1
                 if st.remaining == 0:
                     self._complete(st)
@@ -424,7 +467,7 @@ class Engine:
             self.t_end = st.end
             self.done.release()
 
-    def _run_jobs(self, st: RequestState, jobs: list) -> None:
+    def run_jobs(self, st: RequestState, jobs: list) -> None:
         """Start copies (outside the lock)."""
         try:
             for key in jobs:
@@ -448,12 +491,17 @@ class Engine:
         st.end = math.nan
         return st
 
-    def run_once(self, timeout_s: float | None = None, *, keep: bool = False) -> float:
+    def run_once(self, timeout_s: float | None = None, *, keep: bool = False, trace: bool = False) -> float:
         """One run of every request; returns the makespan in seconds.
 
         ``keep``: keep every node's outputs until the run ends (to check them), even
-        where they would be dropped after their last reader."""
+        where they would be dropped after their last reader. ``trace``: launch every
+        GPU op eagerly between two CUDA timing events (and time the copies), for
+        per-op device times; a run without it records no timing event."""
         self.free_early = not keep and len(self.mem_names) == 1 and self.cuda is None
+        self.segmented = self.segment_tables is not None and not trace
+        self.reads, self.succs, self.npred = self.segment_tables if self.segmented else self.node_tables
+        self.output_events.clear()
         self.reqs[:] = [self._new_request(r) for r in range(self.n_req)]
         self.op_recs.clear()
         self.xfer_recs.clear()
@@ -469,7 +517,7 @@ class Engine:
         gc.disable()
         try:
             if self.cuda is not None:
-                self.cuda.begin(self)
+                self.cuda.begin(self, trace=trace)
             self.t0 = time.perf_counter()
             started: list[tuple[RequestState, list]] = []
             with self.lock:
@@ -489,15 +537,22 @@ class Engine:
                     if jobs:
                         started.append((st, jobs))
             for st, jobs in started:
-                self._run_jobs(st, jobs)
+                self.run_jobs(st, jobs)
             if not self.done.acquire(timeout=timeout_s if timeout_s is not None else -1):
                 raise ExecutionError(f"a run did not finish within {timeout_s} s (deadlock?)")
             if self.error is not None:
                 exc, where = self.error
                 raise Failure(exc, where)
-            makespan = self.t_end - self.t0
             if self.cuda is not None:
-                self.cuda.end(self)
+                try:
+                    if self.output_events:  # the host waits for the graph outputs' copies
+                        for ev in self.output_events:
+                            self.cuda.dev.wait_host(ev)
+                        self.t_end = max(self.t_end, time.perf_counter())
+                    self.cuda.end(self)
+                except Exception as e:  # a CUDA error of work launched earlier surfaces here
+                    raise Failure(e, self.cuda.describe(self)) from e
+            makespan = self.t_end - self.t0
         finally:
             sys.setswitchinterval(switch)
             if gc_was:
@@ -506,8 +561,13 @@ class Engine:
 
     def _finish_input(self, st: RequestState, p: int) -> list:
         """Graph input ``p`` is on the host: its consumers there are one input closer."""
-        st.remaining += 1  # _finish counts p as an op; graph inputs are not ops
-        return self._finish(st, p, self.host_mem)
+        st.remaining += 1  # finish counts p as an op; graph inputs are not ops
+        return self.finish(st, p, self.host_mem)
+
+    def placement(self) -> dict[str, str]:
+        """Node -> the platform device it ran on in request 0 of the last run."""
+        loc, names, devs = self.reqs[0].loc, self.names, self.dev_names
+        return {names[u]: devs[loc[u]] for u in range(self.n)}
 
     def outputs(self) -> list[Any]:
         """The graph outputs of request 0 of the last run, in the host's memory."""
@@ -527,6 +587,11 @@ class Engine:
         op_recs = self.cuda.op_times(self) if self.cuda is not None else self.op_recs
         workers: dict[tuple[int, int], int] = {}
         for rec in op_recs:
+            if rec[0] == "launch":  # GPU, untimed: the host's launch of an op or a segment
+                _, u, r, d, s, t_pick, t_enq, name = rec
+                w = workers.setdefault((d, s), len(workers))
+                out.append(_rec("dispatch", name, names[u], r, "dispatch", w, t_pick - t0, t_enq - t0, 0))
+                continue
             if len(rec) == 7:  # CPU: the call ends the dispatch and starts the kernel
                 u, r, d, s, t_pick, t_call, t_ret = rec
                 d_end, o_start = t_call, t_call

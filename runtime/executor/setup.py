@@ -1,7 +1,9 @@
 """What :func:`runtime.executor.execute.execute` prepares before anything is timed.
 
-* **devices** -- platform devices mapped to real ones (:func:`map_devices`), checked
-  to exist on this machine before any work;
+* **the plan checked** -- once per :func:`~runtime.executor.execute.execute`
+  (:func:`check_plan`: the plan against the graph and platform, the launch mode,
+  the devices mapped to real ones (:func:`map_devices`) and checked to exist on
+  this machine before any work);
 * **wiring** -- where every input slot of every node comes from (a node output, a
   graph input, or a constant with its value), from the model's Relax module
   (:class:`~runtime.backends.tvm_backend.RelaxModel`); graphs rewritten by
@@ -31,8 +33,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.platform import Platform
 
 __all__ = [
+    "LAUNCH_MODES",
+    "CheckedPlan",
     "ExecutionError",
     "Wiring",
+    "check_plan",
+    "resolve_launch",
     "build_calls",
     "check_devices",
     "load_model",
@@ -44,6 +50,93 @@ __all__ = [
 
 class ExecutionError(RuntimeError):
     """A plan cannot be executed, or its execution went wrong (wrong result, OOM...)."""
+
+
+#: how GPU work is launched: a CUDA graph per segment, or one launch per op
+LAUNCH_MODES = ("graph", "eager")
+
+
+def resolve_launch(launch: str | None, *, dynamic: bool, backend: str, gpu: bool) -> str | None:
+    """The launch mode of an execution: ``launch`` checked, or its default.
+
+    The default is ``"graph"`` for a static plan on the torch backend and
+    ``"eager"`` otherwise; None when no GPU takes part (nothing is launched).
+    ``"graph"`` with a dynamic plan (placed at run time: nothing to capture before
+    it runs) or the tvm backend is an error, not a silent fallback.
+
+    Examples
+    --------
+    >>> resolve_launch(None, dynamic=False, backend="torch", gpu=True)
+    'graph'
+    >>> resolve_launch(None, dynamic=True, backend="torch", gpu=True)
+    'eager'
+    >>> resolve_launch("graph", dynamic=False, backend="torch", gpu=False) is None
+    True
+    """
+    if launch is not None and launch not in LAUNCH_MODES:
+        raise ExecutionError(f"launch must be one of {list(LAUNCH_MODES)}, got {launch!r}")
+    if launch == "graph" and dynamic:
+        raise ExecutionError("launch 'graph' needs a static plan: a dynamic plan places its ops at run "
+                             "time, so its GPU work cannot be captured before it runs; use launch 'eager'")
+    if launch == "graph" and backend != "torch":
+        raise ExecutionError(f"launch 'graph' needs the torch backend (CUDA graphs of torch kernels), "
+                             f"not {backend!r}; use launch 'eager'")
+    if not gpu:
+        return None
+    if launch is None:
+        return "eager" if dynamic or backend != "torch" else "graph"
+    return launch
+
+
+@dataclass(frozen=True)
+class CheckedPlan:
+    """A plan checked for execution on a platform (:func:`check_plan`).
+
+    Attributes
+    ----------
+    platform
+        The platform loaded.
+    specs
+        Platform device -> the real device it runs on.
+    active
+        Platform devices the plan may run ops on.
+    launch
+        ``"graph"``, ``"eager"``, or None when no GPU takes part.
+    """
+
+    platform: Platform
+    specs: dict[str, DeviceSpec]
+    active: list[str]
+    launch: str | None
+
+
+def check_plan(graph: Graph, plan: Plan, platform: Platform | str, *, device_map: Mapping[str, str] | None = None,
+               backend: str = "torch", launch: str | None = None) -> CheckedPlan:
+    """Everything about a plan that is checked before anything runs, done once: the
+    platform loaded, the plan validated against the graph and the platform, the
+    launch mode (:func:`resolve_launch`), the devices mapped (:func:`map_devices`)
+    and present on this machine, the host a CPU.
+
+    Raises
+    ------
+    sim.PlanError
+        For a plan that does not fit the graph or the platform.
+    ExecutionError
+        For a launch mode the plan or backend cannot use, a device this machine
+        lacks, a host that is not a CPU.
+    """
+    from hetsim.sim.platform import Platform
+
+    platform = Platform.load(platform)
+    plan.validate(graph, platform)
+    specs = map_devices(platform, device_map)
+    active = plan_devices(plan, platform)
+    mode = resolve_launch(launch, dynamic=plan.policy is not None, backend=backend,
+                          gpu=any(specs[d].kind == "gpu" for d in active))
+    check_devices(specs, sorted(set(active) | {platform.host}))
+    if specs[platform.host].kind != "cpu":
+        raise ExecutionError(f"platform host {platform.host!r} must run on a CPU, not {specs[platform.host].name!r}")
+    return CheckedPlan(platform, specs, active, mode)
 
 
 # ------------------------------------------------------------------------ devices

@@ -73,7 +73,8 @@ class RunView:
         self._e = engine
         self.graph, self.platform, self.cost = engine.graph, engine.platform, engine.cost
         self.rng = np.random.default_rng(seed)
-        self._st: RequestState | None = None
+        #: the request being placed (set by the engine before each decision)
+        self.state: RequestState | None = None
 
     @property
     def now(self) -> float:
@@ -98,7 +99,7 @@ class RunView:
         i = e.index.get(node)
         if i is None:
             raise ExecutionError(f"location: unknown node {node!r}")
-        d = self._st.loc[i] if self._st is not None else e.loc0[i]
+        d = self.state.loc[i] if self.state is not None else e.loc0[i]
         return e.dev_names[d] if d >= 0 else None
 
 

@@ -102,7 +102,7 @@ def measure_overhead(
                     {}, {}, {"x": np.ones(1, np.float32)})
     platform, dmap = _one_device(device)
     with Execution(g, Plan(dict.fromkeys(names, "d")), platform, wiring, backend=backend, device_map=dmap,
-                   check=False) as ex:
+                   check=False, traced=True) as ex:
         ex.run(3, timed=False)
         ex.run(repeats)
         run = ex.result()
@@ -206,7 +206,7 @@ class ContextProfiler:
 
         plan = Plan(dict.fromkeys(graph.nx, "d"))
         ex = Execution(graph, plan, self._one, wire(graph, relax), backend=self.backend, device_map=self._dmap,
-                       model=relax, check=False)
+                       model=relax, check=False, traced=True)
         self._live.append((graph, features(graph), ex))
         try:
             ex.run(warmup, timed=False)

@@ -37,7 +37,11 @@ active run ``slowdown`` times slower, each lingering for the executor's spin aft
 its op when the CPU worker is pinned (it polls for its next op). Modelling the
 two workers' interference as a shared memory is an approximation: what they share
 is the host's cores and the interpreter, which the model treats alike (every op's
-whole time stretches while both are active).
+whole time stretches while both are active). On a CUDA platform whose host costs a
+fresh calibration measured (:func:`runtime.validation.cuda_host.host_model`), the
+simulator's host model charges them where they arise (launches, events, hand-overs,
+the interpreter lock), and validation applies this calibration with
+``contention=False``: the link's latency and the hand-over only.
 """
 
 from __future__ import annotations
@@ -182,7 +186,7 @@ class LinkCalibration:
         try:
             for plan in plans:
                 self._executions.append(Execution(graph, plan, platform, wire(graph, relax), backend=backend,
-                                                  model=relax, check=False, device_map=device_map))
+                                                  model=relax, check=False, device_map=device_map, traced=True))
             for ex in self._executions:
                 ex.run(warmup, timed=False)
         except BaseException:

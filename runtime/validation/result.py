@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim.runtime.validation.replay import as_static
 from hetsim.runtime.validation.table import in_band
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,7 +24,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.plan import Plan
     from hetsim.sim.result import SimResult
 
-__all__ = ["ValidationResult"]
+__all__ = ["STATISTICS", "ValidationResult", "check_statistic"]
+
+#: the statistics of the measured makespans a simulation may be compared with
+STATISTICS = ("median", "mean")
 
 
 @dataclass
@@ -45,6 +50,11 @@ class ValidationResult:
         Where each input of the simulation came from: ``{"op times": ..., "host
         costs": ..., "plan": ...}``, each a phrase that says whether it was measured
         in this run or read from a file (printed, and in ``summary.json``).
+    statistic
+        The statistic of the measured makespans set beside the simulated one
+        (:data:`STATISTICS`): the one the simulation's inputs add up to.
+    launch
+        How the plan's GPU ops were launched (``"graph"``, ``"eager"``; None: no GPU).
     """
 
     graph: Graph
@@ -53,6 +63,11 @@ class ValidationResult:
     run: RunResult
     cost: str
     inputs: dict[str, str] = field(default_factory=dict)
+    statistic: str = "median"
+    launch: str | None = None
+
+    def __post_init__(self) -> None:
+        check_statistic(self.statistic)
 
     @property
     def scheduler(self) -> str:
@@ -64,8 +79,8 @@ class ValidationResult:
 
     @property
     def measured_s(self) -> float:
-        """Median measured makespan."""
-        return float(self.run.median)
+        """The measured makespans' :attr:`statistic` (median or mean)."""
+        return float(self.run.median if self.statistic == "median" else statistics.fmean(self.run.makespans))
 
     @property
     def error_pct(self) -> float:
@@ -99,19 +114,20 @@ class ValidationResult:
             "error_pct": self.error_pct, "measured_p10_s": run.p10, "measured_p90_s": run.p90,
             "spread_pct": 100.0 * run.spread, "in_band": self.in_band, "ops": self.graph.number_of_nodes(),
             "requests": run.requests, "platform": run.platform, "backend": run.backend,
-            "cost": self.cost, "note": "",
+            "launch": self.launch or "", "statistic": self.statistic, "cost": self.cost, "note": "",
             **{f"sim_busy:{d}": b for d, b in self.sim.device_busy.items()},
             **{f"run_busy:{d}": b for d, b in run.device_busy.items()},
         }
 
     def write(self, out: str | os.PathLike[str]) -> Path:
         """Write ``sim_trace.json``, ``run_trace.json``, ``plan.json`` and
-        ``summary.json`` into the folder ``out``."""
+        ``summary.json`` into the folder ``out`` (a dynamic plan's ``plan.json``: the
+        placements and order its run made, as a static plan)."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         self.sim.to_chrome_trace(out / "sim_trace.json")
         self.run.to_chrome_trace(out / "run_trace.json")
-        self.plan.to_json(out / "plan.json")
+        as_static(self.plan).to_json(out / "plan.json")
         summary = {"row": _jsonable(self.row()), "inputs": self.inputs, "run": _jsonable(self.run.summary()),
                    "sim": _jsonable(self.sim.summary()), "makespans_s": self.run.makespans,
                    "check": self.run.check}
@@ -125,6 +141,7 @@ class ValidationResult:
             f"{self.graph.name} on {run.platform}: plan {self.scheduler}, backend {run.backend}, "
             f"cost {self.cost}, {run.requests} request(s)",
             f"makespan  simulated {self.simulated_s * ms:9.3f} ms   measured {self.measured_s * ms:9.3f} ms "
+            f"({self.statistic}{', ' + self.launch + ' launch' if self.launch else ''}) "
             f"(p10 {run.p10 * ms:.3f}, p90 {run.p90 * ms:.3f}, {len(run.makespans)} runs)   "
             f"error {self.error_pct:+.1f}%",
             f"the simulation is {'inside' if self.in_band else 'outside'} the measured p10-p90 band"
@@ -150,3 +167,10 @@ def _jsonable(d: Mapping[str, Any]) -> dict[str, Any]:
             v = None
         out[k] = v
     return out
+
+
+def check_statistic(statistic: str | None) -> str | None:
+    """``statistic`` if it is None or one of :data:`STATISTICS`, else :class:`ValueError` naming it."""
+    if statistic is not None and statistic not in STATISTICS:
+        raise ValueError(f"unknown statistic {statistic!r}; statistics: {list(STATISTICS)}")
+    return statistic

@@ -18,15 +18,16 @@ from __future__ import annotations
 import dataclasses
 import random
 import statistics
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.executor.execute import RunResult
+    from hetsim.schedulers.run import PlanRun
 
 T = TypeVar("T")
 
-__all__ = ["check_replicas", "pool_runs", "round_orders"]
+__all__ = ["check_replicas", "execution_key", "pool_runs", "pool_same_plans", "round_orders"]
 
 
 def round_orders(items: Sequence[T], rounds: int, *, seed: int = 0) -> list[list[T]]:
@@ -77,3 +78,33 @@ def check_replicas(replicas: object) -> int:
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise ValueError(f"replicas must be an int >= 1 (executions of each plan), got {replicas!r}")
     return replicas
+
+
+def pool_same_plans(measured: dict[str, RunResult], groups: Iterable[list[str]]) -> dict[str, str]:
+    """Pool, in ``measured``, the timed runs of plans that are one execution (each
+    was measured as its own execution, interleaved with the others): each gets the
+    makespans of all, so that their rows agree and the noise of one execution (one
+    placement of its buffers in memory, one unlucky minute) weighs less. Returns
+    each pooled plan's note."""
+    notes = {}
+    for names in groups:
+        names = [n for n in names if n in measured]  # an execution that failed in the rounds is left out
+        if len(names) < 2:
+            continue
+        pooled = pool_runs([measured[n] for n in names])
+        for n in names:
+            measured[n] = dataclasses.replace(pooled, makespans=list(pooled.makespans))
+            notes[n] = f"one execution with {', '.join(o for o in names if o != n)}: runs pooled"
+    return notes
+
+
+def execution_key(run: PlanRun) -> tuple[Any, ...] | None:
+    """What makes two plans one execution: the same graph object, the same order
+    (the executor and the simulator both take ready ops by ``(priority, topological
+    index)``) and the same device for every op. None for a plan that decides at run
+    time or pipelines: those are always measured on their own."""
+    plan, graph = run.plan, run.graph
+    if plan.policy is not None or plan.stages is not None or plan.microbatches is not None:
+        return None
+    order = plan.order(graph)
+    return (id(graph), tuple(order), tuple(plan.placement.get(n) for n in order))

@@ -24,7 +24,7 @@ __all__ = ["BASELINE", "NEAR_PCT", "VALIDATION_COLUMNS", "format_table", "in_ban
 VALIDATION_COLUMNS = [
     "model", "scheduler", "status", "simulated_s", "measured_s", "error_pct", "measured_p10_s",
     "measured_p90_s", "spread_pct", "in_band", "relative_error_pct", "simulated_rank", "measured_rank",
-    "kendall_tau", "kendall_p", "ops", "requests", "platform", "backend", "cost", "note",
+    "kendall_tau", "kendall_p", "ops", "requests", "platform", "backend", "launch", "statistic", "cost", "note",
 ]
 #: the plan :data:`VALIDATION_COLUMNS` ``relative_error_pct`` is relative to
 BASELINE = "all-cpu"
@@ -72,7 +72,7 @@ def with_ranks(table: pd.DataFrame, rank: pd.DataFrame) -> pd.DataFrame:
     table = table.copy()
     for col in VALIDATION_COLUMNS:
         if col not in table:
-            table[col] = "" if col in ("note", "status") else (None if col == "in_band" else math.nan)
+            table[col] = "" if col in ("note", "status", "launch", "statistic") else (None if col == "in_band" else math.nan)
     ok = table["status"] == "ok"
     for src, dst in (("simulated_s", "simulated_rank"), ("measured_s", "measured_rank")):
         table.loc[ok, dst] = table[ok].groupby("model")[src].rank(method="min")
@@ -119,17 +119,18 @@ def summary(table: pd.DataFrame) -> dict[str, Any]:
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """The :func:`validate_all` table as aligned text (ms and %; ``band``: whether the
+    """The :func:`validate_all` table as aligned text (ms and %; ``spread``: the measured
+    p10-p90 width over the median, the run-to-run noise; ``band``: whether the
     simulation falls inside the measured p10-p90), the ranking and :func:`summary`."""
     lines = [f"{'model':<14}{'scheduler':<20}{'simulated ms':>13}{'measured ms':>13}{'p10-p90 ms':>17}"
-             f"{'band':>6}{'error':>9}{'rel.err':>9}  ranks s/m"]
+             f"{'spread':>8}{'band':>6}{'error':>9}{'rel.err':>9}  ranks s/m"]
     for r in table.itertuples(index=False):
         if r.status != "ok":
             lines.append(f"{r.model:<14}{r.scheduler:<20}({r.status}: {str(r.note)[:90]})")
             continue
         lines.append(
             f"{r.model:<14}{r.scheduler:<20}{r.simulated_s * 1e3:>13.3f}{r.measured_s * 1e3:>13.3f}"
-            f"{f'{r.measured_p10_s * 1e3:.2f}-{r.measured_p90_s * 1e3:.2f}':>17}"
+            f"{f'{r.measured_p10_s * 1e3:.2f}-{r.measured_p90_s * 1e3:.2f}':>17}{r.spread_pct:>7.1f}%"
             f"{'in' if r.in_band else 'out':>6}{r.error_pct:>+8.1f}%"
             f"{_pct(r.relative_error_pct):>9}  {int(r.simulated_rank)}/{int(r.measured_rank)}"
             + (f"  ({r.note})" if isinstance(r.note, str) and r.note else "")
@@ -150,6 +151,10 @@ def format_table(table: pd.DataFrame) -> str:
                      f"plans; within 10%: {s['within_10pct']}/{n}")
         lines.append(f"inside the measured p10-p90 band: {s['in_band']}/{n}; inside or within {NEAR_PCT:g}%: "
                      f"{s['in_band_or_near']}/{n} (mean band width {s['mean_spread_pct']:.1f}% of the median)")
+        stats = sorted({str(x) for x in ok.get("statistic", []) if x})
+        if stats:
+            lines.append(f"measured ms: the {' or '.join(stats)} of each plan's timed runs, the statistic "
+                         f"its simulation's inputs add up to")
         rel = ok["relative_error_pct"].dropna().abs()
         if len(rel):
             lines.append(f"|rel.err| (vs each model's {BASELINE} plan): mean {rel.mean():.1f}%, "

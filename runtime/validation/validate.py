@@ -37,9 +37,8 @@ Examples
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,14 +50,27 @@ from hetsim.runtime.validation.context_profile import (
     measure_overhead,
     profile_in_context,
 )
+from hetsim.runtime.validation.cuda_host import (
+    execution_launch,
+    host_model,
+    plan_launch,
+    with_launch,
+)
 from hetsim.runtime.validation.handoff import (
     HostCalibration,
     handoff_gaps,
     measure_handoff,
     measure_read_bandwidth,
 )
-from hetsim.runtime.validation.result import ValidationResult
-from hetsim.runtime.validation.rounds import check_replicas, pool_runs, round_orders
+from hetsim.runtime.validation.replay import simulate_as_run
+from hetsim.runtime.validation.result import ValidationResult, check_statistic
+from hetsim.runtime.validation.rounds import (
+    check_replicas,
+    execution_key,
+    pool_runs,
+    pool_same_plans,
+    round_orders,
+)
 from hetsim.runtime.validation.table import (
     VALIDATION_COLUMNS,
     format_table,
@@ -97,9 +109,11 @@ __all__ = [
 
 
 def _platform(platform: Platform | str) -> Platform:
-    from hetsim.sim.platform import Platform
+    """The platform, its calibration checked (:func:`runtime.calibration.load_calibrated`:
+    a warning for another machine's or an older format's figures)."""
+    from hetsim.runtime.calibration import load_calibrated
 
-    return Platform.load(platform)
+    return load_calibrated(platform)
 
 
 def _cost(cost: Any, platform: Platform) -> tuple[Any, str]:
@@ -131,6 +145,9 @@ def validate(
     folder: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
     replicas: int = 3,
+    launch: str | None = None,
+    statistic: str | None = None,
+    trace: bool = False,
 ) -> ValidationResult:
     """Plan, simulate and execute ``graph`` on ``platform``; compare.
 
@@ -173,6 +190,23 @@ def validate(
         buffers and threads), run in the same interleaved rounds, their
         ``replicas * repeats`` timed runs pooled: one execution's memory layout
         is an offset all its runs share (:mod:`runtime.validation.rounds`).
+    launch
+        How a plan's GPU ops are launched, in the run and in the simulation:
+        ``"graph"`` (default where the plan uses a GPU: each segment a CUDA graph)
+        or ``"eager"``; a dynamic plan, the tvm backend or an executor without
+        graphs run eagerly, with a note (:func:`~runtime.validation.cuda_host.plan_launch`).
+    statistic
+        The statistic of the measured makespans the simulation is compared with:
+        ``"median"`` or ``"mean"`` (default: ``"mean"`` where the simulation is
+        priced with mean op times measured in the run on a CUDA platform, which add up
+        to a mean makespan; ``"median"`` otherwise).
+
+    A dynamic plan is simulated with the placements and order its measured run
+    made (:func:`~runtime.validation.replay.recorded_plan`). Without ``cost`` on a
+    platform with CUDA GPUs of this machine, a fresh calibration
+    (:func:`runtime.calibrate`) gives the simulator the host keys first.
+    trace
+        Whether a traced run adds per-op GPU times (:func:`runtime.execute`).
 
     Returns
     -------
@@ -185,10 +219,12 @@ def validate(
 
     platform = _platform(platform)
     check_replicas(replicas)
+    stat = check_statistic(statistic)
     if cost is None and why_not_measured(platform) is None:
         from hetsim import schedulers
         from hetsim.runtime.executor.setup import load_model
 
+        platform, host = host_model(platform, device_map, folder, progress)
         relax = model or load_model(graph)
         how = (schedulers.get(scheduler_or_plan, **dict(scheduler_args or {}))
                if isinstance(scheduler_or_plan, str) else scheduler_or_plan)
@@ -204,25 +240,37 @@ def validate(
                                    warmup=warmup, repeats=repeats, device_map=device_map, out_dir=None,
                                    progress=progress, profiler=inputs.profiler, calibration=inputs.calibration,
                                    cal_rows=cal_rows, results=results, requests=requests, seed=seed,
-                                   decisions=decisions, replicas=replicas)
+                                   decisions=decisions, replicas=replicas, launch=launch, trace=trace,
+                                   statistic=stat or ("mean" if host else "median"), host_model=host is not None)
             if not results:
                 raise ExecutionError(f"{graph.name} {label}: {rows[0]['status']}: {rows[0].get('note', '')}")
             res = results[0]
             res.inputs = inputs.describe(platform, cal_rows[0] if cal_rows else None, rounds=repeats,
                                          decisions=decisions, replicas=replicas)
+            if host is not None:
+                res.inputs["host model"] = host
             return res
         finally:
             inputs.close()
     cost_model, cost_name = _cost(cost, platform)
     run = _plan_run(graph, platform, scheduler_or_plan, cost_model, scheduler_args,
                     requests=requests, record=True, seed=seed)  # fmt: skip
+    mode, note = plan_launch(run.plan, platform, launch, backend=backend)
     result = execute(run.graph, run.plan, platform, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
                      device_map=device_map, cost=cost_model, model=model, requests=requests,
-                     replicas=replicas)  # fmt: skip
+                     replicas=replicas, trace=trace, **execution_launch(mode))  # fmt: skip
+    if note:
+        result.notes.append(note)
+    run, how = simulate_as_run(run, result, with_launch(platform, mode), cost_model, requests=requests, seed=seed,
+                       again=mode is not None)
+    if how:
+        result.notes.append(how)
     inputs = file_inputs(platform, cost_name, replicas=replicas, rounds=repeats)
     if cost is None:
         inputs["op times"] += f" ({why_not_measured(platform)})"
-    return ValidationResult(run.graph, run.plan, run.result, result, cost_name, inputs)
+    return ValidationResult(run.graph, run.plan, run.result, result, cost_name, inputs, statistic=stat or "median",
+                            launch=mode)
+
 
 
 def _plan_run(graph: Graph, platform: Platform, how: Any, cost: Any, args: Mapping[str, Any] | None,
@@ -256,6 +304,9 @@ def validate_all(
     in_context: str | os.PathLike[str] | None = None,
     calibrate: str | None = None,
     replicas: int = 3,
+    launch: str | None = None,
+    statistic: str | None = None,
+    trace: bool = False,
 ) -> pd.DataFrame:
     """Validate every applicable scheduler on each model; one row per (model, scheduler).
 
@@ -309,6 +360,11 @@ def validate_all(
     replicas
         As :func:`validate`: each plan measured as this many executions, each
         built apart, in the same rounds, their timed runs pooled.
+    launch, statistic
+        As :func:`validate` (the ``launch`` and ``statistic`` columns say what each
+        row used).
+    trace
+        After the rounds, a traced run of each plan (:func:`runtime.execute`).
 
     Notes
     -----
@@ -340,6 +396,7 @@ def validate_all(
 
     platform = _platform(platform)
     check_replicas(replicas)
+    stat = check_statistic(statistic)
     rows: list[dict[str, Any]] = []
     out_dir = Path(out) if out is not None else None
     items = []
@@ -351,7 +408,9 @@ def validate_all(
             items.append((m, load_model(m)))
     measured = None
     profiler = calibration = None
+    host: str | None = None
     if cost is None and why_not_measured(platform) is None:
+        platform, host = host_model(platform, device_map, out_dir, progress)
         _say(progress, "measuring the op times to plan with (in context, before the rounds)")
         measured = InRunInputs(items, platform, out_dir, backend=backend, warmup=warmup, batch=batch,
                                calibrate=calibrate, profile=in_context, device_map=device_map)
@@ -374,7 +433,8 @@ def validate_all(
                                     backend=backend, warmup=warmup, repeats=repeats, device_map=device_map,
                                     out_dir=out_dir, progress=progress, profiler=profiler,
                                     calibration=calibration, cal_rows=cal_rows, decisions=decisions,
-                                    replicas=replicas)
+                                    replicas=replicas, launch=launch, host_model=host is not None,
+                                    statistic=stat or ("mean" if host else "median"), trace=trace)
     finally:
         if measured is not None:
             measured.close()
@@ -386,6 +446,8 @@ def validate_all(
                                                   rounds=repeats, decisions=decisions, replicas=replicas)
         if len(cal_rows) > 1:
             table.attrs["inputs"]["host costs"] = "measured in this run, per model (below)"
+        if host is not None:
+            table.attrs["inputs"]["host model"] = host
     else:
         table.attrs["inputs"] = file_inputs(platform, cost_name, replicas=replicas, rounds=repeats)
         if in_context is not None:
@@ -413,7 +475,8 @@ def _validate_model(
     profiler: ContextProfiler | None = None, calibration: HostCalibration | None = None,
     cal_rows: list[dict[str, Any]] | None = None, results: list[ValidationResult] | None = None,
     requests: int | None = None, seed: int | None = None, decisions: dict[str, float] | None = None,
-    replicas: int = 1,
+    replicas: int = 1, launch: str | None = None, statistic: str = "median", host_model: bool = False,
+    trace: bool = False,
 ) -> list[dict[str, Any]]:
     """Plan and simulate with every scheduler, prepare every execution, then run them
     interleaved (each round runs each execution once, in the order of
@@ -430,7 +493,11 @@ def _validate_model(
     (:attr:`RunResult.decision_s <runtime.executor.RunResult>`), recorded there
     under ``"<model> <plan>"`` (each dynamic plan of a model its own), instead of
     the platform's ``decision_s``. Each plan is measured as ``replicas`` executions,
-    each built apart, and their timed runs pooled (:func:`pool_runs`)."""
+    each built apart, and their timed runs pooled (:func:`pool_runs`). Each plan runs
+    and is simulated in its launch mode (:func:`plan_launch`), a dynamic one with
+    the decisions its run made (:func:`~runtime.validation.replay.simulate_as_run`); ``statistic`` of the measured
+    makespans is set beside the simulation; with ``host_model`` (the platform holds
+    a fresh calibration's host keys) a link calibration adds no memory domain."""
     from hetsim import schedulers as sched_mod
     from hetsim.runtime.executor.execute import Execution
     from hetsim.runtime.executor.setup import wire
@@ -442,6 +509,7 @@ def _validate_model(
     live: list[tuple[str, PlanRun, Execution]] = []
     profiling: list[tuple[str, Graph, Execution]] = []
     same: dict[tuple[Any, ...], list[str]] = {}  # execution key -> the plans that are that execution
+    launches: dict[str, tuple[str | None, str]] = {}  # plan -> (launch mode, note)
     try:
         for item in names:
             name, how = item if isinstance(item, tuple) else (item, item)
@@ -468,13 +536,14 @@ def _validate_model(
                 _say(progress, f"{mname} {name}: FAILED: {e}")
                 continue
             try:
+                launches[name] = plan_launch(run.plan, platform, launch, backend=backend)
                 for _ in range(replicas):  # each built apart: its own buffers and threads
                     ex = Execution(run.graph, run.plan, platform, wire(run.graph, relax_model), backend=backend,
                                    cost=cost, model=relax_model, device_map=device_map, requests=requests,
-                                   seed=seed)  # fmt: skip
+                                   seed=seed, **execution_launch(launches[name][0]))  # fmt: skip
                     live.append((name, run, ex))
                     ex.run(warmup, timed=False)
-                key = _execution_key(run)
+                key = execution_key(run)
                 if key is not None:
                     same.setdefault(key, []).append(name)
             except (ExecutionError, BackendError) as e:
@@ -505,7 +574,7 @@ def _validate_model(
                     _say(progress, f"{mname} {item[0]}: FAILED: {e}")
         if calibration is not None and live:
             res = calibration.result(since)
-            platform = calibration.apply(platform, res)
+            platform = calibration.apply(platform, res, **({"contention": False} if host_model else {}))
             if cal_rows is not None:
                 cal_rows.append({"model": mname, "calibration": calibration.graph.name,
                                  **{k: v for k, v in res.items() if k != "extra_s"}})
@@ -522,19 +591,28 @@ def _validate_model(
         for name, run, ex in live:
             replica_runs.setdefault(name, []).append(ex.result())
             plan_runs[name] = run
+        traces: dict[str, tuple[list[dict[str, Any]], list[str]]] = {}
+        for name, _, ex in live if trace else ():  # a traced run of each plan's first execution
+            if name not in traces:
+                traces[name] = (ex.trace(), ex.gpu_devices)
         measured = {name: pool_runs(runs) for name, runs in replica_runs.items()}
-        notes = _pool_same_plans(measured, same.values())
+        for name, (records, gpus) in traces.items():
+            measured[name] = measured[name].with_trace(records, gpus)
+        notes = pool_same_plans(measured, same.values())
         for name, run in plan_runs.items():
             measured_run, note = measured[name], notes.get(name, "")
-            if late:  # with what the rounds measured: the calibrated platform, the in-context profile
-                plat = platform
-                if decisions is not None and run.plan.policy is not None and measured_run.decision_s is not None:
-                    plat = platform.replace(decision_s=measured_run.decision_s)
-                    decisions[f"{mname} {name}"] = measured_run.decision_s
-                run = run.simulate(platform=plat, cost=cost, record=True, requests=requests, seed=seed)
-            res = ValidationResult(run.graph, run.plan, run.result, measured_run, cost_name)
+            mode, launch_note = launches[name]
+            plat = with_launch(platform, mode)  # late: the calibrated platform, the in-context profile
+            if late and decisions is not None and run.plan.policy is not None and measured_run.decision_s is not None:
+                plat = plat.replace(decision_s=measured_run.decision_s)
+                decisions[f"{mname} {name}"] = measured_run.decision_s
+            run, how = simulate_as_run(run, measured_run, plat, cost, requests=requests, seed=seed,
+                               again=late or mode is not None)
+            res = ValidationResult(run.graph, run.plan, run.result, measured_run, cost_name, statistic=statistic,
+                                   launch=mode)
             if results is not None:
                 results.append(res)
+            note = "; ".join(x for x in (note, launch_note, how) if x)
             rows[name] = {**res.row(), "scheduler": name, "cost": cost_name, "note": note}
             if out_dir is not None:
                 res.write(out_dir / mname / name)
@@ -553,34 +631,6 @@ def _say(progress: Callable[[str], None] | None, text: str) -> None:
         progress(text)
 
 
-def _pool_same_plans(measured: dict[str, RunResult], groups: Iterable[list[str]]) -> dict[str, str]:
-    """Pool, in ``measured``, the timed runs of plans that are one execution (each
-    was measured as its own execution, interleaved with the others): each gets the
-    makespans of all, so that their rows agree and the noise of one execution (one
-    placement of its buffers in memory, one unlucky minute) weighs less. Returns
-    each pooled plan's note."""
-    notes = {}
-    for names in groups:
-        names = [n for n in names if n in measured]  # an execution that failed in the rounds is left out
-        if len(names) < 2:
-            continue
-        pooled = pool_runs([measured[n] for n in names])
-        for n in names:
-            measured[n] = dataclasses.replace(pooled, makespans=list(pooled.makespans))
-            notes[n] = f"one execution with {', '.join(o for o in names if o != n)}: runs pooled"
-    return notes
-
-
-def _execution_key(run: PlanRun) -> tuple[Any, ...] | None:
-    """What makes two plans one execution: the same graph object, the same order
-    (the executor and the simulator both take ready ops by ``(priority, topological
-    index)``) and the same device for every op. None for a plan that decides at run
-    time or pipelines: those are always measured on their own."""
-    plan, graph = run.plan, run.graph
-    if plan.policy is not None or plan.stages is not None or plan.microbatches is not None:
-        return None
-    order = plan.order(graph)
-    return (id(graph), tuple(order), tuple(plan.placement.get(n) for n in order))
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:

@@ -151,7 +151,7 @@ class PlacementSearch(LLMPolicy):
                 continue
             tg = sum(cost.op_time(g, n, dev_g) for n in ns)
             tc = sum(cost.op_time(g, n, dev_c) for n in ns)
-            read = sum(nodes[n]["param_bytes"] * (frac if "expert" in nodes[n] else 1.0)
+            read = sum(nodes[n]["param_bytes"] * (frac if "moe_block" in nodes[n] else 1.0)
                        for n in ns if nodes[n]["op"] != "attention")
             ts = max(tg, sum(cost.transfer_time(int(read), lk) for lk in links))
             info[u] = (tg, tc, ts, resident_bytes[u])

@@ -1,0 +1,16 @@
+"""llama.cpp as it runs: where its flags put each tensor, the memory it allocates, and
+its prompt-processing and generation speed from the rates its kernels achieve.
+
+>>> from hetsim.costmodel.llamacpp import LlamaCppRun
+>>> LlamaCppRun(ngl=99).ubatch
+512
+"""
+
+from __future__ import annotations
+
+from hetsim.costmodel.llamacpp.machine import Machine
+from hetsim.costmodel.llamacpp.placement import LlamaCppRun, Placement, place
+from hetsim.costmodel.llamacpp.predict import Prediction, predict
+from hetsim.costmodel.llamacpp.rates import AchievedRates
+
+__all__ = ["AchievedRates", "LlamaCppRun", "Machine", "Placement", "Prediction", "place", "predict"]

@@ -1,0 +1,69 @@
+"""The figures of a machine that llama.cpp's speed depends on.
+
+A :class:`Machine` is one GPU (or none) and the host: GPU memory and its bandwidth, the
+GPU's dense FP16 tensor rate with FP16 accumulation and its dense INT8 tensor rate, the PCIe link,
+host memory and its bandwidth, and the CPU threads that run in parallel (physical cores:
+a run's threads beyond them add nothing). Peaks, not achieved
+rates: :class:`~costmodel.llamacpp.rates.AchievedRates` scales them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from hetsim.costmodel.base import CostModelError
+
+__all__ = ["PCIE_LANE_GB_S", "Machine", "pcie_bandwidth"]
+
+#: usable bandwidth of one PCIe lane per generation, GB/s (after line encoding:
+#: 8 GT/s x 128b/130b for gen 3, doubling each generation)
+PCIE_LANE_GB_S = {3: 0.985, 4: 1.969, 5: 3.938}
+
+
+def pcie_bandwidth(gen: int, lanes: int) -> float:
+    """Bytes/s of a PCIe link of generation ``gen`` and ``lanes`` lanes."""
+    if gen not in PCIE_LANE_GB_S:
+        raise CostModelError(f"PCIe generation {gen!r} unknown; known: {', '.join(map(str, PCIE_LANE_GB_S))}")
+    return PCIE_LANE_GB_S[gen] * lanes * 1e9
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Peak figures of a CPU-GPU machine (bytes, bytes/s, FLOP/s); ``gpu`` empty for a CPU-only
+    one; a host figure (memory, bandwidth, threads) of 0 is not known (an error where a
+    prediction needs it); ``gpu_int8_ops`` 0: no INT8 tensor cores."""
+
+    name: str
+    host_memory: float
+    host_bandwidth: float
+    threads: int
+    gpu: str = ""
+    gpu_memory: float = 0.0
+    gpu_bandwidth: float = 0.0
+    gpu_flops: float = 0.0
+    gpu_int8_ops: float = 0.0
+    pcie_bandwidth: float = 0.0
+
+    def __post_init__(self) -> None:
+        checks: dict[str, Any] = {}
+        if self.gpu:
+            checks.update(gpu_memory=self.gpu_memory, gpu_bandwidth=self.gpu_bandwidth, gpu_flops=self.gpu_flops,
+                          pcie_bandwidth=self.pcie_bandwidth)
+        for k, v in checks.items():
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+                raise CostModelError(f"machine {self.name!r}: {k} must be a positive number, got {v!r}")
+        for k in ("host_memory", "host_bandwidth", "threads", "gpu_int8_ops"):
+            v = getattr(self, k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+                raise CostModelError(f"machine {self.name!r}: {k} must be a number >= 0 (0: not known), got {v!r}")
+
+    @property
+    def has_gpu(self) -> bool:
+        """Whether the machine has a GPU."""
+        return bool(self.gpu)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as a dict."""
+        return asdict(self)

@@ -1,0 +1,146 @@
+"""Where llama.cpp's flags put each tensor and KV cache, and the memory it then allocates.
+
+llama.cpp's rules (``llama_model::load_tensors``, ``common/arg.cpp``):
+
+* ``-ngl N`` puts the last ``N`` repeating layers on the GPU, and the output head too
+  when ``N`` exceeds the layer count; ``token_embd`` stays in host memory (it is read
+  by row lookup). ``N`` above ``layers + 1`` is clamped.
+* ``--n-cpu-moe N`` keeps the routed-expert tensors (``ffn_*_exps``) of the first ``N``
+  layers in host memory; ``-ot REGEX=CPU`` does so for every tensor whose name matches.
+* A layer's KV cache is on the device of its layer (``-ngl``), in host memory with
+  ``-nkvo``; sliding-window layers hold their window plus one micro-batch.
+* GPU memory = its weights + its KV cache + a compute buffer (the largest intermediate
+  of the graph over one micro-batch: the logits ``ubatch x vocab`` in f32, or without
+  flash attention the scores ``ubatch x context x heads`` in f32; with layers in host
+  memory, one layer's weights staged for prompt processing on the GPU).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from hetsim.costmodel.base import CostModelError
+from hetsim.graphs.llm.architecture import ModelWeights
+
+__all__ = ["GPU", "HOST", "LlamaCppRun", "Placement", "place"]
+
+GPU, HOST = "gpu", "host"
+_BLOCK = re.compile(r"^blk\.(\d+)\.(.+)$")
+
+
+@dataclass(frozen=True)
+class LlamaCppRun:
+    """The flags of one llama.cpp run (llama-bench defaults: ``-ngl 99``, ``-ub 512``,
+    ``-b 2048``, flash attention off, f16 KV cache on the GPU); ``cuda_graphs``: whether
+    generation replays each step as a CUDA graph (llama.cpp builds since 2024 on Ampere
+    and newer GPUs)."""
+
+    ngl: int = 99
+    n_cpu_moe: int = 0
+    override_cpu: tuple[str, ...] = ()
+    ubatch: int = 512
+    batch: int = 2048
+    flash_attn: bool = False
+    type_k: str = "F16"
+    type_v: str = "F16"
+    kv_offload: bool = True
+    context: int = 0
+    threads: int = 0
+    cuda_graphs: bool = True
+
+    def __post_init__(self) -> None:
+        for k in ("ngl", "n_cpu_moe", "context", "threads"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise CostModelError(f"llama.cpp run: {k} must be an int >= 0, got {v!r}")
+        for k in ("ubatch", "batch"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise CostModelError(f"llama.cpp run: {k} must be an int >= 1, got {v!r}")
+        for pattern in self.override_cpu:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise CostModelError(f"llama.cpp run: -ot pattern {pattern!r} is not a regular expression: {e}") from None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Bytes per device of one run: ``layers[i]`` maps a layer's groups (``attn``, ``ffn``,
+    ``exps``) to their device; ``kv_device[i]`` holds its cache; ``notes`` say what was clamped."""
+
+    ngl: int
+    layers: tuple[dict[str, str], ...]
+    kv_device: tuple[str, ...]
+    output_device: str
+    memory: dict[str, int]
+    breakdown: dict[str, dict[str, int]]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def gpu_layers(self) -> int:
+        """Layers whose attention runs on the GPU."""
+        return sum(1 for d in self.layers if d["attn"] == GPU)
+
+
+def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool = True) -> Placement:
+    """Where ``run`` puts ``model``'s tensors and what each device allocates at ``context`` tokens."""
+    a = model.arch
+    n = a.layers
+    notes: list[str] = []
+    ngl = run.ngl if has_gpu else 0
+    if ngl > n + 1:
+        notes.append(f"-ngl {run.ngl} clamped to {n + 1} (the model has {n} layers and an output layer)")
+        ngl = n + 1
+    first_gpu = n - min(ngl, n)
+    patterns = [re.compile(p) for p in run.override_cpu]
+    layers = []
+    by_group = {GPU: {"weights": 0, "kv": 0, "compute": 0}, HOST: {"weights": model.token_embd_bytes, "kv": 0,
+                                                                   "compute": 0}}
+    overridden: dict[int, dict[str, int]] = {}
+    for t in model.tensors:
+        m = _BLOCK.match(t.name)
+        if m and any(p.search(t.name) for p in patterns):
+            rest = m.group(2)
+            kind = "exps" if "_exps" in rest else ("ffn" if rest.startswith("ffn") else "attn")
+            overridden.setdefault(int(m.group(1)), {}).setdefault(kind, 0)
+            overridden[int(m.group(1))][kind] += t.nbytes
+    staged = 0
+    for i, lb in enumerate(model.layer_bytes):
+        dev = GPU if i >= first_gpu else HOST
+        groups = {"attn": dev, "ffn": dev, "exps": dev}
+        if dev == GPU and i < run.n_cpu_moe and a.is_moe_layer(i):
+            groups["exps"] = HOST
+        sizes = {"attn": lb.attn, "ffn": lb.ffn, "exps": lb.exps}
+        moved = overridden.get(i, {})
+        for kind, size in sizes.items():
+            on_host = moved.get(kind, 0) if groups[kind] == GPU else 0
+            by_group[groups[kind]]["weights"] += size - on_host
+            by_group[HOST]["weights"] += on_host
+            if on_host:
+                groups[kind] = HOST if on_host == size else "split"
+        layers.append(groups)
+        staged = max(staged, sum(s for k, s in sizes.items() if groups[k] != GPU))
+    out_dev = GPU if ngl > n else HOST
+    head = model.output_bytes - (model.token_embd_bytes if model.output_is_embedding and out_dev == HOST else 0)
+    by_group[out_dev]["weights"] += head  # a tied head in host memory is token_embd itself
+    ctx = context
+    kv_device = []
+    for i in range(n):
+        kvd = layers[i]["attn"] if run.kv_offload else HOST
+        kvd = GPU if kvd == "split" else kvd
+        kv_device.append(kvd)
+        by_group[kvd]["kv"] += a.kv_bytes(i, a.kv_cells(i, ctx, run.ubatch), run.type_k, run.type_v)
+    ub = min(run.ubatch, run.batch)
+    logits = 4 * ub * a.vocab
+    scores = 0 if run.flash_attn else 4 * ub * ctx * a.heads
+    activations = 4 * ub * (2 * a.hidden + 2 * max(a.ffn, a.expert_ffn * a.top_k if a.is_moe else 0))
+    if has_gpu and ngl > 0 or has_gpu and staged:
+        by_group[GPU]["compute"] = max(logits if out_dev == GPU else 0, scores, activations) + (staged if ub >= 32 else 0)
+    by_group[HOST]["compute"] = max(logits, activations)
+    memory = {d: sum(v.values()) for d, v in by_group.items()}
+    if not has_gpu:
+        memory.pop(GPU)
+        by_group.pop(GPU)
+    return Placement(min(ngl, n + 1), tuple(layers), tuple(kv_device), out_dev, memory, by_group, tuple(notes))

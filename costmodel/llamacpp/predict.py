@@ -1,0 +1,138 @@
+"""llama.cpp's prompt-processing and generation speed for one placement on one machine.
+
+Token generation (``tg``) at ``n`` tokens is priced at the mean cache length ``n / 2``:
+each device reads the weights it holds that one token uses (routed experts: ``top_k`` of
+them) and its layers' KV cache, at its achieved bandwidth; the GPU adds a fixed cost per
+token and every hand-over between CPU and GPU costs ``switch_s``.
+
+Prompt processing (``pp``) of ``n`` tokens runs in micro-batches of ``ubatch`` rows:
+layers on the GPU run their matrix products at the achieved tensor rate (routed experts
+as one grouped product with ``rows x top_k / experts`` rows per expert); layers in host
+memory are, for micro-batches of 32 rows or more, run on the GPU too, their weights
+copied over PCIe for each micro-batch (llama.cpp's operation offload); without a GPU
+they run on the CPU threads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.llamacpp.machine import Machine
+from hetsim.costmodel.llamacpp.placement import GPU, HOST, LlamaCppRun, Placement, place
+from hetsim.costmodel.llamacpp.rates import AchievedRates
+from hetsim.graphs.llm.architecture import ModelWeights
+
+__all__ = ["OP_OFFLOAD_MIN_ROWS", "Prediction", "predict"]
+
+#: llama.cpp offloads an operation on host-resident weights to the GPU from this batch size
+OP_OFFLOAD_MIN_ROWS = 32
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted tokens/s of a test (``pp`` or ``tg``) and seconds per device."""
+
+    test: str
+    tokens: int
+    tokens_per_s: float
+    seconds: dict[str, float]
+
+
+def _gemm_seconds(flops: float, rows: float, machine: Machine, rates: AchievedRates, float_weights: bool) -> float:
+    if float_weights or not machine.gpu_int8_ops:  # without INT8 tensor cores: dequantised to F16
+        rate = machine.gpu_flops * rates.gemm_frac_float
+    else:
+        rate = machine.gpu_int8_ops * rates.gemm_frac_quant
+    return flops * (rows + rates.gemm_rows_half) / rows / rate
+
+
+def _cpu_seconds(flops: float, machine: Machine, rates: AchievedRates, threads: int) -> float:
+    if not threads:
+        raise CostModelError(f"machine {machine.name!r}: CPU threads not known and work runs on the CPU "
+                             "(give --threads)")
+    return flops / (threads * rates.cpu_thread_flops)
+
+
+def _cpu_bandwidth(machine: Machine, rates: AchievedRates, threads: int) -> float:
+    if not machine.host_bandwidth or not threads:
+        raise CostModelError(f"machine {machine.name!r}: host memory bandwidth or threads not known and "
+                             "weights are read from host memory (give --ram-bw and --threads)")
+    return min(machine.host_bandwidth * rates.cpu_bw_frac, threads * rates.cpu_thread_bw)
+
+
+def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, tokens: int,
+            rates: AchievedRates, placement: Placement | None = None) -> Prediction:
+    """Tokens/s of llama-bench's ``test`` (``"pp"`` or ``"tg"``) of ``tokens`` tokens."""
+    a = model.arch
+    # threads beyond the machine's cores add nothing: hyper-threads share a core's vector units
+    threads = min(run.threads, machine.threads) if run.threads and machine.threads else run.threads or machine.threads
+    context = run.context or tokens
+    pl = placement or place(model, run, context, has_gpu=machine.has_gpu)
+    if test == "tg":
+        return _generation(model, machine, run, pl, tokens, rates, threads)
+    if test != "pp":
+        raise ValueError(f"test must be 'pp' or 'tg', got {test!r}")
+    ub = min(run.ubatch, run.batch)
+    seconds = {GPU: 0.0, HOST: 0.0, "pcie": 0.0}
+    float_w = model.float_weights
+    done = 0
+    while done < tokens:
+        m = min(ub, tokens - done)
+        kv_mean = done + m / 2
+        for i, groups in enumerate(pl.layers):
+            el, by = model.layer_elements[i], model.layer_bytes[i]
+            attn_flops = m * a.attention_flops_per_token(i, int(kv_mean))
+            if pl.kv_device[i] == GPU:
+                seconds[GPU] += _gemm_seconds(attn_flops, m, machine, rates, True)
+            else:  # attention runs where its KV cache is
+                seconds[HOST] += _cpu_seconds(attn_flops, machine, rates, threads)
+            for kind in ("attn", "ffn", "exps"):
+                n_el = getattr(el, kind)
+                if not n_el:
+                    continue
+                share = a.top_k / a.experts if kind == "exps" else 1.0
+                flops = 2 * m * n_el * share
+                rows = m * share
+                dev = groups[kind]
+                if dev == GPU:
+                    seconds[GPU] += _gemm_seconds(flops, rows, machine, rates, float_w)
+                elif machine.has_gpu and m >= OP_OFFLOAD_MIN_ROWS:
+                    seconds["pcie"] += getattr(by, kind) / (machine.pcie_bandwidth * rates.pcie_frac)
+                    seconds[GPU] += _gemm_seconds(flops, rows, machine, rates, float_w)
+                else:
+                    seconds[HOST] += _cpu_seconds(flops, machine, rates, threads)
+        done += m
+    total = sum(seconds.values())
+    return Prediction("pp", tokens, tokens / total, seconds)
+
+
+def _generation(model: ModelWeights, machine: Machine, run: LlamaCppRun, pl: Placement, tokens: int,
+                rates: AchievedRates, threads: int) -> Prediction:
+    a = model.arch
+    kv_len = max(1, math.ceil(tokens / 2))
+    read = {GPU: 0.0, HOST: 0.0}
+    path = [HOST]  # the token's embedding row is looked up in host memory
+    for i, groups in enumerate(pl.layers):
+        by = model.layer_bytes[i]
+        for kind in ("attn", "ffn", "exps"):
+            size = getattr(by, kind)
+            if not size:
+                continue
+            share = a.top_k / a.experts if kind == "exps" else 1.0
+            dev = HOST if groups[kind] != GPU else GPU
+            read[dev] += size * share
+            if path[-1] != dev:
+                path.append(dev)
+        read[pl.kv_device[i]] += a.kv_bytes(i, a.kv_cells(i, kv_len, 1), run.type_k, run.type_v)
+    read[pl.output_device] += model.output_bytes
+    if path[-1] != pl.output_device:
+        path.append(pl.output_device)
+    seconds = {HOST: read[HOST] / _cpu_bandwidth(machine, rates, threads) if read[HOST] else 0.0}
+    if machine.has_gpu:
+        seconds[GPU] = (read[GPU] / (machine.gpu_bandwidth * rates.gpu_bw_frac) + rates.gpu_token_s
+                        + (rates.graph_layer_s if run.cuda_graphs else rates.gpu_layer_s) * pl.gpu_layers)
+        seconds["switch"] = (len(path) - 2) * rates.switch_s if len(path) > 2 else 0.0
+    total = sum(seconds.values())
+    return Prediction("tg", tokens, 1.0 / total, seconds)

@@ -1,0 +1,236 @@
+"""A transformer as llama.cpp loads it: hyper-parameters and every weight tensor.
+
+:class:`Architecture` holds what llama.cpp reads from a GGUF file's metadata (or
+:mod:`graphs.llm.hf_config` from a Hugging Face ``config.json``): layer count, width,
+query and key/value heads with an explicit head size (Qwen3, Gemma, gpt-oss and
+Mistral-Nemo do not use ``hidden / heads``), the feed-forward width, a mixture of
+experts (routed experts, experts per token, shared experts, leading dense layers),
+DeepSeek's multi-head latent attention (MLA: a compressed KV of ``kv_lora_rank +
+rope_head_dim`` per token and layer) and sliding-window attention (the layers that
+attend to the last ``sliding_window`` tokens only).
+
+:class:`ModelWeights` adds the tensor table (:class:`~graphs.llm.gguf_header.TensorInfo`:
+GGUF name, shape, ggml type), exact per tensor, and groups its bytes the way llama.cpp
+places them: ``token_embd`` (always in host memory), per layer the attention tensors,
+the dense FFN tensors (router and shared experts included) and the routed expert
+tensors (``ffn_*_exps``), and the output head.
+
+>>> a = Architecture("t", "llama", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
+...                  vocab=256, max_context=256)
+>>> a.kv_bytes(0, cells=10, type_k="F16", type_v="F16")   # 10 tokens x 2 heads x (16 + 16) x 2 bytes
+1280
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from hetsim.graphs.graph import GraphError
+from hetsim.graphs.llm.config import require_positive_ints
+from hetsim.graphs.llm.gguf_header import TensorInfo, tensor_nbytes
+
+__all__ = ["Architecture", "LayerBytes", "ModelWeights"]
+
+_BLOCK = re.compile(r"^blk\.(\d+)\.(.+)$")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Hyper-parameters of a decoder-only transformer as llama.cpp uses them.
+
+    ``arch`` is llama.cpp's architecture name (``llama``, ``qwen3``, ``gemma3``,
+    ``phi3``, ``qwen3moe``, ``deepseek2``, ``gpt-oss``...). ``head_dim`` / ``head_dim_v``
+    are the key and value head sizes. ``expert_ffn`` is one routed expert's width,
+    ``shared_experts`` x ``shared_ffn`` the always-active shared experts, and the
+    first ``dense_layers`` layers have a dense FFN of width ``ffn``. ``swa_layers``
+    attend to the last ``sliding_window`` tokens.
+    """
+
+    name: str
+    arch: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    max_context: int
+    head_dim_v: int = 0
+    experts: int = 0
+    top_k: int = 0
+    expert_ffn: int = 0
+    shared_experts: int = 0
+    shared_ffn: int = 0
+    dense_layers: int = 0
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    rope_head_dim: int = 0
+    sliding_window: int = 0
+    swa_layers: tuple[int, ...] = ()
+    tied_embeddings: bool = False
+    fused_qkv: bool = False
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"model {self.name!r} ({self.arch})"
+        require_positive_ints(where, self, ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "max_context"))
+        if self.heads % self.kv_heads:
+            raise GraphError(f"{where}: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
+        if self.experts and not 1 <= self.top_k <= self.experts:
+            raise GraphError(f"{where}: needs 1 <= experts per token <= experts, got {self.top_k} of {self.experts}")
+        if not self.head_dim_v:
+            object.__setattr__(self, "head_dim_v", self.head_dim)
+        if self.experts and not self.expert_ffn:
+            object.__setattr__(self, "expert_ffn", self.ffn)
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether the model has routed experts."""
+        return self.experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        """Whether attention is DeepSeek's multi-head latent attention."""
+        return self.kv_lora_rank > 0
+
+    def is_moe_layer(self, i: int) -> bool:
+        """Whether layer ``i`` has routed experts (after the leading dense layers)."""
+        return self.is_moe and i >= self.dense_layers
+
+    def kv_cells(self, i: int, context: int, ubatch: int) -> int:
+        """KV-cache cells layer ``i`` allocates for ``context`` tokens: a sliding-window
+        layer keeps its window plus one micro-batch (llama.cpp's SWA cache)."""
+        if i in self.swa_layers and self.sliding_window:
+            return min(context, self.sliding_window + ubatch)
+        return context
+
+    def kv_bytes(self, i: int, cells: int, type_k: str = "F16", type_v: str = "F16") -> int:
+        """Bytes of ``cells`` KV-cache cells of layer ``i`` (MLA: the compressed latent
+        and the rotary key, no separate V)."""
+        if self.is_mla:
+            return tensor_nbytes(type_k, cells * (self.kv_lora_rank + self.rope_head_dim))
+        return (tensor_nbytes(type_k, cells * self.kv_heads * self.head_dim)
+                + tensor_nbytes(type_v, cells * self.kv_heads * self.head_dim_v))
+
+    def attention_flops_per_token(self, i: int, kv_len: int) -> int:
+        """FLOPs of one query token's scores and weighted values over ``kv_len`` keys in layer ``i``."""
+        cells = min(kv_len, self.sliding_window) if (i in self.swa_layers and self.sliding_window) else kv_len
+        return 2 * self.heads * cells * (self.head_dim + self.head_dim_v)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The hyper-parameters as a dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class LayerBytes:
+    """Weight bytes of one layer by what llama.cpp places separately: ``attn`` (attention
+    and its norms), ``ffn`` (dense FFN, norm, router, shared experts), ``exps`` (the routed
+    experts, every one)."""
+
+    attn: int = 0
+    ffn: int = 0
+    exps: int = 0
+
+    @property
+    def total(self) -> int:
+        """All bytes of the layer."""
+        return self.attn + self.ffn + self.exps
+
+
+@dataclass(frozen=True)
+class ModelWeights:
+    """An :class:`Architecture` and its tensors (from a GGUF header: exact; from a config:
+    :func:`graphs.llm.quant_recipe.recipe_tensors`). ``weights`` names the file type
+    (``Q4_K_M``...) and ``origin`` where the description came from."""
+
+    arch: Architecture
+    tensors: tuple[TensorInfo, ...]
+    weights: str
+    origin: str
+
+    def __post_init__(self) -> None:
+        layers = [dict(attn=0, ffn=0, exps=0) for _ in range(self.arch.layers)]
+        elements = [dict(attn=0, ffn=0, exps=0) for _ in range(self.arch.layers)]
+        embd = output = 0
+        for t in self.tensors:
+            m = _BLOCK.match(t.name)
+            if m is None:
+                if t.name.startswith("token_embd"):
+                    embd += t.nbytes
+                elif t.name.startswith("output"):
+                    output += t.nbytes
+                continue
+            i, rest = int(m.group(1)), m.group(2)
+            if i >= self.arch.layers:
+                raise GraphError(f"{self.origin}: tensor {t.name!r} is in layer {i} of a "
+                                 f"{self.arch.layers}-layer model")
+            kind = "exps" if "_exps" in rest else ("ffn" if rest.startswith("ffn") else "attn")
+            layers[i][kind] += t.nbytes
+            elements[i][kind] += t.elements
+        if self.output_is_embedding:
+            output += embd  # the head is token_embd, duplicated onto the output's device when that is the GPU
+        groups = {"layers": tuple(LayerBytes(**d) for d in layers), "token_embd": embd, "output": output,
+                  "elements": tuple(LayerBytes(**d) for d in elements)}
+        object.__setattr__(self, "_groups", groups)  # derived from the tensors, not a field
+
+    @property
+    def output_is_embedding(self) -> bool:
+        """Whether the output head is the token embedding (tied, no ``output.weight``)."""
+        return self.arch.tied_embeddings and not any(t.name == "output.weight" for t in self.tensors)
+
+    @property
+    def layer_bytes(self) -> tuple[LayerBytes, ...]:
+        """Weight bytes of each layer by group (attention, FFN, routed experts)."""
+        return self._groups["layers"]
+
+    @property
+    def layer_elements(self) -> tuple[LayerBytes, ...]:
+        """Weights (elements, not bytes) of each layer, grouped as :attr:`layer_bytes`."""
+        return self._groups["elements"]
+
+    @property
+    def float_weights(self) -> bool:
+        """Whether the layers' matrices are stored unquantised (F16/BF16/F32)."""
+        mats = [t for t in self.tensors if t.name.startswith("blk.") and len(t.shape) >= 2]
+        return bool(mats) and all(t.type_name in ("F16", "BF16", "F32") for t in mats)
+
+    @property
+    def token_embd_bytes(self) -> int:
+        """Bytes of the token embedding (always in host memory)."""
+        return self._groups["token_embd"]
+
+    @property
+    def output_bytes(self) -> int:
+        """The output head and final norm (the embeddings again when tied)."""
+        return self._groups["output"]
+
+    @property
+    def file_bytes(self) -> int:
+        """Bytes of every tensor in the file (a tied head counted once)."""
+        return sum(t.nbytes for t in self.tensors)
+
+    def bits_per_weight(self) -> float:
+        """File bits per weight, as llama-bench's ``size`` over ``params``."""
+        return 8 * self.file_bytes / sum(t.elements for t in self.tensors)
+
+    def active_layer_bytes(self, i: int, tokens: int = 1) -> float:
+        """Bytes of layer ``i`` that ``tokens`` tokens read: every routed expert that gets a
+        token under uniform routing, expected (``1 - (1 - k/E)^tokens`` of them)."""
+        lb = self.layer_bytes[i]
+        return lb.attn + lb.ffn + lb.exps * self.expert_read_fraction(tokens)
+
+    def expert_read_fraction(self, tokens: int) -> float:
+        """Expected fraction of routed experts that ``tokens`` tokens touch (uniform routing)."""
+        a = self.arch
+        if not a.is_moe:
+            return 1.0
+        return 1.0 - (1.0 - a.top_k / a.experts) ** max(tokens, 1)
+
+    def parameters(self) -> int:
+        """Weights (elements) of every tensor."""
+        return sum(t.elements for t in self.tensors)

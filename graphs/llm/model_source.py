@@ -1,0 +1,149 @@
+"""A model as users have it: a GGUF file, a ``config.json`` or model folder, or a preset.
+
+:func:`load_model` returns :class:`~graphs.llm.architecture.ModelWeights`:
+
+* ``*.gguf``: the header's metadata gives the :class:`Architecture` (keys
+  ``{arch}.block_count``, ``.embedding_length``, ``.attention.head_count[_kv]``,
+  ``.attention.key_length`` / ``value_length``, ``.feed_forward_length``,
+  ``.expert_count`` / ``expert_used_count`` / ``expert_feed_forward_length`` /
+  ``expert_shared_count``, ``.leading_dense_block_count``, ``.attention.kv_lora_rank`` /
+  ``q_lora_rank``, ``.rope.dimension_count``, ``.attention.sliding_window``,
+  ``.context_length``) and its tensor table the weights, exact per tensor;
+* a ``config.json`` or a folder holding one: :func:`graphs.llm.hf_config.architecture_from_hf`
+  and the tensors of :func:`graphs.llm.quant_recipe.recipe_tensors` for ``weights``;
+* a preset name: the ``config.json`` fields of a published model kept in
+  ``graphs/llm/configs/NAME.json`` (each with its ``_source``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hetsim.graphs.graph import GraphError
+from hetsim.graphs.llm.architecture import Architecture, ModelWeights
+from hetsim.graphs.llm.gguf_header import GGUFHeader, read_gguf_header
+from hetsim.graphs.llm.hf_config import architecture_from_hf, read_hf_config
+from hetsim.graphs.llm.quant_recipe import file_type, recipe_tensors
+
+__all__ = ["GGUF_ARCHITECTURES", "architecture_from_gguf", "load_model", "model_presets"]
+
+CONFIG_DIR = Path(__file__).with_name("configs")
+#: llama.cpp architectures the planner expresses from a GGUF header
+GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "gemma2", "gemma3", "phi3",
+                      "deepseek2", "gpt-oss", "mixtral")
+
+
+def model_presets() -> list[str]:
+    """Names of the model presets (``graphs/llm/configs/*.json``)."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
+
+
+def _scalar(v: Any) -> Any:
+    """A per-layer array (GGUF allows one for head counts and FFN widths) as its maximum."""
+    return max(v) if isinstance(v, list) and v else v
+
+
+def architecture_from_gguf(header: GGUFHeader) -> Architecture:
+    """The :class:`Architecture` in a GGUF header's metadata.
+
+    Raises
+    ------
+    GraphError
+        an architecture the planner cannot express (named, with what is missing), or a
+        required key absent (named).
+    """
+    arch, md, path = header.architecture, header.metadata, header.path
+    if f"{arch}.ssm.state_size" in md or f"{arch}.ssm.d_state" in md:
+        raise GraphError(f"{path}: architecture {arch!r} has state-space layers; the planner expresses "
+                         "attention-only decoders")
+    if arch not in GGUF_ARCHITECTURES:
+        raise GraphError(f"{path}: architecture {arch!r} is not expressible; known: {', '.join(GGUF_ARCHITECTURES)}")
+
+    def get(key: str, default: Any = None) -> Any:
+        v = _scalar(md.get(f"{arch}.{key}", default))
+        if v is None:
+            raise GraphError(f"{path}: GGUF metadata has no {arch}.{key}")
+        return v
+
+    h, heads, n = int(get("embedding_length")), int(get("attention.head_count")), int(get("block_count"))
+    embd = next((t for t in header.tensors if t.name == "token_embd.weight"), None)
+    vocab = md.get(f"{arch}.vocab_size") or (embd.shape[1] if embd else None) or md.get("tokenizer.ggml.tokens")
+    if not vocab:
+        raise GraphError(f"{path}: GGUF file has neither {arch}.vocab_size nor token_embd.weight")
+    kw: dict[str, Any] = dict(
+        name=str(md.get("general.name") or Path(path).stem), arch=arch, layers=n, hidden=h, heads=heads,
+        kv_heads=int(get("attention.head_count_kv", heads)),
+        head_dim=int(get("attention.key_length", h // heads)),
+        head_dim_v=int(get("attention.value_length", 0) or 0),
+        ffn=int(get("feed_forward_length", 0) or get("expert_feed_forward_length", 0) or 1),
+        vocab=int(vocab), max_context=int(get("context_length")),
+        experts=int(get("expert_count", 0)), top_k=int(get("expert_used_count", 0)),
+        expert_ffn=int(get("expert_feed_forward_length", 0)), shared_experts=int(get("expert_shared_count", 0)),
+        dense_layers=int(get("leading_dense_block_count", 0)),
+        kv_lora_rank=int(get("attention.kv_lora_rank", 0)), q_lora_rank=int(get("attention.q_lora_rank", 0)),
+        tied_embeddings=not any(t.name == "output.weight" for t in header.tensors),
+        fused_qkv=any(t.name.endswith("attn_qkv.weight") for t in header.tensors),
+        source=f"GGUF header of {Path(path).name}",
+    )
+    if kw["kv_lora_rank"]:
+        kw.update(rope_head_dim=int(get("rope.dimension_count")), kv_heads=heads)
+    window = int(get("attention.sliding_window", 0))
+    if window:
+        pattern = md.get(f"{arch}.attention.sliding_window_pattern")
+        if isinstance(pattern, list):
+            swa = tuple(i for i, slides in enumerate(pattern) if slides)
+        elif arch == "gemma3":
+            swa = tuple(i for i in range(n) if (i + 1) % int(pattern or 6))
+        else:  # Gemma 2, gpt-oss: every other layer, starting with the first
+            swa = tuple(range(0, n, 2))
+        kw.update(sliding_window=window, swa_layers=swa)
+    return Architecture(**kw)
+
+
+def _gguf_file_type(header: GGUFHeader) -> str:
+    import gguf
+
+    code = header.metadata.get("general.file_type")
+    try:
+        return gguf.LlamaFileType(code).name.replace("MOSTLY_", "").replace("ALL_", "")
+    except ValueError:
+        return "mixed"
+
+
+def load_model(source: str | Path, weights: str | None = None) -> ModelWeights:
+    """The model ``source`` names: a ``.gguf`` file, a ``config.json`` or folder, or a preset.
+
+    Parameters
+    ----------
+    source
+        Path or preset name (:func:`model_presets`).
+    weights
+        llama.cpp file type for a config or preset (default ``Q4_K_M``); a GGUF file has
+        its own, and giving a different one is an error.
+
+    Raises
+    ------
+    GraphError
+        a source that is none of these (naming it), or any error of the readers.
+    """
+    p = Path(source)
+    if p.suffix.lower() == ".gguf" or (p.is_file() and p.open("rb").read(4) == b"GGUF"):
+        header = read_gguf_header(p)
+        arch = architecture_from_gguf(header)
+        ftype = _gguf_file_type(header)
+        if weights is not None and file_type(weights) != ftype:
+            raise GraphError(f"{p}: the file holds {ftype} weights; --weights {weights} describes another file")
+        return ModelWeights(arch, header.tensors, ftype, str(p))
+    ftype = file_type(weights or "Q4_K_M")
+    if p.is_dir() or p.suffix.lower() == ".json":
+        cfg = read_hf_config(p)
+        arch = architecture_from_hf(cfg, name=p.parent.name if p.suffix == ".json" else p.name)
+        return ModelWeights(arch, recipe_tensors(arch, ftype), ftype, str(p))
+    preset = CONFIG_DIR / f"{source}.json"
+    if not preset.is_file():
+        raise GraphError(f"{source!r} is not a GGUF file, config.json, model folder or preset; presets: "
+                         f"{', '.join(model_presets())}")
+    cfg = read_hf_config(preset)
+    arch = architecture_from_hf(cfg, name=str(source))
+    return ModelWeights(arch, recipe_tensors(arch, ftype), ftype, f"preset {source}")

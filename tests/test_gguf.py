@@ -1,0 +1,177 @@
+"""GGUF headers, Hugging Face configs and model presets as llama.cpp sees them (hetsim.graphs.llm)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+from gguf_files import TINY_CONFIGS, write_gguf
+
+from hetsim.graphs import GraphError
+from hetsim.graphs.llm.gguf_header import read_gguf_header, tensor_nbytes
+from hetsim.graphs.llm.hf_config import architecture_from_hf
+from hetsim.graphs.llm.model_source import load_model
+from hetsim.graphs.llm.quant_recipe import file_type, recipe_tensors, use_more_bits
+
+FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "head_dim_v", "ffn", "vocab", "max_context", "experts",
+          "top_k", "expert_ffn", "shared_experts", "dense_layers", "kv_lora_rank", "q_lora_rank", "rope_head_dim",
+          "sliding_window", "swa_layers", "tied_embeddings", "fused_qkv")
+
+
+def _one_tensor_file(path: Path) -> Path:
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_uint32("llama.block_count", 1)
+    w.add_tensor("output.weight", np.zeros((2, 144), dtype=np.uint8), raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_header_gives_shapes_types_and_exact_bytes(tmp_path: Path) -> None:
+    h = read_gguf_header(_one_tensor_file(tmp_path / "m.gguf"))
+    assert h.version == 3 and h.architecture == "llama" and h.metadata["llama.block_count"] == 1
+    (t,) = h.tensors
+    assert (t.name, t.shape, t.type_name, t.nbytes) == ("output.weight", (256, 2), "Q4_K", 288)
+    assert tensor_nbytes("Q6_K", 512) == 420 and tensor_nbytes("MXFP4", 64) == 34
+
+
+@pytest.mark.parametrize("name", sorted(TINY_CONFIGS))
+def test_every_architecture_plans_from_config_and_from_gguf(tmp_path: Path, name: str) -> None:
+    a = architecture_from_hf(TINY_CONFIGS[name], name=name)
+    ftype = "MXFP4_MOE" if name == "gpt-oss" else "Q4_K_M"
+    tensors = recipe_tensors(a, ftype)
+    path = write_gguf(tmp_path / f"{name}.gguf", a, tensors, 38 if name == "gpt-oss" else 15)
+    m = load_model(path)
+    assert {f: getattr(m.arch, f) for f in FIELDS} == {f: getattr(a, f) for f in FIELDS}
+    assert m.weights == ftype and m.tensors == tensors
+    assert m.file_bytes == sum(t.nbytes for t in tensors)
+
+
+def test_architecture_specifics() -> None:
+    qwen3 = architecture_from_hf(TINY_CONFIGS["qwen3"])
+    assert qwen3.head_dim == 128 and qwen3.hidden // qwen3.heads == 64
+    assert qwen3.kv_bytes(0, cells=10) == 10 * 2 * (128 + 128) * 2
+    assert architecture_from_hf(TINY_CONFIGS["gemma2"]).swa_layers == (0, 2)
+    g3 = architecture_from_hf(TINY_CONFIGS["gemma3"])
+    assert g3.swa_layers == (0, 1, 2, 3, 4) and g3.tied_embeddings
+    assert g3.kv_cells(0, context=1000, ubatch=32) == 96 and g3.kv_cells(5, context=1000, ubatch=32) == 1000
+    ds = architecture_from_hf(TINY_CONFIGS["deepseek2"])
+    assert (ds.is_mla, ds.head_dim, ds.head_dim_v, ds.dense_layers, ds.shared_experts) == (True, 96, 64, 1, 1)
+    assert ds.kv_bytes(1, cells=10) == 10 * (256 + 32) * 2  # compressed latent + rotary key, F16
+    assert not ds.is_moe_layer(0) and ds.is_moe_layer(1)
+    names = {t.name for t in recipe_tensors(ds, "Q8_0")}
+    assert "blk.0.ffn_gate.weight" in names and "blk.1.ffn_gate_exps.weight" in names
+    assert "blk.1.ffn_up_shexp.weight" in names and "blk.1.attn_kv_a_mqa.weight" in names
+    oss = {t.name: t.type_name for t in recipe_tensors(architecture_from_hf(TINY_CONFIGS["gpt-oss"]), "MXFP4")}
+    assert oss["blk.0.ffn_up_exps.weight"] == "MXFP4" and oss["blk.0.attn_q.weight"] == "Q8_0"
+    phi = {t.name: t.shape for t in recipe_tensors(architecture_from_hf(TINY_CONFIGS["phi3"]), "F16")}
+    assert phi["blk.0.attn_qkv.weight"] == (256, 768) and phi["blk.0.ffn_up.weight"] == (256, 1024)
+
+
+def test_q4_k_m_recipe_is_llama_cpps() -> None:
+    assert [i for i in range(28) if use_more_bits(i, 28)] == [0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 24, 25, 26, 27]
+    llama3 = load_model("llama-3-8b", "Q4_K_M")
+    types = {t.name: t.type_name for t in llama3.tensors}
+    assert types["blk.0.attn_v.weight"] == "Q6_K" and types["blk.5.attn_v.weight"] == "Q4_K"
+    assert types["blk.6.ffn_down.weight"] == "Q6_K" and types["output.weight"] == "Q6_K"
+    # llama-bench prints these sizes for these files: 4.58 GiB, 3.56 GiB, 39.59 GiB
+    assert round(llama3.file_bytes / 2**30, 2) == 4.58
+    assert round(load_model("llama-2-7b", "Q4_0").file_bytes / 2**30, 2) == 3.56
+    assert round(load_model("llama-3-70b", "q4").file_bytes / 2**30, 2) == 39.59
+    assert round(llama3.bits_per_weight(), 2) == 4.89
+    small = architecture_from_hf({**TINY_CONFIGS["llama"], "hidden_size": 96, "num_attention_heads": 2,
+                                  "num_key_value_heads": 2, "intermediate_size": 96})
+    t = {x.name: x.type_name for x in recipe_tensors(small, "Q4_K_M")}
+    assert t["blk.1.attn_q.weight"] == "Q5_0" and t["output.weight"] == "Q8_0"  # rows of 96: no K-quants
+
+
+def test_truncated_file_names_what_was_read(tmp_path: Path) -> None:
+    p = _one_tensor_file(tmp_path / "t.gguf")
+    data = p.read_bytes()
+    p.write_bytes(data[:40])
+    with pytest.raises(GraphError, match=r"t\.gguf: truncated GGUF file: ended after the version \(3\) and counts \(1 tensors, 2 metadata entries\)$"):
+        read_gguf_header(p)
+    p.write_bytes(data[:data.index(b"output.weight") + 3])
+    with pytest.raises(GraphError, match=r"ended after 2 of 2 metadata entries \(last 'llama\.block_count'\)$"):
+        read_gguf_header(p)
+    p.write_bytes(data[:6])
+    with pytest.raises(GraphError, match=r"truncated GGUF file: ended after the magic"):
+        read_gguf_header(p)
+
+
+def test_unknown_version_and_not_gguf(tmp_path: Path) -> None:
+    p = _one_tensor_file(tmp_path / "v.gguf")
+    data = bytearray(p.read_bytes())
+    data[4:8] = struct.pack("<I", 7)
+    p.write_bytes(bytes(data))
+    with pytest.raises(GraphError, match=r"v\.gguf: GGUF version 7 is not supported \(read versions 2, 3\)"):
+        read_gguf_header(p)
+    q = tmp_path / "x.gguf"
+    q.write_bytes(b"PK\x03\x04rest")
+    with pytest.raises(GraphError, match=r"x\.gguf: not a GGUF file \(starts with b'PK\\x03\\x04'"):
+        load_model(q)
+
+
+def test_unknown_quantisation_type_names_the_tensor(tmp_path: Path) -> None:
+    p = _one_tensor_file(tmp_path / "q.gguf")
+    data = bytearray(p.read_bytes())
+    at = data.index(b"output.weight") + len("output.weight") + 4 + 2 * 8  # n_dims, two dims
+    assert struct.unpack("<I", data[at:at + 4])[0] == gguf.GGMLQuantizationType.Q4_K
+    data[at:at + 4] = struct.pack("<I", 999)
+    p.write_bytes(bytes(data))
+    with pytest.raises(GraphError, match=r"q\.gguf: tensor 'output\.weight' has unknown quantisation type 999"):
+        read_gguf_header(p)
+
+
+def test_inexpressible_architectures_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(GraphError, match=r"architecture 'BertModel' is not expressible; known: "):
+        architecture_from_hf({"architectures": ["BertModel"]})
+    with pytest.raises(GraphError, match=r"has state-space or hybrid layers \(mamba_d_state\)"):
+        architecture_from_hf({"architectures": ["JambaForCausalLM"], "mamba_d_state": 16})
+    with pytest.raises(GraphError, match=r"config has no 'intermediate_size'"):
+        architecture_from_hf({k: v for k, v in TINY_CONFIGS["llama"].items() if k != "intermediate_size"})
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "mamba")
+    w.add_uint32("mamba.ssm.state_size", 16)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(GraphError, match=r"architecture 'mamba' has state-space layers"):
+        load_model(tmp_path / "m.gguf")
+
+
+def test_config_folder_preset_and_weight_names(tmp_path: Path) -> None:
+    import json
+
+    (tmp_path / "tiny-qwen3").mkdir()
+    (tmp_path / "tiny-qwen3" / "config.json").write_text(json.dumps(TINY_CONFIGS["qwen3"]))
+    m = load_model(tmp_path / "tiny-qwen3", "q8_0")
+    assert m.arch.name == "tiny-qwen3" and m.weights == "Q8_0" and m.arch.arch == "qwen3"
+    assert load_model(tmp_path / "tiny-qwen3" / "config.json").weights == "Q4_K_M"
+    assert file_type("q4_k_m") == "Q4_K_M" and file_type("fp16") == "F16"
+    with pytest.raises(GraphError, match=r"unknown llama.cpp weight type 'Q7_K'; known: F32, F16"):
+        load_model("llama-3-8b", "Q7_K")
+    with pytest.raises(GraphError, match=r"'nope' is not a GGUF file, config.json, model folder or preset"):
+        load_model("nope")
+    moe = load_model("qwen3-30b-a3b", "Q4_K_M")
+    assert moe.arch.is_moe and round(moe.parameters() / 1e9, 2) == 30.53
+
+
+@pytest.mark.parametrize("name", sorted(TINY_CONFIGS))
+def test_every_architecture_plans_on_a_machine(tmp_path: Path, name: str) -> None:
+    from hetsim.experiments.llm_llamacpp_plan import plan_llamacpp
+    from hetsim.experiments.llm_machine import machine_from_flags
+
+    a = architecture_from_hf(TINY_CONFIGS[name], name=name)
+    ftype = "MXFP4_MOE" if name == "gpt-oss" else "Q4_K_M"
+    m = load_model(write_gguf(tmp_path / f"{name}.gguf", a, recipe_tensors(a, ftype), 38 if name == "gpt-oss" else 15))
+    plan = plan_llamacpp(m, machine_from_flags("RTX 4090", ram_gb=64, ram_bw=90, threads=16), context=512)
+    # a tiny model fits whole: every layer and the output layer on the GPU
+    assert plan.evaluation.flags() == f"-ngl {a.layers + 1}" and plan.evaluation.fits
+    assert plan.evaluation.pp.tokens_per_s > 0 and plan.evaluation.tg.tokens_per_s > 0
+    assert plan.to_dict()["file_bytes"] == m.file_bytes

@@ -1,0 +1,250 @@
+"""llama.cpp as it runs (hetsim.costmodel.llamacpp, schedulers.llm.llamacpp_fit): placement, memory,
+speed on a tiny hand-computed model; the command line; calibration behind a fake GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from gguf_files import TINY_CONFIGS, write_gguf
+
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.llamacpp import AchievedRates, LlamaCppRun, Machine, place, predict
+from hetsim.experiments.cli import main
+from hetsim.experiments.llm_machine import machine_from_flags, machine_from_platform
+from hetsim.graphs.llm.architecture import Architecture, ModelWeights
+from hetsim.graphs.llm.gguf_header import TensorInfo
+from hetsim.graphs.llm.hf_config import architecture_from_hf
+from hetsim.graphs.llm.quant_recipe import recipe_tensors
+from hetsim.schedulers import SchedulerError
+from hetsim.schedulers.llm.llamacpp_fit import fitting_runs, suggest_run
+
+
+def tiny() -> ModelWeights:
+    """Two F32 layers: attention 208 bytes (52 weights), FFN 400 bytes (100), embeddings 256, output 272."""
+    a = Architecture("t", "llama", layers=2, hidden=4, heads=2, kv_heads=1, head_dim=2, ffn=8, vocab=16,
+                     max_context=64)
+    t = [TensorInfo("token_embd.weight", (4, 16), "F32")]
+    for i in range(2):
+        t += [TensorInfo(f"blk.{i}.attn_norm.weight", (4,), "F32"), TensorInfo(f"blk.{i}.attn_q.weight", (4, 4), "F32"),
+              TensorInfo(f"blk.{i}.attn_k.weight", (4, 2), "F32"), TensorInfo(f"blk.{i}.attn_v.weight", (4, 2), "F32"),
+              TensorInfo(f"blk.{i}.attn_output.weight", (4, 4), "F32"), TensorInfo(f"blk.{i}.ffn_norm.weight", (4,), "F32"),
+              TensorInfo(f"blk.{i}.ffn_gate.weight", (4, 8), "F32"), TensorInfo(f"blk.{i}.ffn_up.weight", (4, 8), "F32"),
+              TensorInfo(f"blk.{i}.ffn_down.weight", (8, 4), "F32")]
+    t += [TensorInfo("output_norm.weight", (4,), "F32"), TensorInfo("output.weight", (4, 16), "F32")]
+    return ModelWeights(a, tuple(t), "F32", "test")
+
+
+RATES = AchievedRates(gpu_bw_frac=0.5, gpu_token_s=0.01, gpu_layer_s=0.2, graph_layer_s=0.1, gemm_frac_quant=0.25,
+                      gemm_frac_float=0.5, gemm_rows_half=32, cpu_bw_frac=0.5, cpu_thread_bw=1e9,
+                      cpu_thread_flops=1000, pcie_frac=0.5, switch_s=0.5)
+BOX = Machine("box", host_memory=1e6, host_bandwidth=1000, threads=2, gpu="g", gpu_memory=50600, gpu_bandwidth=1000,
+              gpu_flops=1e4, gpu_int8_ops=2e4, pcie_bandwidth=1000)
+
+
+def test_groups_and_bytes_of_a_layer() -> None:
+    m = tiny()
+    assert [(lb.attn, lb.ffn, lb.exps) for lb in m.layer_bytes] == [(208, 400, 0)] * 2
+    assert [(le.attn, le.ffn) for le in m.layer_elements] == [(52, 100)] * 2
+    assert (m.token_embd_bytes, m.output_bytes, m.file_bytes, m.float_weights) == (256, 272, 1744, True)
+
+
+def test_placement_and_memory_follow_llama_cpp() -> None:
+    pl = place(tiny(), LlamaCppRun(ngl=1), context=10)
+    assert [d["attn"] for d in pl.layers] == ["host", "gpu"] and pl.output_device == "host"
+    # GPU: layer 1 (608) + its KV (10 cells x 1 head x (2 + 2) x 2 bytes = 80) + compute: activations
+    # 4 x 512 x (2 x 4 + 2 x 8) = 49152 and layer 0's 608 bytes staged for prompt processing
+    assert pl.breakdown["gpu"] == {"weights": 608, "kv": 80, "compute": 49760}
+    assert pl.breakdown["host"] == {"weights": 256 + 608 + 272, "kv": 80, "compute": 49152}
+    assert pl.memory == {"gpu": 50448, "host": 50368}
+    all_gpu = place(tiny(), LlamaCppRun(ngl=100), context=10)
+    assert all_gpu.ngl == 3 and all_gpu.output_device == "gpu" and all_gpu.notes == (
+        "-ngl 100 clamped to 3 (the model has 2 layers and an output layer)",)
+    nkvo = place(tiny(), LlamaCppRun(ngl=3, kv_offload=False), context=10)
+    assert nkvo.kv_device == ("host", "host") and nkvo.breakdown["gpu"]["kv"] == 0
+    ot = place(tiny(), LlamaCppRun(ngl=3, override_cpu=(r"blk\.1\.ffn_(up|down|gate)",)), context=10)
+    assert ot.layers[1]["ffn"] == "split" and ot.breakdown["gpu"]["weights"] == 1216 + 272 - 384
+
+
+def test_moe_experts_stay_on_host_with_n_cpu_moe() -> None:
+    a = architecture_from_hf(TINY_CONFIGS["qwen3moe"])
+    m = ModelWeights(a, recipe_tensors(a, "Q8_0"), "Q8_0", "test")
+    pl = place(m, LlamaCppRun(ngl=99, n_cpu_moe=1), context=16)
+    assert pl.layers[0] == {"attn": "gpu", "ffn": "gpu", "exps": "host"} and pl.layers[1]["exps"] == "gpu"
+    exps = m.layer_bytes[0].exps
+    assert exps == 3 * tensor_q8(256 * 256 * 8)
+    assert pl.breakdown["host"]["weights"] == m.token_embd_bytes + exps
+    # one token reads top_k / experts of the routed experts; 512 tokens touch 1 - (1 - 2/8)^512 of them
+    assert m.active_layer_bytes(0) == m.layer_bytes[0].attn + m.layer_bytes[0].ffn + exps * 2 / 8
+    assert m.expert_read_fraction(512) == pytest.approx(1.0)
+
+
+def tensor_q8(n: int) -> int:
+    return n // 32 * 34
+
+
+def test_generation_speed_by_hand() -> None:
+    # tg4: mean cache 2 tokens, 16 KV bytes per layer. host reads layer 0 (608) + its KV (16) + output (272) =
+    # 896 B at min(1000 x 0.5, 2 x 1e9) = 500 B/s: 1.792 s; GPU reads 608 + 16 at 1000 x 0.5: 1.248 s + 0.01
+    # per token + 0.1 per layer (CUDA graph); host -> GPU -> host: one hand-over beyond the first, 0.5 s
+    p = predict(tiny(), BOX, LlamaCppRun(ngl=1), "tg", 4, RATES)
+    assert p.seconds == pytest.approx({"host": 1.792, "gpu": 1.358, "switch": 0.5})
+    assert p.tokens_per_s == pytest.approx(1 / 3.65)
+    eager = predict(tiny(), BOX, LlamaCppRun(ngl=1, cuda_graphs=False), "tg", 4, RATES)
+    assert eager.seconds["gpu"] == pytest.approx(1.248 + 0.01 + 0.2)
+
+
+def test_prompt_processing_speed_by_hand() -> None:
+    # pp64 in micro-batches of 32: attention 16 FLOP per cached token per query; layer 0's on the CPU
+    # (its KV is there): (32 x 16 x 16 + 32 x 16 x 48) / (2 x 1000) = 16.384 s. Matrix products run on the GPU at
+    # 1e4 x 0.5 FLOP/s x (32 + 32) / 32 rows: 2 x 32 x (52 + 100) per layer and micro-batch, twice, both
+    # layers (15.5648 s) + layer 1's attention (13.1072 s); layer 0's weights cross PCIe each micro-batch
+    # at 500 B/s: 2 x 608 / 500 = 2.432 s
+    p = predict(tiny(), BOX, LlamaCppRun(ngl=1, ubatch=32), "pp", 64, RATES)
+    assert p.seconds == pytest.approx({"gpu": 28.672, "host": 16.384, "pcie": 2.432})
+    assert p.tokens_per_s == pytest.approx(64 / 47.488)
+    small = predict(tiny(), BOX, LlamaCppRun(ngl=1, ubatch=16), "pp", 16, RATES)
+    assert small.seconds["pcie"] == 0  # below 32 rows the host layer runs on the CPU
+
+
+def test_suggested_placement_is_the_largest_that_fits() -> None:
+    # GPU memory at context 10: -ngl 2 needs 50528 bytes, -ngl 3 (output too) 50800; the box has 50600
+    runs = fitting_runs(tiny(), BOX, context=10, reserve=0)
+    assert [r.ngl for r in runs] == [2]
+    best = suggest_run(tiny(), BOX, context=10, rates=RATES, reserve=0)
+    assert best.flags() == "-ngl 2" and best.fits and best.placement.memory["gpu"] == 50528
+    with pytest.raises(SchedulerError, match=r"context 100 exceeds 't''s maximum 64"):
+        suggest_run(tiny(), BOX, context=100, rates=RATES)
+    tight = Machine("tight", host_memory=1e6, host_bandwidth=1000, threads=2, gpu="g", gpu_memory=1000,
+                    gpu_bandwidth=1000, gpu_flops=1e4, gpu_int8_ops=2e4, pcie_bandwidth=1000)
+    with pytest.raises(SchedulerError, match=r"'t' fits no placement on 'tight': with -ngl 0 the GPU needs"):
+        fitting_runs(tiny(), tight, context=10, reserve=0)
+
+
+def test_machine_figures_and_missing_ones() -> None:
+    m = machine_from_flags("GeForce RTX 4090", ram_gb=64, ram_bw="90GB/s", threads=16)
+    # the table's FP16 tensor figure is with FP32 accumulation; GeForce runs FP16 accumulation at twice it
+    assert (m.gpu, m.gpu_bandwidth, m.gpu_flops, m.gpu_int8_ops) == ("RTX 4090", 1008e9, 330.3e12, 660.6e12)
+    assert m.pcie_bandwidth == pytest.approx(16 * 1.969e9) and m.gpu_memory == 24 * 2**30
+    with pytest.raises(SchedulerError, match=r"the machine needs --ram-bw"):
+        machine_from_flags("RTX 4090", ram_gb=64, ram_bw=None, threads=16)
+    with pytest.raises(SchedulerError, match=r"GPU 'RTX 9999' has no cited figures; known: "):
+        machine_from_flags("RTX 9999", ram_gb=64, ram_bw=90, threads=16)
+    unknown_host = Machine("x", host_memory=0, host_bandwidth=0, threads=0, gpu="g", gpu_memory=1e9,
+                           gpu_bandwidth=1e9, gpu_flops=1e12, gpu_int8_ops=1e12, pcie_bandwidth=1e9)
+    with pytest.raises(CostModelError, match=r"host memory bandwidth or threads not known .* --ram-bw"):
+        predict(tiny(), unknown_host, LlamaCppRun(ngl=1), "tg", 4, RATES)
+    platform = machine_from_platform("desktop-rtx4090")
+    assert (platform.threads, platform.host_bandwidth, platform.pcie_bandwidth) == (16, 7.5e10, 2.5e10)
+    assert machine_from_platform("t4-server").gpu_int8_ops == 130e12  # "Tesla T4" in its description
+    with pytest.raises(SchedulerError, match=r"platform 'h100-server': its GPU description names no GPU with cited"):
+        machine_from_platform("h100-server")  # "H100 80GB": SXM or PCIe, not said
+
+
+def test_cli_plans_a_gguf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    a = architecture_from_hf(TINY_CONFIGS["qwen3"], name="tiny-qwen3")
+    gg = write_gguf(tmp_path / "tiny.gguf", a, recipe_tensors(a, "Q4_K_M"))
+    rc = main(["llm", "plan", str(gg), "--gpu", "RTX 4090", "--ram-gb", "64", "--ram-bw", "90GB/s",
+               "--threads", "16", "--ngl", "50"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "| model" in out and "pp512" in out and "tg128" in out
+    assert "given: -ngl 3" in out and "note: -ngl 50 clamped to 3 (the model has 2 layers and an output layer)" in out
+    data = json.loads((tmp_path / "out" / "llm-plan.json").read_text())
+    assert data["flags"] == "-ngl 3" and data["weights"] == "Q4_K_M" and data["fits"]
+    rc = main(["llm", "plan", str(gg), "--ram-gb", "64", "--ram-bw", "90GB/s", "--threads", "16", "--ngl", "10"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "| CPU     |   0 | pp512 |" in out and "note: no GPU: -ngl 10 puts nothing on a GPU" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["llama-3-70b", "--gpu", "RTX 4090", "--ram-gb", "128", "--ram-bw", "90", "--threads", "16", "--ngl", "70"],
+         "-ngl 70 does not fit: gpu needs"),
+        (["llama-3-8b", "--gpu", "RTX 4090", "--ram-gb", "64", "--threads", "16"], "the machine needs --ram-bw"),
+        (["llama-3-8b", "--platform", "this"], "run hetsim llm calibrate first"),
+        (["llama-2-7b", "--platform", "desktop-rtx4090", "--context", "8192"],
+         "context 8192 is longer than 'llama-2-7b' allows (4096 tokens)"),
+        (["llama-3-8b", "--platform", "desktop-rtx4090", "--weights", "Q9"], "unknown llama.cpp weight type 'Q9'"),
+        (["llama-3-8b"], "describe the machine: --platform this|NAME|FILE, or --gpu NAME"),
+    ],
+)
+def test_cli_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch, args: list[str], message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    rc = main(["llm", "plan", *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and err.startswith("hetsim llm: error: ")
+    assert message in err
+    assert not (tmp_path / "out" / "llm-plan.json").exists()
+
+
+class _FakeTensor:
+    def copy_(self, src: object, non_blocking: bool = False) -> _FakeTensor:
+        return self
+
+    def __matmul__(self, other: object) -> _FakeTensor:
+        return self
+
+
+class _FakeEvent:
+    def __init__(self, enable_timing: bool = False) -> None:
+        pass
+
+    def record(self) -> None:
+        pass
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        return 2.0  # milliseconds
+
+
+def fake_torch() -> SimpleNamespace:
+    cuda = SimpleNamespace(is_available=lambda: True, get_device_name=lambda i: "NVIDIA GeForce RTX 4090",
+                           get_device_properties=lambda i: SimpleNamespace(total_memory=24 * 2**30),
+                           Event=_FakeEvent, synchronize=lambda: None)
+    return SimpleNamespace(cuda=cuda, uint8="uint8", float16="float16",
+                           empty=lambda *a, **k: _FakeTensor(), empty_like=lambda t: _FakeTensor(),
+                           ones=lambda *a, **k: _FakeTensor())
+
+
+def test_calibrate_writes_a_platform_that_plans(tmp_path: Path) -> None:
+    from hetsim.experiments.llm_calibrate import calibrate, platform_toml
+
+    m = calibrate(mib=4, gpu_mib=1, torch_module=fake_torch())
+    gpu = m["gpu"]
+    # 2 ms per timed call: copy of 1 MiB read and written, 1 MiB over the link, a 4096^3 FP16 product
+    assert (gpu["bandwidth"], gpu["link"], gpu["flops"]) == (2 * 2**20 / 0.002, 2**20 / 0.002, 2 * 4096**3 / 0.002)
+    assert m["host_bandwidth"] > 0 and m["threads"] >= 1
+    path = tmp_path / "this.toml"
+    path.write_text(platform_toml(m))
+    machine = machine_from_platform(path)
+    assert machine.gpu_memory == 24 * 2**30 and machine.pcie_bandwidth == 2**20 / 0.002
+    assert machine.gpu_int8_ops == 660.6e12 and machine.host_bandwidth == pytest.approx(m["host_bandwidth"], 1e-3)
+
+
+def test_shipped_rates_are_fitted_and_say_what_the_fit_did_not_determine(tmp_path: Path) -> None:
+    r = AchievedRates.load()
+    assert r.fitted_on.startswith("experiments/llm_published fit rows")
+    assert set(r.undetermined) <= set(AchievedRates.names())
+    assert all(getattr(r, n) == 1.0 for n in r.undetermined if n.endswith("_frac"))
+    bad = tmp_path / "rates.json"
+    bad.write_text('{"gpu_bw_frac": 0.5}')
+    with pytest.raises(CostModelError, match=r"rates\.json: not a llama.cpp rates file"):
+        AchievedRates.load(bad)
+
+
+def test_a_tied_head_is_copied_only_onto_the_gpu() -> None:
+    a = architecture_from_hf(TINY_CONFIGS["qwen2"])  # tie_word_embeddings
+    m = ModelWeights(a, recipe_tensors(a, "Q8_0"), "Q8_0", "test")
+    embd = m.token_embd_bytes
+    assert m.output_is_embedding and m.output_bytes == embd + 256 * 4  # + output_norm (F32)
+    layers = sum(lb.total for lb in m.layer_bytes)
+    on_host = place(m, LlamaCppRun(ngl=0), context=8)
+    assert on_host.breakdown["host"]["weights"] == embd + layers + 256 * 4
+    on_gpu = place(m, LlamaCppRun(ngl=3), context=8)
+    assert on_gpu.breakdown["host"]["weights"] == embd and on_gpu.breakdown["gpu"]["weights"] == layers + embd + 1024
