@@ -24,15 +24,17 @@ __all__ = [
 def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
     """argparse type: an integer >= ``low`` (``--folds``: 2, ``--warmup``: 0), and <= ``high``
     when given (``--requests``: what a simulation can index)."""
-    what = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
+    what = f"an integer >= {low}"
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r:.60}") from None
-        if value < low or (high is not None and value > high):
+        if value < low:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r:.60}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"expected an integer <= {high}, got {text!r:.60}")
         return value
 
     parse.__name__ = what  # what argparse names in "invalid ... value"
