@@ -79,7 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="run platform device DEV on SPEC (cpu, cpu@N, cuda:K); repeatable")
     p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed runs first (default 3)")
     p.add_argument("--repeats", type=positive_int, default=10, help="timed runs, or rounds, per execution (default 10)")
-    p.add_argument("--replicas", type=positive_int, default=3, metavar="N",
+    p.add_argument("--replicas", type=int, default=3, metavar="N",
                    help="measure each plan as N executions, each built apart (its own buffers and threads), "
                    "their runs interleaved and pooled: one execution's memory layout is an offset all its runs "
                    "share (default 3; each execution holds its own buffers, so --replicas 1 for a model that "
