@@ -63,6 +63,8 @@ EPS = 1e-9
 FAST = {"optimal": {"time_limit_s": 0.5, "workers": 1}, "refine": {"time_budget_s": 0.5}}
 #: why optimal may decline: a graph beyond max_nodes, a drawn hyper-parameter out of range
 OPTIMAL_DECLINES = re.compile(r"more than max_nodes|must be > 0|hyper-parameter '")
+#: what optimal said when CP-SAT refused its model at once, although HEFT's plan ran
+MISLEADING = "raise time_limit_s"
 
 
 def platform_at(name: str, link_scale: float) -> Platform:
@@ -232,7 +234,7 @@ def test_every_scheduler_on_random_dags(graph: Graph, name: str, platform: str, 
         run = s.run(graph, platform_at(platform, link_scale), Roofline(), requests=requests, record=True)
     except schedulers.SchedulerError as e:
         assert name != "optimal" or ((OPTIMAL_DECLINES.search(str(e)) or MEMORY.search(str(e)))
-                                     and "found no schedule" not in str(e)), str(e)
+                                     and MISLEADING not in str(e)), str(e)
         event("declined")  # with its reason
         return
     except (PlanError, SimulationError) as e:
@@ -255,7 +257,7 @@ def test_optimal_over_slow_links(graph: Graph, platform: str, link_scale: float)
         run = schedulers.get("optimal", **FAST["optimal"]).run(graph, platform_at(platform, link_scale), Roofline(),
                                                               record=True)  # fmt: skip
     except (schedulers.SchedulerError, PlanError, SimulationError) as e:
-        assert MEMORY.search(str(e)) and "found no schedule" not in str(e), str(e)
+        assert MEMORY.search(str(e)) and MISLEADING not in str(e), str(e)
         event("does not fit memory")
         return
     meta = run.plan.meta
