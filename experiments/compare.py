@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from hetsim.graphs.graph import Graph
+from hetsim.graphs.graph import Graph, atomic_write
 from hetsim.schedulers.run import RUN_COLUMNS, PlanRun
 from hetsim.sim.platform import Platform
 
@@ -190,12 +190,12 @@ class Comparison:
         return replace_outputs(out, lambda stage: self._write(stage, plots), OUTPUTS)
 
     def _write(self, out: Path, plots: bool) -> None:
-        self.table.to_csv(out / "results.csv", index=False)
+        atomic_write(out / "results.csv", lambda fh: self.table.to_csv(fh, index=False))
         for name, run in self.runs.items():
             run.plan.to_json(out / "plans" / f"{name}.json")
         for name, graph in self.graphs.items():  # a plan of a rewritten graph runs on it
             graph.to_json(out / "graphs" / f"{name}.json")
-        (out / "config.json").write_text(json.dumps(self.config, indent=1, sort_keys=True))
+        atomic_write(out / "config.json", lambda fh: json.dump(self.config, fh, indent=1, sort_keys=True))
         if not plots or not self.runs:
             return
         import matplotlib

@@ -7,6 +7,12 @@ inside the output folder; only when all of them are written do they replace the
 previous run's (every name the command owns is moved aside first, so a file the
 new run does not write does not survive from the old one either). Files in the
 folder that the command does not own are left alone.
+
+An output folder is written by one process at a time: :func:`lock_folder` holds an
+exclusive lock on its ``.hetsim.lock`` file (which records the holder's pid) while
+a command writes there; a second writer is refused at once with
+:class:`FolderLockedError` naming that pid. Sweeps (``results.csv``) and
+:func:`replace_outputs` take the same lock.
 """
 
 from __future__ import annotations
@@ -14,10 +20,60 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["replace_outputs"]
+__all__ = ["LOCK_FILE", "FolderLockedError", "lock_folder", "replace_outputs"]
+
+#: the lock file of an output folder
+LOCK_FILE = ".hetsim.lock"
+
+
+class FolderLockedError(RuntimeError):
+    """Another process is writing into the output folder; the message names its pid."""
+
+
+@contextmanager
+def lock_folder(folder: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold the exclusive write lock of ``folder`` (created when missing) while the
+    ``with`` block runs.
+
+    A POSIX record lock (``fcntl.lockf``) on ``folder/.hetsim.lock``: it dies with its
+    process (a killed writer leaves no stale lock), and worker processes forked while
+    it is held do not inherit it. Where ``fcntl`` is missing (Windows) nothing is locked.
+
+    Raises
+    ------
+    FolderLockedError
+        when another process holds the lock: ``"out: locked by pid 1234 (another hetsim
+        command is writing there)"``.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK_FILE, "a+", encoding="utf-8") as fh:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            yield folder
+            return
+        try:
+            fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, PermissionError):
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            raise FolderLockedError(f"{folder}: locked by pid {holder} (another hetsim command is writing "
+                                    "there)") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        try:
+            yield folder
+        finally:
+            fh.seek(0)
+            fh.truncate()
+            fcntl.lockf(fh, fcntl.LOCK_UN)
 
 
 def replace_outputs(out: str | os.PathLike[str], write: Callable[[Path], None], owned: Iterable[str]) -> Path:
@@ -41,7 +97,25 @@ def replace_outputs(out: str | os.PathLike[str], write: Callable[[Path], None], 
     """
     out = Path(out)
     owned = set(owned)
-    out.mkdir(parents=True, exist_ok=True)
+    with lock_folder(out):
+        _clean_up_interrupted(out)
+        return _replace(out, write, owned)
+
+
+def _clean_up_interrupted(out: Path) -> None:
+    """Remove what a writer killed mid-way left (the lock is held: nobody else writes):
+    staging folders, and the previous outputs it had moved aside, which go back where
+    nothing replaced them."""
+    for stale in sorted(out.glob(".staging-*")):
+        shutil.rmtree(stale, ignore_errors=True)
+    for previous in sorted(out.glob(".previous-*")):
+        for entry in sorted(previous.iterdir()):
+            if not os.path.lexists(out / entry.name):
+                os.replace(entry, out / entry.name)
+        shutil.rmtree(previous, ignore_errors=True)
+
+
+def _replace(out: Path, write: Callable[[Path], None], owned: set[str]) -> Path:
     stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
     try:
         write(stage)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import numbers
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -178,12 +179,16 @@ class Graph:
         pairs. ``bytes`` defaults to the sum of input and output tensor sizes (which
         includes weights when they are listed among the inputs).
         """
+        if not isinstance(node, str):
+            raise GraphError(f"node id {node!r:.60} must be a string")
         if node in self.nx:
             raise GraphError(f"duplicate node id {node!r}")
         ins = [_tensor_spec(t) for t in inputs]
         outs = [_tensor_spec(t) for t in outputs]
         if bytes is None:
             bytes = sum(tensor_bytes(t["shape"], t["dtype"]) for t in ins + outs)  # noqa: A001
+        for key, value in (("flops", flops), ("bytes", bytes), ("param_bytes", param_bytes)):
+            _check_number(f"node {node!r}", key, value)
         data = {
             "op": op,
             "inputs": ins,
@@ -313,6 +318,8 @@ class Graph:
             if not isinstance(nd, Mapping) or "id" not in nd:
                 raise GraphError(f"{source}: node #{i} has no 'id'")
             nid = nd["id"]
+            if not isinstance(nid, str):
+                raise GraphError(f"{source}: node #{i}: id {nid!r:.60} must be a string")
             if nid in g:
                 raise GraphError(f"{source}: duplicate node id {nid!r}")
             g.add_node(nid, **{k: v for k, v in nd.items() if k != "id"})
@@ -321,6 +328,8 @@ class Graph:
                 raise GraphError(f"{source}: edge #{i} needs 'src' and 'dst'")
             u, v = ed["src"], ed["dst"]
             for n in (u, v):
+                if not isinstance(n, str):
+                    raise GraphError(f"{source}: edge #{i}: node id {n!r:.60} must be a string")
                 if n not in g:
                     raise GraphError(f"{source}: edge {u!r} -> {v!r} names unknown node {n!r}")
             g.add_edge(u, v, **{k: w for k, w in ed.items() if k not in ("src", "dst")})
@@ -355,6 +364,11 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], 
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # a full disk fails a write or fsync, which name no file: name ``path``
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is None and e.errno is not None:
+            raise type(e)(e.errno, e.strerror or os.strerror(e.errno), str(path)) from e
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -371,12 +385,18 @@ def load(path: str | os.PathLike[str]) -> Graph:
         text = path.read_text()
     except FileNotFoundError:
         raise GraphError(f"{path}: no such graph file") from None
+    except IsADirectoryError:
+        raise GraphError(f"{path}: is a folder, not a graph file") from None
     except UnicodeDecodeError:
         raise GraphError(f"{path}: not a hetsim graph file (binary content)") from None
+    except OSError as e:
+        raise GraphError(f"{path}: cannot read the graph file ({e.strerror or e})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise GraphError(f"{path}: malformed or truncated JSON ({e.msg}: line {e.lineno} column {e.colno})") from None
+    except (ValueError, RecursionError) as e:  # an integer of thousands of digits, nesting too deep
+        raise GraphError(f"{path}: malformed JSON ({first_line(e)})") from None
     return Graph.from_dict(data, source=str(path))
 
 
@@ -403,10 +423,17 @@ def _check_tensor_list(where: str, key: str, value: Any) -> None:
 
 
 def _check_number(where: str, key: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise GraphError(f"{where}: {key!r} must be a number, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise GraphError(f"{where}: {key!r} must be finite and >= 0, got {value!r}")
+    """A finite number >= 0 (not a bool, within float range): what ``flops``, ``bytes``
+    and ``param_bytes`` of a node and ``bytes`` of an edge must be, from the API
+    (:meth:`Graph.add_op`, :meth:`Graph.add_edge`) and from a file (:func:`validate`)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise GraphError(f"{where}: {key!r} must be a number, got {value!r:.60}")
+    try:
+        finite = math.isfinite(float(value))
+    except OverflowError:
+        finite = False
+    if not finite or value < 0:
+        raise GraphError(f"{where}: {key!r} must be finite and >= 0, got {value!r:.60}")
 
 
 def validate(graph: Graph, *, source: str | None = None) -> Graph:

@@ -11,6 +11,10 @@ spec                                   model
                                        the options as keyword arguments
 =====================================  ===============================================
 
+A ``file.py:Class`` spec imports that Python file: whatever code it holds runs, with the
+rights of the user running hetsim, as ``python file.py`` would. Give only files you trust
+(a graph JSON or an ONNX file runs no code of its own).
+
 Inputs of ONNX and Python models are given as *input specs*:
 ``[NAME=]DIMS[:DTYPE[:HIGH]]``, e.g. ``1x3x224x224``, ``input_ids=2x16:int64:50257``.
 Dims are the full shape (batch included); the dtype defaults to float32; integer inputs

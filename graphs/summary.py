@@ -87,16 +87,19 @@ def format_summary(s: dict[str, Any]) -> str:
 def to_dot(graph: Graph) -> str:
     """Graphviz DOT text of the graph (node label: id, op, GFLOPs; edge label: KB)."""
 
-    def q(s: str) -> str:
-        return '"' + s.replace('"', '\\"') + '"'
+    def text(s: object) -> str:  # DOT's escapes inside a quoted string
+        return str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+    def q(*lines: object) -> str:  # lines of one quoted string, joined by DOT's newline escape
+        return '"' + "\\n".join(text(s) for s in lines) + '"'
 
     lines = [f"digraph {q(graph.name)} {{", "  node [shape=box, fontsize=10];"]
     for n, d in graph.nx.nodes(data=True):
         op = d["op"] if d["op"] != "fused" else "+".join(d.get("ops", [])) or "fused"
-        label = "\\n".join([n, op, f"{d['flops'] / 1e9:.3g} GFLOP"])
-        lines.append(f"  {q(n)} [label={q(label)}];")
+        gflop = f"{d['flops'] / 1e9:.3g} GFLOP"
+        lines.append(f"  {q(n)} [label={q(n, op, gflop)}];")
     for u, v, d in graph.nx.edges(data=True):
-        label = f"{d['bytes'] / 1e3:.3g} KB"
-        lines.append(f"  {q(u)} -> {q(v)} [label={q(label)}];")
+        kb = f"{d['bytes'] / 1e3:.3g} KB"
+        lines.append(f"  {q(u)} -> {q(v)} [label={q(kb)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

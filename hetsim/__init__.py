@@ -20,16 +20,44 @@ A typical session::
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
+from importlib.machinery import ModuleSpec
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-# In a source checkout the layer folders (graphs/, sim/, ...) sit beside this one and
-# are the subpackages hetsim.graphs, hetsim.sim, ...; an installed wheel holds them
-# under hetsim/ itself (pyproject's package-dir mapping).
+#: the layer folders, each the subpackage ``hetsim.<layer>``
+LAYERS = ("graphs", "costmodel", "sim", "schedulers", "runtime", "experiments")
+
+
+class CheckoutLayerFinder(importlib.abc.MetaPathFinder):
+    """Finds ``hetsim.<layer>`` for the six layer folders of a source checkout.
+
+    In a checkout the layer folders (``graphs/``, ``sim/``, ...) sit beside ``hetsim/``;
+    an installed wheel holds them under ``hetsim/`` itself (pyproject's package-dir
+    mapping). Only the layers are mapped: the checkout's other folders (``tests/``,
+    ``docs/``, ``benchmarks/``) are not subpackages of ``hetsim``.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        """The spec of ``hetsim.<layer>`` from the checkout, None for any other name."""
+        package, _, layer = fullname.partition(".")
+        if package != "hetsim" or layer not in LAYERS:
+            return None
+        folder = self.root / layer
+        return importlib.util.spec_from_file_location(
+            fullname, folder / "__init__.py", submodule_search_locations=[str(folder)])
+
+
 _CHECKOUT = Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "sim" / "engine" / "simulator.py").is_file():
-    __path__.append(str(_CHECKOUT))  # noqa: F821 - the package's own __path__
+    if not any(isinstance(f, CheckoutLayerFinder) and f.root == _CHECKOUT for f in sys.meta_path):
+        sys.meta_path.insert(0, CheckoutLayerFinder(_CHECKOUT))
 
 try:
     __version__ = version("hetsim")

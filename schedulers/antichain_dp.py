@@ -92,6 +92,7 @@ class AntichainDP(Scheduler):
     """
 
     name = "antichain-dp"
+    minimum = {"microbatches": 1, "max_states": 1}
 
     def __init__(self, *, microbatches: int = 4, max_states: int = 300) -> None:
         self.microbatches = microbatches

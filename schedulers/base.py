@@ -24,6 +24,7 @@ build (``EFTState``, ``list_schedule``) is :mod:`schedulers.eft_state`.
 from __future__ import annotations
 
 import copy
+import functools
 import heapq
 import inspect
 import math
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from hetsim.costmodel.priced import PricedGraph, priced_graph
 from hetsim.graphs.graph import check_io, tensor_bytes
+from hetsim.schedulers.hyperparams import check_params
 from hetsim.schedulers.run import PlanRun
 from hetsim.sim.plan import Plan
 
@@ -338,6 +340,23 @@ class Scheduler:
 
     name: ClassVar[str] = ""
     min_devices: ClassVar[int] = 1
+    #: the smallest value of a numeric hyper-parameter where it is above 0 (``{"microbatches": 1}``)
+    minimum: ClassVar[Mapping[str, float]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every subclass's hyper-parameters are checked against their declared types
+        (:func:`schedulers.hyperparams.check_params`) before its ``__init__`` runs."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "checks_hyperparams", False):
+            return
+
+        @functools.wraps(init)
+        def checked_init(self: Scheduler, *args: Any, **params: Any) -> None:
+            init(self, *args, **check_params(cls.name or cls.__name__, init, params, cls.minimum))
+
+        checked_init.checks_hyperparams = True  # type: ignore[attr-defined]
+        cls.__init__ = checked_init  # type: ignore[method-assign]
 
     # ------------------------------------------------------------- parameters
     def get_params(self) -> dict[str, Any]:

@@ -40,8 +40,12 @@ the host looks idle to the model); ``meta["objective_s"]`` is phase 2's makespan
 Times are integers in units of ``time_unit_s`` (1 ns by default); durations are
 rounded once, so the model and a simulation agree to within ``V x time_unit_s``. A
 graph whose times would overflow CP-SAT's 64-bit integers in that unit (a 10 GB
-tensor on a 1 B/s link) is solved in a coarser unit, a power of ten larger
-(``meta["time_unit_s"]`` is the unit used). The weights placed on a device fit
+tensor on a 1 B/s link), or whose variables' domains sum beyond them (CP-SAT's
+``CpModel.Validate``), is solved in a coarser unit, a power of ten larger
+(``meta["time_unit_s"]`` is the unit used). When no unit up to 1000 s gives a valid
+model, when the unit that does is too coarse to resolve the schedule, or when CP-SAT
+finds no schedule in its time, the plan is HEFT's (the solver's hint), with
+``meta["fallback"] = "heft"`` and ``meta["note"]`` saying why and claiming no optimality. The weights placed on a device fit
 its memory (as :meth:`~sim.plan.Plan.validate` requires); a phase-2 candidate that
 overflows a device's memory in the simulator is skipped
 (``meta["candidates_skipped"]``). ``meta["solve_time_s"]`` is the wall time of
@@ -70,7 +74,7 @@ from typing import TYPE_CHECKING, Any
 
 from hetsim.schedulers.base import CostTable, Scheduler, SchedulerError
 from hetsim.schedulers.heft import heft_state
-from hetsim.schedulers.optimal_model import build_model
+from hetsim.schedulers.optimal_model import ModelInvalid, build_model
 from hetsim.schedulers.optimal_requests import PLANS, optimise_requests, standing
 from hetsim.sim.plan import Plan
 
@@ -107,6 +111,7 @@ class Optimal(Scheduler):
     """
 
     name = "optimal"
+    minimum = {"requests": 1}
 
     def __init__(
         self,
@@ -138,8 +143,9 @@ class Optimal(Scheduler):
         return None
 
     def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
-        if not self.time_unit_s > 0:
-            raise SchedulerError(f"optimal: time_unit_s must be > 0, got {self.time_unit_s!r}")
+        for key in ("time_unit_s", "time_limit_s"):
+            if not getattr(self, key) > 0:
+                raise SchedulerError(f"optimal: {key} must be > 0, got {getattr(self, key)!r}")
         requests, interval = int(self.requests or 1), float(self.interval_s or 0.0)
         if requests < 1 or interval < 0:
             raise SchedulerError(f"optimal: requests must be >= 1 and interval_s >= 0, got "
@@ -157,17 +163,28 @@ class Optimal(Scheduler):
     def _one_request(self, graph: Graph, platform: Platform, cost: CostModel, budget: float) -> Plan:
         """The exact optimum for one request (the two phases of the module docstring)."""
         table = CostTable(graph, platform, cost)
-        mdl, unit = build_model(table, float(self.time_unit_s), self.model_dispatch)
-        tol = (len(table.topo) + len(table.tensors)) * unit
         hint = heft_state(table, contention=True)
+        try:
+            mdl, unit = build_model(table, float(self.time_unit_s), self.model_dispatch)
+        except ModelInvalid as e:
+            return self._hint_plan(graph, platform, cost, hint.to_plan(), str(e), float(self.time_unit_s), [])
+        tol = (len(table.topo) + len(table.tensors)) * unit
+        if unit != float(self.time_unit_s):  # coarsened: does the unit still resolve the schedule?
+            span = _simulated_hint(graph, platform, cost, hint.to_plan(), f"CP-SAT's model needs units of {unit:g} s")
+            if tol >= span:
+                why = (f"CP-SAT's model fits its 64-bit integers only in units of {unit:g} s, too coarse for a "
+                       f"schedule of {span:.6g} s")  # fmt: skip
+                return self._hint_plan(graph, platform, cost, hint.to_plan(), why, unit, [])
         for (n, d), lit in mdl.x.items():
             mdl.m.AddHint(lit, hint.placement[n] == d)
         first = mdl.solve(budget * (0.5 if self.executable else 1.0), self.workers)
         if first is None:
-            raise SchedulerError(
-                f"optimal: CP-SAT found no schedule within {budget} s (or no placement fits the devices' "
-                "memory with the weights); raise time_limit_s"
-            )
+            if mdl.status == "INFEASIBLE":
+                raise SchedulerError(f"optimal: no placement of graph {graph.name!r} fits the devices' memory "
+                                     "with its weights (CP-SAT proved it)")  # fmt: skip
+            why = (f"CP-SAT found no schedule within {budget * (0.5 if self.executable else 1.0):g} s"
+                   if mdl.status == "UNKNOWN" else f"CP-SAT stopped with {mdl.status}")  # fmt: skip
+            return self._hint_plan(graph, platform, cost, hint.to_plan(), why, unit, mdl.solve_times)
         result, lower, executable, sim_s = first, first["bound"], False, None
         skipped: dict[str, str] = {}
         if self.executable:
@@ -218,6 +235,31 @@ class Optimal(Scheduler):
                 "model_dispatch": self.model_dispatch,
             },
         )
+
+    def _hint_plan(self, graph: Graph, platform: Platform, cost: CostModel, plan: Plan, why: str, unit: float,
+                   solve_times: list[float]) -> Plan:
+        """HEFT's plan (CP-SAT's hint), with ``meta["fallback"]`` and ``meta["note"]`` saying
+        why CP-SAT gave no schedule: no optimality is claimed (the bound is 0)."""
+        span = _simulated_hint(graph, platform, cost, plan, why)
+        note = f"{why}; the plan is HEFT's (the solver's hint), not proven optimal"
+        plan.meta = {
+            "status": "FEASIBLE", "fallback": "heft", "note": note, "objective_s": span, "bound_s": 0.0,
+            "gap": 1.0 if span > 0 else 0.0, "lower_bound_s": 0.0, "executable": True, "candidates_skipped": {},
+            "makespan_estimate": span, "solve_time_s": sum(solve_times), "phase_solve_times_s": list(solve_times),
+            "time_unit_s": unit, "model_dispatch": self.model_dispatch,
+        }  # fmt: skip
+        return plan
+
+
+
+def _simulated_hint(graph: Graph, platform: Platform, cost: CostModel, plan: Plan, why: str) -> float:
+    """The makespan of HEFT's plan, the one :class:`Optimal` returns when CP-SAT gives
+    nothing; :class:`SchedulerError` saying ``why`` CP-SAT gave nothing when that plan
+    does not run either."""
+    res, failed = _simulated(graph, platform, plan, cost)
+    if res is None:
+        raise SchedulerError(f"optimal: {why}, and HEFT's plan does not run ({failed})")
+    return res.makespan
 
 
 def _simulated(graph: Graph, platform: Platform, plan: Plan, cost: CostModel) -> tuple[Any, str]:

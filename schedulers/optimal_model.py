@@ -10,7 +10,7 @@ from typing import Any
 
 from hetsim.schedulers.base import INPUT_PREFIX, CostTable
 
-__all__ = ["INT_LIMIT", "CPSATModel", "HorizonTooLong", "build_model"]
+__all__ = ["INT_LIMIT", "CPSATModel", "HorizonTooLong", "ModelInvalid", "build_model"]
 
 #: largest value the model's keys may reach (2**62: headroom in int64 for the sums)
 INT_LIMIT = 1 << 62
@@ -31,6 +31,14 @@ class HorizonTooLong(Exception):
         super().__init__(factor)
         self.factor = factor
 
+
+
+class ModelInvalid(Exception):
+    """CP-SAT refuses the model in every time unit tried (its message says why)."""
+
+
+#: the coarsest time unit :func:`build_model` tries, in seconds
+COARSEST_UNIT_S = 1e3
 
 
 class CPSATModel:
@@ -69,6 +77,8 @@ class CPSATModel:
     ) -> None:
         self.table = table
         self.solve_times: list[float] = []  # wall time of every solve, found a solution or not
+        #: the solver's status after :meth:`solve` (``OPTIMAL``, ``UNKNOWN``, ``MODEL_INVALID: ...``)
+        self.status = ""
         platform, cost = table.platform, table.cost
         self.q = q = lambda t: int(round(t / unit))  # noqa: E731
         self.release = {k: q(v) for k, v in (release or {}).items() if v > 0}
@@ -332,13 +342,26 @@ class CPSATModel:
                 m.AddHint(ts, q(hit))
 
     # ------------------------------------------------------------- solving
+    def domain_sum(self) -> int:
+        """The sum of every variable's largest magnitude: CP-SAT refuses a model where
+        it exceeds int64 (:meth:`ortools.sat.python.cp_model.CpModel.Validate`)."""
+        return sum(max(abs(v) for v in var.domain) for var in self.m.Proto().variables if var.domain)
+
     def solve(self, seconds: float, workers: int) -> dict[str, Any] | None:
+        """The best solution found within ``seconds``, or None; :attr:`status` names the
+        solver's status then (``UNKNOWN``: out of time, ``INFEASIBLE``, ``MODEL_INVALID:
+        reason``)."""
         cp_model = _cp_model()
+        problem = self.m.Validate()
+        if problem:
+            self.status = f"MODEL_INVALID: {problem}"
+            return None
         solver = cp_model.CpSolver()
         solver.parameters.max_time_in_seconds = float(seconds)
         solver.parameters.num_search_workers = int(workers)
         status = solver.Solve(self.m)
         self.solve_times.append(solver.WallTime())
+        self.status = solver.StatusName(status)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return None
         topo, devs = self.table.topo, self.table.devices
@@ -359,11 +382,32 @@ class CPSATModel:
 
 
 def build_model(table: CostTable, unit: float, model_dispatch: bool, **options: Any) -> tuple[CPSATModel, float]:
-    """The CP-SAT model of ``table`` in time unit ``unit`` or, when its horizon would
-    overflow CP-SAT's integers, in the smallest power-of-ten multiple that fits;
-    returns the model and the unit used. ``options``: those of :class:`CPSATModel`."""
+    """The CP-SAT model of ``table`` in time unit ``unit`` or, when its horizon or the sum
+    of its variables' domains would overflow CP-SAT's integers (``CpModel.Validate``), in
+    the smallest power-of-ten multiple that fits; returns the model and the unit used.
+    ``options``: those of :class:`CPSATModel`.
+
+    Raises
+    ------
+    ModelInvalid
+        when no unit up to :data:`COARSEST_UNIT_S` gives a model CP-SAT accepts."""
+    def coarser(unit: float, factor: float) -> float:
+        return float(f"{unit * 10.0 ** max(1, math.ceil(math.log10(factor) + 1e-9)):.3g}")
+
     while True:
         try:
-            return CPSATModel(table, unit, model_dispatch, **options), unit
+            mdl = CPSATModel(table, unit, model_dispatch, **options)
         except HorizonTooLong as e:
-            unit = float(f"{unit * 10.0 ** math.ceil(math.log10(e.factor) + 1e-9):.3g}")
+            unit = coarser(unit, e.factor)
+        except OverflowError:  # a time beyond float range in this unit
+            raise ModelInvalid(f"a time of the graph is beyond float range in units of {unit:g} s") from None
+        else:
+            problem = mdl.m.Validate()
+            if not problem:
+                return mdl, unit
+            # the sum of the variables' domains overflows int64: coarsen by the excess
+            unit = coarser(unit, mdl.domain_sum() / INT_LIMIT)
+            if unit > COARSEST_UNIT_S:
+                raise ModelInvalid(f"CP-SAT refuses the model ({problem})")
+        if unit > COARSEST_UNIT_S:
+            raise ModelInvalid(f"the horizon overflows CP-SAT's integers even in units of {COARSEST_UNIT_S:g} s")

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from hetsim.graphs.graph import Graph
 from hetsim.schedulers.base import CostTable
 from hetsim.schedulers.heft import heft_state
-from hetsim.schedulers.optimal_model import build_model
+from hetsim.schedulers.optimal_model import ModelInvalid, build_model
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,6 +46,8 @@ PLANS = "plans of one placement and one priority order for the graph as given"
 
 def standing(meta: dict[str, Any]) -> str:
     """``"proven optimal"``, or ``"FEASIBLE, within 3.1 % of the CP-SAT lower bound"``."""
+    if meta.get("fallback"):
+        return meta["note"]
     if meta["status"] == "OPTIMAL":
         return "proven optimal"
     return f"FEASIBLE, within {meta['gap']:.1%} of the CP-SAT lower bound"
@@ -100,15 +102,19 @@ def optimise_requests(
         release.update(dict.fromkeys(ids.values(), r * interval_s))
         release.update({spec["name"]: r * interval_s for spec in many.meta["inputs"]
                         if spec["name"].startswith(f"r{r}/")})  # fmt: skip
-    mdl, unit = build_model(table, time_unit_s, model_dispatch, release=release, weights_of=copies[0].values())
-    for ids in copies[1:]:  # one plan: every request's node on the first request's device
-        for n, c in ids.items():
-            for d in table.devices:
-                if (c, d) in mdl.x and (copies[0][n], d) in mdl.x:
-                    mdl.m.Add(mdl.x[c, d] == mdl.x[copies[0][n], d])
-    for (c, d), lit in mdl.x.items():
-        mdl.m.AddHint(lit, one.placement[c.split("/", 1)[1]] == d)
-    solved = mdl.solve(time_limit_s, workers)
+    try:
+        mdl, unit = build_model(table, time_unit_s, model_dispatch, release=release, weights_of=copies[0].values())
+    except ModelInvalid:  # no relaxation: the candidates below without it
+        mdl, unit, solved = None, float(one.meta.get("time_unit_s", time_unit_s)), None
+    else:
+        for ids in copies[1:]:  # one plan: every request's node on the first request's device
+            for n, c in ids.items():
+                for d in table.devices:
+                    if (c, d) in mdl.x and (copies[0][n], d) in mdl.x:
+                        mdl.m.Add(mdl.x[c, d] == mdl.x[copies[0][n], d])
+        for (c, d), lit in mdl.x.items():
+            mdl.m.AddHint(lit, one.placement[c.split("/", 1)[1]] == d)
+        solved = mdl.solve(time_limit_s, workers)
 
     candidates: dict[str, Plan] = {
         "one-request optimum": Plan(dict(one.placement), dict(one.priority)),
@@ -152,7 +158,7 @@ def optimise_requests(
         "relaxation_status": None if solved is None else solved["status"],
         "one_request": {k: one.meta.get(k) for k in ("status", "objective_s", "lower_bound_s", "gap")},
         "makespan_estimate": span,
-        "solve_time_s": one.meta.get("solve_time_s", 0.0) + sum(mdl.solve_times),
+        "solve_time_s": one.meta.get("solve_time_s", 0.0) + (sum(mdl.solve_times) if mdl is not None else 0.0),
         "time_unit_s": unit,
         "model_dispatch": model_dispatch,
     }

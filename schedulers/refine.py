@@ -172,6 +172,7 @@ class Refine(Scheduler):
     """
 
     name = "refine"
+    minimum = {"width": 1}
 
     def __init__(
         self,
@@ -185,7 +186,7 @@ class Refine(Scheduler):
         for key, val, low in (("evaluations", evaluations, 0), ("width", width, 1), ("patience", patience, 0),
                               ("time_budget_s", time_budget_s, 0)):  # fmt: skip
             if val is not None and not val >= low:
-                raise ValueError(f"refine: {key} must be >= {low}, got {val!r}")
+                raise SchedulerError(f"refine: {key} must be >= {low}, got {val!r}")
         self.evaluations = evaluations
         self.time_budget_s = time_budget_s
         self.seed = seed

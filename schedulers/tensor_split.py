@@ -78,6 +78,7 @@ class TensorSplit(Scheduler):
     """
 
     name = "tensor-split"
+    minimum = {"top_k": 1, "requests": 1}
     min_devices = 2
 
     def __init__(

@@ -125,6 +125,7 @@ class TimeslicePipeline(Scheduler):
     """
 
     name = "timeslice-pipeline"
+    minimum = {"requests": 1}
 
     def __init__(self, *, requests: int = 4) -> None:
         self.requests = requests

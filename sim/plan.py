@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from hetsim.graphs.graph import first_line
+
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Platform
@@ -150,8 +152,13 @@ class Plan:
         # a placement listing the graph's nodes in its order (as schedulers write it) is
         # read alongside the nodes; else set operations check whole graphs in C
         in_order = list(placement) == list(nodes)
-        placed_ok = (in_order or placement.keys() <= set(nodes)) and set(placement.values()) <= names
+        try:
+            placed_ok = (in_order or placement.keys() <= set(nodes)) and set(placement.values()) <= names
+        except TypeError:  # a device that is not hashable: named below
+            placed_ok = False
         for n, dev in () if placed_ok else placement.items():
+            if not isinstance(dev, str):
+                raise PlanError(f"plan places node {n!r} on {dev!r:.60}, not a device name")
             if n not in nodes:
                 raise PlanError(f"plan places unknown node {n!r} (not in graph {graph.name!r})")
             if dev not in names:
@@ -207,6 +214,11 @@ class Plan:
     def _validate_stages(self, graph: Graph) -> None:
         stage_of: dict[str, int] = {}
         for i, stage in enumerate(self.stages or []):
+            if isinstance(stage, str) or not isinstance(stage, list | tuple):
+                raise PlanError(f"stage {i} must be a list of node ids, got {stage!r:.60}")
+            for n in stage:
+                if not isinstance(n, str):
+                    raise PlanError(f"stage {i} holds {n!r:.60}, not a node id")
             devs = {self.placement.get(n) for n in stage}
             if len(devs) > 1:
                 raise PlanError(f"stage {i} spans several devices {sorted(map(str, devs))}")
@@ -266,13 +278,21 @@ class Plan:
         if not isinstance(priority, Mapping):
             raise PlanError(f"{source}: 'priority' must be a mapping node -> number, got {priority!r:.60}")
         for n, p in priority.items():
-            if isinstance(p, bool) or not isinstance(p, int | float) or math.isnan(p):
-                raise PlanError(f"{source}: priority of node {n!r} must be a number, got {p!r}")
+            if isinstance(p, bool) or not isinstance(p, int | float) or not _float_range(p) or math.isnan(p):
+                raise PlanError(f"{source}: priority of node {n!r} must be a number, got {p!r:.60}")
         stages = data.get("stages")
         if stages is not None and not (
             isinstance(stages, list) and all(isinstance(s, list) for s in stages)
         ):
             raise PlanError(f"{source}: 'stages' must be a list of lists of nodes, got {stages!r:.60}")
+        for i, stage in enumerate(stages or []):
+            for n in stage:
+                if not isinstance(n, str):
+                    raise PlanError(f"{source}: stage {i} holds {n!r:.60}, not a node id")
+        microbatches = data.get("microbatches")
+        if microbatches is not None and (isinstance(microbatches, bool) or not isinstance(microbatches, int)
+                                         or microbatches < 1):
+            raise PlanError(f"{source}: 'microbatches' must be an int >= 1, got {microbatches!r:.60}")
         meta = data.get("meta") or {}
         if not isinstance(meta, Mapping):
             raise PlanError(f"{source}: 'meta' must be a mapping, got {meta!r:.60}")
@@ -283,7 +303,7 @@ class Plan:
             placement={str(k): v for k, v in placement.items()},
             priority={str(k): float(v) for k, v in priority.items()},
             stages=[list(s) for s in stages] if stages is not None else None,
-            microbatches=data.get("microbatches"),
+            microbatches=microbatches,
             meta=meta,
         )
 
@@ -300,6 +320,19 @@ class Plan:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             raise PlanError(f"{path}: no such plan file") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise PlanError(f"{path}: malformed plan JSON ({e})") from None
+        except IsADirectoryError:
+            raise PlanError(f"{path}: is a folder, not a plan file") from None
+        except OSError as e:
+            raise PlanError(f"{path}: cannot read the plan file ({e.strerror or e})") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:  # JSONDecodeError is a ValueError
+            raise PlanError(f"{path}: malformed plan JSON ({first_line(e)})") from None
         return cls.from_dict(data, source=str(path))
+
+
+def _float_range(value: int | float) -> bool:
+    """Whether a number converts to a float (an int of 400 digits does not)."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True

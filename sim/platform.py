@@ -181,13 +181,16 @@ class Device:
     matmul_precision: str | None = None
 
     def __post_init__(self) -> None:
-        where = f"device {self.name!r}"
         if not isinstance(self.name, str) or not self.name:
-            raise PlatformError("device 'name' must be a non-empty string")
-        if self.kind not in ("cpu", "gpu"):
-            raise PlatformError(f"{where}: 'kind' must be 'cpu' or 'gpu', got {self.kind!r}")
-        for key in ("peak_flops", "mem_bandwidth_bytes_per_s", "memory_bytes"):
+            raise PlatformError(f"device 'name' must be a non-empty string, got {self.name!r:.60}")
+        where = f"device {self.name!r}"
+        if not isinstance(self.kind, str) or self.kind not in ("cpu", "gpu"):
+            raise PlatformError(f"{where}: 'kind' must be 'cpu' or 'gpu', got {self.kind!r:.60}")
+        for key in ("peak_flops", "mem_bandwidth_bytes_per_s"):
             _positive(where, key, getattr(self, key))
+        object.__setattr__(self, "memory_bytes", _whole_bytes(where, "memory_bytes", self.memory_bytes))
+        for key in ("description", "memory_domain", "launch"):
+            _string(where, key, getattr(self, key), optional=key != "description")
         for key in ("launch_overhead_s", "dispatch_s", "handoff_s", "graph_launch_s", "event_s",
                     "copy_issue_s"):
             _non_negative(where, key, getattr(self, key))
@@ -212,7 +215,8 @@ class Device:
             raise PlatformError(f"{where}: 'cost' must be a non-empty cost spec string, got {self.cost!r}")
         if isinstance(self.streams, bool) or not isinstance(self.streams, int) or self.streams < 1:
             raise PlatformError(f"{where}: 'streams' must be an int >= 1, got {self.streams!r}")
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
             raise PlatformError(f"{where}: 'threads' must be an int >= 1, got {self.threads!r}")
         if self.memory_domain is None:
             object.__setattr__(self, "memory_domain", self.name)
@@ -248,9 +252,15 @@ class Link:
     description: str = ""
 
     def __post_init__(self) -> None:
-        where = f"link {self.src!r} -> {self.dst!r}"
+        where = f"link {self.src!r:.60} -> {self.dst!r:.60}"
+        for key in ("src", "dst"):
+            if not isinstance(getattr(self, key), str) or not getattr(self, key):
+                raise PlatformError(f"{where}: {key!r} must be a device name (a non-empty string)")
         _positive(where, "bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
         _non_negative(where, "latency_s", self.latency_s)
+        if not isinstance(self.duplex, bool):
+            raise PlatformError(f"{where}: 'duplex' must be true or false, got {self.duplex!r:.60}")
+        _string(where, "description", self.description)
         if self.src == self.dst:
             raise PlatformError(f"{where}: a link needs two different devices")
 
@@ -297,6 +307,20 @@ class Platform:
     )  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise PlatformError(f"platform 'name' must be a non-empty string, got {self.name!r:.60}")
+        _string(f"platform {self.name!r}", "host", self.host, optional=True)
+        _string(f"platform {self.name!r}", "description", self.description)
+        if isinstance(self.devices, str | bytes) or not isinstance(self.devices, tuple | list):
+            raise PlatformError(f"platform {self.name!r}: 'devices' must be a list of Device, got {self.devices!r:.60}")
+        for d in self.devices:
+            if not isinstance(d, Device):
+                raise PlatformError(f"platform {self.name!r}: devices holds {d!r:.60}, not a Device")
+        if isinstance(self.links, str | bytes) or not isinstance(self.links, tuple | list):
+            raise PlatformError(f"platform {self.name!r}: 'links' must be a list of Link, got {self.links!r:.60}")
+        for lk in self.links:
+            if not isinstance(lk, Link):
+                raise PlatformError(f"platform {self.name!r}: links holds {lk!r:.60}, not a Link")
         object.__setattr__(self, "devices", tuple(self.devices))
         object.__setattr__(self, "links", tuple(self.links))
         if not self.devices:
@@ -328,9 +352,12 @@ class Platform:
             raise PlatformError(
                 f"platform {self.name!r}: host {self.host!r} is not a device ({sorted(by_name)})"
             )
-        if not isinstance(self.dispatch_threads, int) or self.dispatch_threads < 1:
-            raise PlatformError(f"platform {self.name!r}: 'dispatch_threads' must be an int >= 1")
-        if not isinstance(self.decision_s, (int, float)) or not 0.0 <= float(self.decision_s) < math.inf:
+        if (isinstance(self.dispatch_threads, bool) or not isinstance(self.dispatch_threads, int)
+                or self.dispatch_threads < 1):
+            raise PlatformError(f"platform {self.name!r}: 'dispatch_threads' must be an int >= 1, "
+                                f"got {self.dispatch_threads!r:.60}")
+        if (isinstance(self.decision_s, bool) or not isinstance(self.decision_s, int | float)
+                or not 0.0 <= float(self.decision_s) < math.inf):
             raise PlatformError(f"platform {self.name!r}: 'decision_s' must be a finite number >= 0, "
                                 f"got {self.decision_s!r}")
         object.__setattr__(self, "decision_s", float(self.decision_s))
@@ -545,7 +572,7 @@ class Platform:
             raise PlatformError(str(e)) from None
         try:
             return cls(
-                name=str(data.get("name", Path(source).stem)),
+                name=data.get("name", Path(source).stem),
                 devices=tuple(devices),
                 links=tuple(links),
                 host=data.get("host"),
@@ -638,14 +665,40 @@ def read_toml(path: str | os.PathLike[str], what: str, error: type[Exception]) -
         raise error(f"{path}: malformed TOML ({e})") from None
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is an int or float (not a bool) within float range."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _positive(where: str, key: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise PlatformError(f"{where}: {key!r} must be a positive number, got {value!r}")
+    if not _finite(value) or value <= 0:
+        raise PlatformError(f"{where}: {key!r} must be a positive number, got {value!r:.60}")
+
+
+def _whole_bytes(where: str, key: str, value: Any) -> int:
+    """``value`` as an int of bytes >= 1: an int, or a float with no fraction (``8e9``)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PlatformError(f"{where}: {key!r} must be a positive number of whole bytes, got {value!r:.60}")
+    return value
+
+
+def _string(where: str, key: str, value: Any, *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if not isinstance(value, str):
+        raise PlatformError(f"{where}: {key!r} must be a string, got {value!r:.60}")
 
 
 def _non_negative(where: str, key: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise PlatformError(f"{where}: {key!r} must be a number >= 0, got {value!r}")
+    if not _finite(value) or value < 0:
+        raise PlatformError(f"{where}: {key!r} must be a number >= 0, got {value!r:.60}")
 
 
 def _no_unknown(source: str, where: str, data: Any, allowed: set[str]) -> None:

@@ -121,11 +121,9 @@ def write_chrome_trace(
     *,
     resources: Iterable[str] | None = None,
 ) -> Path:
-    """Write :func:`chrome_trace` JSON to ``path`` (parents created); return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write :func:`chrome_trace` JSON to ``path`` (parents created) atomically
+    (:func:`graphs.graph.atomic_write`); return the path."""
+    from hetsim.graphs.graph import atomic_write
+
     trace = chrome_trace(records, resources=resources)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(trace, separators=(",", ":")))
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, lambda fh: json.dump(trace, fh, separators=(",", ":")))

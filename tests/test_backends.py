@@ -8,6 +8,7 @@ of its producers; the graph's outputs must equal the torch module's outputs with
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -248,6 +249,55 @@ def test_tvm_kernels_are_cached_on_disk(tvm_cache):
     assert second.cache.builds == 0
     for a, b in zip(outs, again):
         np.testing.assert_array_equal(a, b)
+
+
+def test_tvm_kernel_cache_is_private_and_loads_only_libraries_with_their_recorded_hash(tvm_cache):
+    import hashlib
+    import stat
+
+    model = import_module(torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()), (torch.rand(2, 8),))
+    first = get_backend("tvm", cache=tvm_cache)
+    first.register(model.graph, model)
+    for n in model.graph:
+        first.prepare(model.graph, n, "cpu", seed=1)
+    assert stat.S_IMODE(tvm_cache.stat().st_mode) == 0o700
+    libraries = sorted(tvm_cache.glob("*.so"))
+    for lib in libraries:
+        recorded = (tvm_cache / f"{lib.name}.sha256").read_text().strip()
+        assert recorded == hashlib.sha256(lib.read_bytes()).hexdigest()
+    tampered = libraries[0]
+    swap = tvm_cache / "swap"  # someone else's bytes under a cached name (a new file: the old one is mapped)
+    swap.write_bytes(tampered.read_bytes() + b"\0")
+    os.replace(swap, tampered)
+    second = get_backend("tvm", cache=tvm_cache)
+    second.register(model.graph, model)
+    for n in model.graph:
+        second.prepare(model.graph, n, "cpu", seed=1)
+    assert second.cache.builds == 1  # the tampered library rebuilt, never loaded; the others loaded
+    assert (tvm_cache / f"{tampered.name}.sha256").read_text().strip() == \
+        hashlib.sha256(tampered.read_bytes()).hexdigest()
+
+
+def test_a_kernel_cache_folder_of_another_user_is_not_used(tmp_path, monkeypatch):
+    from hetsim.runtime.backends.tvm_backend import KernelCache, KernelCacheWarning
+
+    folder = tmp_path / "shared"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    cache = KernelCache(folder)
+    assert cache.folder() == folder and stat_mode(folder) == 0o700  # ours: made private
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(folder).st_uid + 1)  # as if another user made it
+    other = KernelCache(folder)
+    with pytest.warns(KernelCacheWarning, match=rf"kernel cache {folder} belongs to user id \d+, not to this user"):
+        assert other.folder() is None
+    monkeypatch.setenv("HETSIM_CACHE", str(tmp_path))
+    assert KernelCache().directory == tmp_path / f"tvm-{os.getuid()}"
+
+
+def stat_mode(path) -> int:
+    import stat
+
+    return stat.S_IMODE(os.stat(path).st_mode)
 
 
 def test_import_runtime_is_light():

@@ -634,3 +634,17 @@ def test_family_baselines_fit_their_own_fixed_cost_and_peak() -> None:
     np.testing.assert_allclose(t0[pool], t[pool], rtol=0.05)
     assert t0[-1] == 1e-6  # views keep the floor
 
+
+def test_cli_eval_writes_under_out_not_into_the_profile(profile_dir: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from hetsim.experiments.cli.main import main
+
+    before = sorted(p.name for p in profile_dir.iterdir())
+    monkeypatch.chdir(tmp_path)
+    assert main(["costmodel", "eval", str(profile_dir), "--kinds", "polynomial", "--no-per-op"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in profile_dir.iterdir()) == before  # the (tracked) profile untouched
+    out = tmp_path / "out" / "eval" / profile_dir.name
+    assert sorted(p.name for p in out.iterdir()) == ["eval.csv", "eval.pdf", "eval.png", "eval_points.csv"]
+

@@ -1,11 +1,13 @@
 """Fuzz: random DAGs of many shapes through every registered scheduler and the simulator.
 
 Each case draws a graph (a chain, forks and joins, a dense DAG, layers, independent
-ops, or a windowed random DAG; FLOPs and bytes zero, ordinary or huge; view ops;
-two-output ops), a scheduler, a platform (``cpu2``, ``xeon-p2200``,
+ops, or a windowed random DAG; FLOPs zero, tiny, ordinary, huge or extreme and bytes
+zero, tiny, ordinary or huge; view ops; two-output ops), a scheduler with some of its
+hyper-parameters drawn from their declared types, a platform (``cpu2``, ``xeon-p2200``,
 ``multi-gpu-4``, and the host model of sim/engine/host.py: ``xeon-p2200`` launching
 eagerly under the interpreter lock or as CUDA graphs with free launches,
-``multi-gpu-4`` as CUDA graphs) and 1 or 3 requests, plans and simulates it through
+``multi-gpu-4`` as CUDA graphs) whose links run at their speed or a thousandth or a
+billionth of it, and 1 or 3 requests, plans and simulates it through
 :meth:`Scheduler.run <schedulers.base.Scheduler.run>` and checks the run:
 
 * every node runs once per request, on its planned device (dynamic plans: once);
@@ -17,9 +19,11 @@ eagerly under the interpreter lock or as CUDA graphs with free launches,
   its fastest device's time) and equals the end of the last record;
 * every utilisation is at most 1.
 
-A case may also end cleanly: the scheduler declines (``SchedulerError``), or the
-plan does not fit a device's memory (``PlanError``/``SimulationError`` saying so);
-anything else fails. ``ci`` runs 300 cases (about a minute);
+A case may also end cleanly: the scheduler declines (``SchedulerError``: it does not
+apply, or a drawn hyper-parameter is out of its range), or the plan does not fit a
+device's memory (``PlanError``/``SimulationError`` saying so); anything else fails, and
+so does ``optimal`` declining for another reason (it returns HEFT's plan with a note
+when CP-SAT gives nothing). ``ci`` runs 300 cases (about a minute);
 ``HYPOTHESIS_PROFILE=thorough`` runs 10 000 (``HETSIM_FUZZ_CASES`` overrides both).
 """
 
@@ -40,6 +44,7 @@ from hypothesis import strategies as st
 from hetsim import schedulers
 from hetsim.costmodel import Roofline
 from hetsim.graphs import Graph
+from hetsim.schedulers.hyperparams import declared_types
 from hetsim.sim import PlanError, Platform, SimulationError
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
@@ -63,15 +68,55 @@ PLATFORMS["xeon-p2200-graph"] = launching("xeon-p2200", "graph", lock=False, hos
 PLATFORMS["multi-gpu-4-graph"] = launching("multi-gpu-4", "graph", lock=False, host_s=4e-6)
 SHAPES = ("chain", "fork-join", "dense", "layered", "independent", "windowed")
 #: FLOPs of a compute op, bytes of a tensor: zero, ordinary, huge (beyond a GPU's memory)
-FLOPS = {"zero": (0.0, 0.0), "ordinary": (1e6, 1e10), "huge": (1e14, 1e16)}
-ELEMS = {"zero": (0, 0), "ordinary": (1, 10**6), "huge": (10**8, 2 * 10**9)}
+FLOPS = {"zero": (0.0, 0.0), "tiny": (1e-6, 1.0), "ordinary": (1e6, 1e10), "huge": (1e14, 1e16),
+         "extreme": (1e18, 1e22)}
+ELEMS = {"zero": (0, 0), "tiny": (1, 4), "ordinary": (1, 10**6), "huge": (10**8, 2 * 10**9)}
+#: link bandwidth multipliers: as built, slow, and slow enough to overflow int64 nanoseconds
+LINK_SCALES = (1.0, 1e-3, 1e-9)
 OPS = ("matmul", "conv2d", "relu", "add", "softmax", "reshape")
 #: a clean end of a case: the scheduler declines, or the plan does not fit memory
 MEMORY = re.compile(r"out of memory|needs .* but device|weights placed on device|fits in the memory of no device"
                     r"|overflows a device's memory|fits the devices' memory|within its device's memory")
 EPS = 1e-9
-#: hyper-parameters that keep a case short (CP-SAT's budget)
-FAST = {"optimal": {"time_limit_s": 0.5, "workers": 1}}
+#: hyper-parameters that keep a case short (CP-SAT's budget), whatever else is drawn
+FAST = {"optimal": {"time_limit_s": 0.5, "workers": 1}, "refine": {"time_budget_s": 0.5}}
+#: why optimal may decline: a graph beyond max_nodes, a drawn hyper-parameter out of range
+OPTIMAL_DECLINES = re.compile(r"more than max_nodes|must be > 0|hyper-parameter '")
+#: what optimal said when CP-SAT refused its model at once, although HEFT's plan ran
+MISLEADING = "raise time_limit_s"
+
+
+def platform_at(name: str, link_scale: float) -> Platform:
+    key = (name, link_scale)
+    if key not in SCALED:
+        SCALED[key] = PLATFORMS[name].scaled(link_bandwidth=link_scale)
+    return SCALED[key]
+
+
+SCALED: dict[tuple[str, float], Platform] = {}
+
+
+@st.composite
+def hyper_parameters(draw: Any, name: str) -> dict[str, Any]:
+    """Some of a scheduler's declared hyper-parameters, drawn from their types (small
+    ints and numbers: each case stays short); the others keep their defaults."""
+    cls = type(schedulers.get(name))
+    out: dict[str, Any] = {}
+    for key, types in declared_types(cls.__init__.__wrapped__).items():
+        if not draw(st.integers(0, 2)) == 0:
+            continue
+        options = []
+        if bool in types:
+            options.append(st.booleans())
+        elif int in types:
+            options.append(st.integers(0, 4))
+        elif float in types:
+            options.append(st.sampled_from([0.0, 1e-9, 1e-6, 1e-3, 0.25]))
+        if type(None) in types:
+            options.append(st.none())
+        if options:
+            out[key] = draw(st.one_of(options))
+    return {**out, **FAST.get(name, {})}
 
 
 def _edges(shape: str, n: int, draw: Any) -> list[tuple[int, int]]:
@@ -102,10 +147,10 @@ def _edges(shape: str, n: int, draw: Any) -> list[tuple[int, int]]:
 
 
 @st.composite
-def graphs(draw: Any) -> Graph:
+def graphs(draw: Any, min_nodes: int = 1, max_nodes: int = 30) -> Graph:
     """A random DAG: a shape, a size, op kinds, FLOPs and tensor sizes of a regime."""
     shape = draw(st.sampled_from(SHAPES))
-    n = draw(st.integers(1, 30))
+    n = draw(st.integers(min_nodes, max_nodes))
     flops_regime = draw(st.sampled_from(sorted(FLOPS)))
     bytes_regime = draw(st.sampled_from(sorted(ELEMS)))
     edges = _edges(shape, n, draw)
@@ -199,12 +244,16 @@ def check_run(run: Any, requests: int) -> None:
 
 @settings(max_examples=CASES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(graph=graphs(), name=st.sampled_from(schedulers.names()), platform=st.sampled_from(sorted(PLATFORMS)),
-       requests=st.sampled_from([1, 3]))  # fmt: skip
-def test_every_scheduler_on_random_dags(graph: Graph, name: str, platform: str, requests: int) -> None:
-    s = schedulers.get(name, **FAST.get(name, {}))
+       link_scale=st.sampled_from(LINK_SCALES), requests=st.sampled_from([1, 3]), data=st.data())  # fmt: skip
+def test_every_scheduler_on_random_dags(graph: Graph, name: str, platform: str, link_scale: float, requests: int,
+                                        data: st.DataObject) -> None:
+    params = data.draw(hyper_parameters(name))
     try:
-        run = s.run(graph, PLATFORMS[platform], Roofline(), requests=requests, record=True)
-    except schedulers.SchedulerError:
+        s = schedulers.get(name, **params)
+        run = s.run(graph, platform_at(platform, link_scale), Roofline(), requests=requests, record=True)
+    except schedulers.SchedulerError as e:
+        assert name != "optimal" or ((OPTIMAL_DECLINES.search(str(e)) or MEMORY.search(str(e)))
+                                     and MISLEADING not in str(e)), str(e)
         event("declined")  # with its reason
         return
     except (PlanError, SimulationError) as e:
@@ -214,3 +263,24 @@ def test_every_scheduler_on_random_dags(graph: Graph, name: str, platform: str, 
     event("checked")
     check_run(run, requests)
     assert math.isfinite(run.result.makespan)
+
+
+@settings(max_examples=max(10, CASES // 40), deadline=None, suppress_health_check=list(HealthCheck))
+@given(graph=graphs(min_nodes=8, max_nodes=14), platform=st.sampled_from(sorted(PLATFORMS)),
+       link_scale=st.sampled_from(LINK_SCALES[1:]))  # fmt: skip
+def test_optimal_over_slow_links(graph: Graph, platform: str, link_scale: float) -> None:
+    """The yardstick where its integer model is hardest to keep valid: a graph of 8-14 ops
+    over links a thousand or a billion times slower. It plans (CP-SAT's schedule, or HEFT's
+    plan with a note when CP-SAT gives nothing), or the graph does not fit memory."""
+    try:
+        run = schedulers.get("optimal", **FAST["optimal"]).run(graph, platform_at(platform, link_scale), Roofline(),
+                                                              record=True)  # fmt: skip
+    except (schedulers.SchedulerError, PlanError, SimulationError) as e:
+        assert MEMORY.search(str(e)) and MISLEADING not in str(e), str(e)
+        event("does not fit memory")
+        return
+    meta = run.plan.meta
+    event("heft's plan" if meta.get("fallback") else meta["status"])
+    assert meta["status"] in ("OPTIMAL", "FEASIBLE")
+    assert bool(meta.get("fallback")) == ("note" in meta)
+    check_run(run, 1)

@@ -130,3 +130,67 @@ def test_tensor_bytes() -> None:
 def test_validate_rejects_multigraph() -> None:
     with pytest.raises(GraphError, match="DiGraph"):
         graphs.validate(Graph(nx.MultiDiGraph()))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("flops", float("nan"), r"node 'x': 'flops' must be finite and >= 0, got nan"),
+        ("flops", float("inf"), r"node 'x': 'flops' must be finite and >= 0, got inf"),
+        ("flops", -1.0, r"node 'x': 'flops' must be finite and >= 0, got -1.0"),
+        ("flops", "1e9", r"node 'x': 'flops' must be a number, got '1e9'"),
+        ("bytes", -4, r"node 'x': 'bytes' must be finite and >= 0, got -4"),
+        ("bytes", True, r"node 'x': 'bytes' must be a number, got True"),
+        ("param_bytes", -1, r"node 'x': 'param_bytes' must be finite and >= 0, got -1"),
+        ("param_bytes", 10**400, r"node 'x': 'param_bytes' must be finite and >= 0"),
+    ],
+)
+def test_add_op_checks_numbers_as_the_loader_does(key: str, value, match: str) -> None:
+    g = Graph(name="api")
+    with pytest.raises(GraphError, match=match):
+        g.add_op("x", "relu", **{key: value})
+    assert "x" not in g
+    g.add_op("y", "relu", flops=1e6, bytes=8, param_bytes=0)  # the same numbers in a file load
+    data = g.to_dict()
+    data["nodes"][0][key] = value
+    with pytest.raises(GraphError, match=match.replace("node 'x'", "node 'y'")):
+        Graph.from_dict(data, source="g.json")
+
+
+def test_add_op_node_id_must_be_a_string() -> None:
+    with pytest.raises(GraphError, match=r"node id \['a'\] must be a string"):
+        Graph().add_op(["a"], "relu")
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('"flops": 1e999', r"huge\.json: node 'a': 'flops' must be finite and >= 0, got inf"),
+        ('"flops": 1' + "0" * 400, r"huge\.json: node 'a': 'flops' must be finite and >= 0"),
+        ('"flops": 1' + "0" * 5000, r"huge\.json: malformed JSON \(ValueError: Exceeds the limit"),
+    ],
+)
+def test_numbers_beyond_float_range_in_a_file(tmp_path, text: str, match: str) -> None:
+    g = Graph(name="huge")
+    g.add_op("a", "relu", flops=1.0, bytes=8)
+    raw = json.dumps(g.to_dict()).replace('"flops": 1.0', text)
+    (tmp_path / "huge.json").write_text(raw)
+    with pytest.raises(GraphError, match=match) as e:
+        graphs.load(tmp_path / "huge.json")
+    assert "\n" not in str(e.value) and len(str(e.value)) < 400
+
+
+def test_node_ids_that_are_lists_in_a_file(tmp_path, diamond: Graph) -> None:
+    data = diamond.to_dict()
+    data["nodes"][0]["id"] = ["a"]
+    with pytest.raises(GraphError, match=r"g\.json: node #0: id \['a'\] must be a string"):
+        Graph.from_dict(data, source="g.json")
+    data = diamond.to_dict()
+    data["edges"][0]["dst"] = ["b"]
+    with pytest.raises(GraphError, match=r"g\.json: edge #0: node id \['b'\] must be a string"):
+        Graph.from_dict(data, source="g.json")
+
+
+def test_a_folder_is_not_a_graph_file(tmp_path) -> None:
+    with pytest.raises(GraphError, match=r": is a folder, not a graph file"):
+        graphs.load(tmp_path)

@@ -65,6 +65,25 @@ def test_python_m_hetsim_runs_the_cli(tmp_path: Path) -> None:
     assert "simulate" in out.stdout and "compare" in out.stdout
 
 
+def test_only_the_six_layers_are_subpackages_of_a_checkout(tmp_path: Path) -> None:
+    code = """
+import importlib
+import hetsim
+found = []
+for name in ("tests", "docs", "benchmarks", "build", "profiles"):
+    try:
+        importlib.import_module("hetsim." + name)
+        found.append(name)
+    except ImportError:
+        pass
+import hetsim.sim.engine.simulator, hetsim.experiments.cli.main
+print("found", found, hetsim.sim.__file__.endswith("/sim/__init__.py"))
+"""
+    out = _run(code, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "found [] True" in out.stdout
+
+
 def test_no_module_imports_a_layer_by_its_bare_name() -> None:
     bare = re.compile(rf"^\s*(from|import) ({'|'.join(LAYERS)})(\.|\s|$)", re.M)
     offenders = []

@@ -272,3 +272,66 @@ def test_no_static_heuristic_beats_optimal_with_several_requests(graph_name: str
             assert run.result.makespan <= ms + tol  # HEFT is one of its candidates
         if meta["status"] == "OPTIMAL":
             assert ms >= meta["objective_s"] - tol, (name, ms, meta)
+
+
+# --------------------------------------------------------- models CP-SAT would refuse
+def slow_chain(n: int, nbytes: int, bandwidth: float) -> tuple[Graph, Platform]:
+    """``n`` ops in a chain, each 0.1 ms on the GPU and 10 ms on the CPU, whose tensors
+    would cross a very slow link: every plan worth having keeps them on the GPU."""
+    g = Graph(name="slow-chain")
+    for i in range(n):
+        g.add_op(f"o{i}", "relu", flops=1e9, bytes=1000)
+        if i:
+            g.add_edge(f"o{i - 1}", f"o{i}", bytes=nbytes)
+    devices = (Device("cpu", "cpu", 1e11, 1e10, 10**14), Device("gpu", "gpu", 1e13, 1e11, 10**14))
+    return g, Platform("slow-link", devices, (Link("cpu", "gpu", bandwidth_bytes_per_s=bandwidth),))
+
+
+def test_a_model_whose_domains_overflow_int64_is_solved_in_a_coarser_unit() -> None:
+    """12 ops, 1 GB tensors over 1 B/s: the horizon fits int64 in 10 ns units but the sum of
+    the variables' domains does not (CP-SAT's Validate); 10 us units fit both."""
+    g, platform = slow_chain(12, 10**9, 1.0)
+    run = schedulers.get("optimal", time_limit_s=5.0).run(g, platform, Roofline())
+    meta = run.plan.meta
+    assert meta["status"] == "OPTIMAL" and "fallback" not in meta
+    assert meta["time_unit_s"] == 1e-5
+    assert set(run.plan.placement.values()) == {"gpu"}
+    assert run.result.makespan == pytest.approx(12 * 2e-4)  # each op 1e9 FLOP at half the 1e13 FLOP/s peak
+    assert run.result.makespan == pytest.approx(meta["objective_s"], abs=12 * meta["time_unit_s"])
+
+
+def test_a_unit_too_coarse_for_the_schedule_returns_heft_with_a_note() -> None:
+    g, platform = slow_chain(10, 10**10, 1e-3)
+    run = schedulers.get("optimal", time_limit_s=5.0).run(g, platform, Roofline())
+    meta = run.plan.meta
+    heft = schedulers.get("heft", contention=True).schedule(g, platform, Roofline())
+    assert meta["fallback"] == "heft" and meta["status"] == "FEASIBLE" and meta["bound_s"] == 0.0
+    assert run.plan.placement == heft.placement
+    assert meta["note"] == ("CP-SAT's model fits its 64-bit integers only in units of 0.1 s, too coarse for a "
+                            "schedule of 0.002 s; the plan is HEFT's (the solver's hint), not proven optimal")
+    assert meta["objective"].endswith(meta["note"])
+    assert meta["objective_s"] == run.result.makespan
+
+
+def test_a_model_invalid_in_every_unit_returns_heft_with_a_note() -> None:
+    g, platform = slow_chain(12, 10**12, 1e-9)
+    meta = schedulers.get("optimal", time_limit_s=5.0).schedule(g, platform, Roofline()).meta
+    assert meta["fallback"] == "heft"
+    assert meta["note"].startswith("the horizon overflows CP-SAT's integers even in units of 1000 s; the plan is HEFT's")
+    assert meta["solve_time_s"] == 0.0
+
+
+def test_no_solution_in_time_returns_heft_not_a_misleading_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hetsim.schedulers.optimal_model import CPSATModel
+
+    def out_of_time(self, seconds, workers):  # noqa: ANN001, ANN202
+        self.status = "UNKNOWN"
+        self.solve_times.append(seconds)
+        return None
+
+    monkeypatch.setattr(CPSATModel, "solve", out_of_time)
+    g = GRAPHS["diamond"]()
+    plan = schedulers.get("optimal", time_limit_s=2.0).schedule(g, Platform.preset("xeon-p2200"), Roofline())
+    assert plan.meta["note"] == ("CP-SAT found no schedule within 1 s; the plan is HEFT's (the solver's hint), "
+                                 "not proven optimal")
+    assert plan.meta["solve_time_s"] == 1.0

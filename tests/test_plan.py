@@ -140,3 +140,36 @@ def test_bad_plan_files(tmp_path: Path):
         Plan.from_dict({"hetsim_plan": 9, "placement": {}})
     with pytest.raises(PlanError, match="'placement' must be a mapping"):
         Plan.from_dict({"hetsim_plan": 1, "placement": ["a"]})
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"stages": [["a", ["b"]], ["c"]]}, r"p\.json: stage 0 holds \['b'\], not a node id"),
+        ({"stages": [[["a", "b", "c"]]]}, r"p\.json: stage 0 holds \['a', 'b', 'c'\], not a node id"),
+        ({"microbatches": "4"}, r"p\.json: 'microbatches' must be an int >= 1, got '4'"),
+        ({"microbatches": True}, r"p\.json: 'microbatches' must be an int >= 1, got True"),
+        ({"priority": {"a": 10**400}}, r"p\.json: priority of node 'a' must be a number"),
+        ({"placement": {"a": ["cpu"]}}, r"p\.json: 'placement' must be a mapping node -> device name"),
+    ],
+)
+def test_plan_file_values_of_the_wrong_type(tmp_path: Path, change: dict, match: str):
+    data = {"hetsim_plan": 1, "placement": {"a": "cpu", "b": "cpu", "c": "cpu"}, **change}
+    with pytest.raises(PlanError, match=match):
+        Plan.from_dict(data, source="p.json")
+
+
+def test_plan_built_in_code_with_list_ids(chain: Graph, platform: Platform):
+    with pytest.raises(PlanError, match=r"stage 0 holds \['b'\], not a node id"):
+        Plan({"a": "cpu", "b": "cpu", "c": "cpu"}, stages=[["a", ["b"]], ["c"]]).validate(chain, platform)
+    with pytest.raises(PlanError, match=r"plan places node 'a' on \['cpu'\], not a device name"):
+        Plan({"a": ["cpu"], "b": "cpu", "c": "cpu"}).validate(chain, platform)
+
+
+def test_plan_file_that_is_a_folder_or_huge(tmp_path: Path):
+    with pytest.raises(PlanError, match=r": is a folder, not a plan file"):
+        Plan.from_json(tmp_path)
+    huge = tmp_path / "huge.json"
+    huge.write_text('{"hetsim_plan": 1, "placement": {}, "microbatches": 1' + "0" * 5000 + "}")
+    with pytest.raises(PlanError, match=r"huge\.json: malformed plan JSON \(ValueError: Exceeds the limit"):
+        Plan.from_json(huge)

@@ -249,3 +249,50 @@ def test_gpu_presets_state_their_published_figures():
         assert gpu.sm_count and gpu.clock_hz and gpu.l2_bytes, name
     a100 = Platform.preset("a100-server").device("gpu")
     assert (a100.sm_count, a100.peak_flops, a100.mem_bandwidth_bytes_per_s) == (108, 1.95e13, 1.935e12)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "match"),
+    [
+        ("links.0.duplex", "false", r"link 'cpu' -> 'gpu': 'duplex' must be true or false, got 'false'"),
+        ("links.0.duplex", 0, r"'duplex' must be true or false, got 0"),
+        ("links.0.src", 3, r"'src' must be a device name"),
+        ("links.0.description", 5, r"'description' must be a string, got 5"),
+        ("devices.0.threads", True, r"device 'cpu': 'threads' must be an int >= 1, got True"),
+        ("devices.0.streams", 2.0, r"'streams' must be an int >= 1, got 2.0"),
+        ("devices.1.memory_bytes", 1.5, r"device 'gpu': 'memory_bytes' must be a positive number of whole bytes, got 1.5"),
+        ("devices.1.memory_bytes", True, r"'memory_bytes' must be a positive number of whole bytes, got True"),
+        ("devices.0.name", [1], r"device 'name' must be a non-empty string, got \[1\]"),
+        ("devices.0.kind", ["cpu"], r"'kind' must be 'cpu' or 'gpu', got \['cpu'\]"),
+        ("devices.0.peak_flops", "1e12", r"'peak_flops' must be a positive number, got '1e12'"),
+        ("devices.0.peak_flops", True, r"'peak_flops' must be a positive number, got True"),
+        ("devices.0.peak_flops", 10**400, r"'peak_flops' must be a positive number"),
+        ("devices.0.memory_domain", 7, r"'memory_domain' must be a string, got 7"),
+        ("devices.0.description", False, r"'description' must be a string, got False"),
+        ("devices.1.launch", 1, r"'launch' must be a string, got 1"),
+        ("devices.0.dispatch_s", "0", r"'dispatch_s' must be a number >= 0, got '0'"),
+        ("name", [1], r"platform 'name' must be a non-empty string, got \[1\]"),
+        ("host", 0, r"'host' must be a string, got 0"),
+        ("description", 1.0, r"'description' must be a string, got 1.0"),
+        ("dispatch_threads", True, r"'dispatch_threads' must be an int >= 1, got True"),
+        ("dispatch_threads", 1.0, r"'dispatch_threads' must be an int >= 1, got 1.0"),
+        ("decision_s", True, r"'decision_s' must be a finite number >= 0"),
+        ("decision_s", float("inf"), r"'decision_s' must be a finite number >= 0"),
+    ],
+)
+def test_every_key_is_type_checked(path: str, value: Any, match: str):
+    with pytest.raises(PlatformError, match=match):
+        Platform.from_dict(with_changes(path, value), source="box.toml")
+
+
+def test_string_duplex_in_a_file_is_refused(tmp_path: Path):
+    file = tmp_path / "box.toml"
+    file.write_text(to_toml(with_changes("links.0.duplex", "false")))
+    with pytest.raises(PlatformError, match=r"box\.toml: link 'cpu' -> 'gpu': 'duplex' must be true or false"):
+        Platform.from_toml(file)
+
+
+def test_memory_bytes_of_a_whole_float_is_an_int():
+    p = Platform.from_dict(with_changes("devices.1.memory_bytes", 8e9), source="box.toml")
+    assert p.device("gpu").memory_bytes == 8_000_000_000
+    assert isinstance(p.device("gpu").memory_bytes, int)

@@ -140,6 +140,13 @@ def test_bad_sweep_names_every_problem(tmp_path: Path) -> None:
         ({"grid": GRID, "model_args": {"lstm": {"seqlen": 3}}}, "no option(s) ['seqlen']"),
         ({"grid": {**GRID, "cost": ["no/such/profile"]}}, "cost model 'no/such/profile'"),
         ({"grid": {**GRID, "granularity": ["layer"]}}, "'granularity' values ['layer']"),
+        ({"name": "/tmp/x", "grid": GRID}, "'name' must be a plain name (it names the output folder: no '/', "
+                                           "'\\', leading '.' or '..'), got '/tmp/x'"),
+        ({"name": "../../x", "grid": GRID}, "'name' must be a plain name"),
+        ({"name": "..", "grid": GRID}, "'name' must be a plain name"),
+        ({"name": "a\\b", "grid": GRID}, "'name' must be a plain name"),
+        ({"grid": GRID, "scheduler_args": {"heft": {"insertion": "maybe"}}},
+         "heft: hyper-parameter 'insertion' must be true or false, got 'maybe'"),
     ],
 )
 def test_bad_sweep_dicts(data: dict, needle: str) -> None:
@@ -425,4 +432,4 @@ def test_results_file_rewrites_keep_every_row_and_leave_no_temporary(tmp_path: P
         rf.drop({"b"})
         rf.append({"point_id": "b", "status": "ok", "note": "x,y"})
     assert path.read_text() == 'point_id,status,note\na,ok,\nc,ok,\nb,ok,"x,y"\n'
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".sweep.lock", "results.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hetsim.lock", "results.csv"]

@@ -238,9 +238,11 @@ def plot_eval(points: pd.DataFrame, out: str | os.PathLike[str], *, stem: str = 
 def save_png_pdf(fig: Any, out: str | os.PathLike[str], stem: str) -> list[Path]:
     """Save the matplotlib figure ``fig`` as ``out/stem.png`` (150 dpi) and
     ``out/stem.pdf``, creating ``out``; the two paths."""
+    from hetsim.graphs.graph import atomic_write
+
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{stem}.png", folder / f"{stem}.pdf"]
-    fig.savefig(paths[0], dpi=150)
-    fig.savefig(paths[1], metadata={"CreationDate": None})  # same points, same bytes (a tracked file)
+    atomic_write(paths[0], lambda fh: fig.savefig(fh, dpi=150, format="png"), binary=True)
+    # same points, same bytes (a tracked file)
+    atomic_write(paths[1], lambda fh: fig.savefig(fh, format="pdf", metadata={"CreationDate": None}), binary=True)
     return paths

@@ -7,25 +7,88 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hetsim.graphs.graph import Graph, GraphError
 
 __all__ = [
-    "add_cost_args", "add_input_args", "add_model_args", "check_cost", "cost_model", "load_model", "non_negative_float",
-    "parse_kv", "positive_int",
+    "add_cost_args", "add_input_args", "add_model_args", "check_cost", "cost_model", "int_at_least", "load_model",
+    "non_negative_float", "non_negative_int", "output_file", "output_folder", "output_path", "parse_kv",
+    "positive_float", "positive_int", "request_count",
 ]  # fmt: skip
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (``--requests``, ``--batch``)."""
+def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """argparse type: an integer >= ``low`` (``--folds``: 2, ``--warmup``: 0), and <= ``high``
+    when given (``--requests``: what a simulation can index)."""
+    what = f"an integer >= {low}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r:.60}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r:.60}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"expected an integer <= {high}, got {text!r:.60}")
+        return value
+
+    parse.__name__ = what  # what argparse names in "invalid ... value"
+    return parse
+
+
+#: argparse type: an integer >= 1 (``--requests``, ``--batch``)
+positive_int = int_at_least(1)
+#: argparse type: an integer >= 0 (``--seed``, ``--warmup``)
+non_negative_int = int_at_least(0)
+#: argparse type of ``--requests``: 1 to a million
+request_count = int_at_least(1, 10**6)
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (``--width``, ``--min-time``)."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
     return value
+
+
+def output_path(text: str) -> str:
+    """argparse type of a file or folder to write (``--out``, ``--trace``, ``--dot``): refused
+    at once when a part of it above the last is a file, or the folder it goes into is not
+    writable, rather than after the work it saves."""
+    path = Path(text)
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {parent} is a file, not a folder")
+    if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: folder {parent} is not writable")
+    return text
+
+
+def output_file(text: str) -> str:
+    """:func:`output_path` of a file: refused when it is a folder."""
+    output_path(text)
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a folder, not a file")
+    return text
+
+
+def output_folder(text: str) -> str:
+    """:func:`output_path` of a folder: refused when it is a file."""
+    output_path(text)
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a file, not a folder")
+    return text
 
 
 def non_negative_float(text: str) -> float:
@@ -90,7 +153,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "model",
         metavar="MODEL",
-        help="zoo model name, graph JSON file, ONNX file, or file.py:ClassName (a torch module)",
+        help="zoo model name, graph JSON file, ONNX file, or file.py:ClassName (a torch module; the file is "
+        "imported, which runs its code: give only files you trust)",
     )
     p.add_argument("--batch", type=positive_int, default=1, help="batch size (zoo models; default 1)")
     p.add_argument(
@@ -125,6 +189,9 @@ def load_model(args: argparse.Namespace) -> Graph:
     a zoo model (cached), a graph JSON file, an ONNX file or ``file.py:ClassName``."""
     from hetsim.graphs.model_spec import load_model_spec
 
+    if (os.sep in args.model or args.model.startswith(".")) and os.path.isdir(args.model):  # a path, not a zoo name
+        raise GraphError(f"{args.model}: is a folder, not a model (a zoo name, graph JSON, ONNX or "
+                         "file.py:ClassName)")
     # cache=True: $HETSIM_CACHE, else ~/.cache/hetsim/zoo (keyed by the importer's source,
     # so a changed importer never returns a stale graph)
     return load_model_spec(

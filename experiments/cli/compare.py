@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 import time
@@ -14,8 +15,9 @@ from hetsim.experiments.cli.common import (
     cost_model,
     load_model,
     non_negative_float,
+    output_folder,
     parse_kv,
-    positive_int,
+    request_count,
 )
 
 
@@ -43,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--platform", default="xeon-p2200", help="preset name or TOML file (default xeon-p2200)")
     p.add_argument("--schedulers", help="comma-separated scheduler names (default: all that apply)")
     add_cost_args(p)
-    p.add_argument("--requests", type=positive_int, default=1, metavar="N",
+    p.add_argument("--requests", type=request_count, default=1, metavar="N",
                    help="requests through each plan, all arriving at once unless --interval (default 1)")
     p.add_argument("--interval", type=non_negative_float, default=0.0, metavar="S",
                    help="seconds between request arrivals (default 0)")
@@ -53,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="SCHED:KEY=VALUE",
         help="scheduler hyper-parameter, e.g. optimal:time_limit_s=30 (repeatable)",
     )
-    p.add_argument("--out", help="folder for results.csv, plans/, makespan.png/pdf and gantt/")
+    p.add_argument("--out", type=output_folder, help="folder for results.csv, plans/, makespan.png/pdf and gantt/")
     p.add_argument("--no-plots", action="store_true", help="skip the charts (faster)")
     return p
 
@@ -75,6 +77,11 @@ def run(args: argparse.Namespace) -> int:
     from hetsim.sim.platform import Platform
 
     check_arguments(names, sargs, args.requests, args.interval)
+    if args.out and os.path.isdir(args.out):  # a folder another command writes: refused before the work
+        from hetsim.experiments.output_folder import lock_folder
+
+        with lock_folder(args.out):
+            pass
     platform = Platform.load(args.platform)
     check_cost(args.cost)
     graph = load_model(args)

@@ -3,7 +3,8 @@
 ``hetsim costmodel eval PROFILE [--out DIR] [--kinds polynomial,xgboost]``
     leave-one-model-out accuracy: prints the table, writes ``eval.csv`` (summary),
     ``eval_points.csv`` (every prediction) and ``eval.png``/``eval.pdf`` (predicted
-    vs measured) to ``DIR`` (default ``PROFILE/eval``).
+    vs measured) to ``DIR`` (default ``out/eval/<profile folder name>``: never into the
+    profile, whose committed ``eval/`` files a command must not rewrite).
 ``hetsim costmodel eval --gpus all [--protocols held-out,cv,logo,published] [--out DIR]``
     the GPU models on the built-in GPU profiles (or on GPU profile folders given as
     ``PROFILE...``): MAPE, median and p90 error per GPU and kernel family on the data
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from hetsim.experiments.cli.common import int_at_least, output_file, output_folder
 
 _KINDS = ("table", "polynomial", "xgboost")
 
@@ -57,12 +60,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "train rows), cv (K-fold cross-validation over shapes, both splits in training; GEMM "
                     "unless --families), logo (leave one GPU out) and/or published (published whole-model "
                     "latencies against the GPUs' presets); default held-out,logo")
-    ev.add_argument("--folds", type=int, default=5, metavar="K",
+    ev.add_argument("--folds", type=int_at_least(2), default=5, metavar="K",
                     help="GPU evaluation: folds of the shape cross-validation (default 5)")
     ev.add_argument("--families", default=None, metavar="F[,F...]",
                     help="GPU evaluation: kernel families (gemm, conv, norm, softmax, elementwise; default: "
                     "all for held-out, gemm,conv for logo)")
-    ev.add_argument("--out", metavar="DIR", help="output folder (default PROFILE/eval, or eval/gpu)")
+    ev.add_argument("--out", type=output_folder, metavar="DIR", help="output folder (default out/eval/PROFILE-NAME, or out/eval/gpu)")
     ev.add_argument("--kinds", type=_kinds, default=["polynomial", "xgboost"],
                     help="comma-separated predictors (default polynomial,xgboost)")
     ev.add_argument("--no-per-op", action="store_true", help="print only the overall rows")
@@ -75,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     ft.add_argument("--kind", choices=_KINDS, default="table",
                     help="table (measured times, xgboost for unmeasured ops), polynomial or xgboost "
                     "(default table)")
-    ft.add_argument("--out", metavar="FILE", required=True, help="model file to write (.json)")
+    ft.add_argument("--out", type=output_file, metavar="FILE", required=True, help="model file to write (.json)")
     return p
 
 
@@ -94,12 +97,13 @@ def _run_eval(args: argparse.Namespace) -> int:
     from hetsim.costmodel.learned.evaluate import format_eval, loo_predictions, plot_eval, summarize
     from hetsim.costmodel.profile_reader import read_profile
     from hetsim.experiments.cli.main import CLIError
+    from hetsim.graphs.graph import atomic_write
 
     if len(args.profile) != 1:
         raise CLIError(f"expected one (CPU) profile folder, got {args.profile or 'none'}")
     args.profile = args.profile[0]
     prof = read_profile(args.profile)
-    out = Path(args.out) if args.out else Path(args.profile) / "eval"
+    out = Path(args.out) if args.out else Path("out") / "eval" / Path(args.profile).resolve().name
     points = loo_predictions(prof, args.kinds)
     summary = summarize(points)
     print(f"profile {prof.name!r}: leave-one-model-out over {len(prof.models)} models "
@@ -110,9 +114,8 @@ def _run_eval(args: argparse.Namespace) -> int:
         worst = grp.loc[grp["mape_pct"].idxmax()]
         print(f"{pred} on {dev}: held-out MAPE {grp['mape_pct'].min():.1f}% to {worst['mape_pct']:.1f}% "
               f"(worst: {worst['held_out']})")
-    out.mkdir(parents=True, exist_ok=True)
-    summary.to_csv(out / "eval.csv", index=False)
-    points.to_csv(out / "eval_points.csv", index=False)
+    atomic_write(out / "eval.csv", lambda fh: summary.to_csv(fh, index=False))
+    atomic_write(out / "eval_points.csv", lambda fh: points.to_csv(fh, index=False))
     paths = plot_eval(points, out, title=f"profile {prof.name}: leave-one-model-out")
     for p in [out / "eval.csv", out / "eval_points.csv", *paths]:
         print(f"wrote {p}")

@@ -41,7 +41,6 @@ def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
 def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     import pandas as pd
 
-    from hetsim.costmodel.builtin import builtin_profiles
     from hetsim.costmodel.gpu.evaluate import (
         cv_predictions,
         format_gpu_eval,
@@ -53,6 +52,7 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     from hetsim.costmodel.gpu.features import GPU_FAMILIES
     from hetsim.costmodel.gpu.model import GPUBank
     from hetsim.experiments.cli.main import CLIError
+    from hetsim.graphs.graph import atomic_write
 
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     bad = [p for p in protocols if p not in PROTOCOLS]
@@ -64,9 +64,7 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     bank = GPUBank.from_profiles(folders)
     if "logo" in protocols and len(bank.gpus) < 3:  # before the other protocols fit anything
         raise CLIError(f"leave one GPU out needs at least 3 GPU profiles, got {list(bank.gpus)}")
-    builtin = {p.resolve() for p in builtin_profiles().values()}
-    own = len(folders) == 1 and folders[0].resolve() not in builtin  # never write into the package
-    out = Path(args.out) if args.out else (folders[0] / "eval" if own else Path("eval") / "gpu")
+    out = Path(args.out) if args.out else Path("out") / "eval" / "gpu"  # never into a (tracked) profile
     if "published" in protocols:
         run_published(list(bank.gpus), out)
     frames = []
@@ -82,9 +80,10 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     summary = summarize_gpu(points)
     print(f"GPU cost models on {', '.join(bank.gpus)}: absolute percentage error of the call time")
     print(format_gpu_eval(summary))
-    out.mkdir(parents=True, exist_ok=True)
-    summary.to_csv(out / "gpu_eval.csv", index=False)
-    points.to_csv(out / "gpu_eval_points.csv.gz", index=False)
+    atomic_write(out / "gpu_eval.csv", lambda fh: summary.to_csv(fh, index=False))
+    atomic_write(out / "gpu_eval_points.csv.gz",
+                 lambda fh: points.to_csv(fh, index=False, compression={"method": "gzip", "mtime": 0}),
+                 binary=True)  # fmt: skip
     paths = plot_gpu_eval(points, out)
     for p in [out / "gpu_eval.csv", out / "gpu_eval_points.csv.gz", *paths]:
         print(f"wrote {p}")
@@ -99,6 +98,7 @@ def run_published(gpus: list[str], out: Path) -> None:
         predict_published,
         published_latencies,
     )
+    from hetsim.graphs.graph import atomic_write
 
     table = published_latencies()
     rows = table[table["gpu"].isin(gpus)]
@@ -107,6 +107,5 @@ def run_published(gpus: list[str], out: Path) -> None:
         return
     published = predict_published(("default", "roofline"), rows=rows)
     print(format_published(published))
-    out.mkdir(parents=True, exist_ok=True)
-    published.to_csv(out / "published.csv", index=False, float_format="%.6g")
+    atomic_write(out / "published.csv", lambda fh: published.to_csv(fh, index=False, float_format="%.6g"))
     print(f"wrote {out / 'published.csv'}")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from hetsim.experiments.cli.common import add_model_args, load_model
+from hetsim.experiments.cli.common import add_model_args, load_model, output_file
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -17,13 +16,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "parameter and activation MB, longest path, widest antichain and op kinds.",
     )
     add_model_args(p)
-    p.add_argument("--json", metavar="OUT", help="write the graph as hetsim graph JSON")
-    p.add_argument("--dot", metavar="OUT", help="write the graph as Graphviz DOT")
+    p.add_argument("--json", type=output_file, metavar="OUT", help="write the graph as hetsim graph JSON")
+    p.add_argument("--dot", type=output_file, metavar="OUT", help="write the graph as Graphviz DOT")
     p.add_argument("--summary-json", action="store_true", help="print the summary as JSON")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    from hetsim.graphs.graph import atomic_write
     from hetsim.graphs.summary import format_summary, summary, to_dot
 
     graph = load_model(args)
@@ -33,7 +33,6 @@ def run(args: argparse.Namespace) -> int:
         graph.to_json(args.json)
         print(f"wrote {args.json}")
     if args.dot:
-        Path(args.dot).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.dot).write_text(to_dot(graph))
+        atomic_write(args.dot, lambda fh: fh.write(to_dot(graph)))
         print(f"wrote {args.dot}")
     return 0

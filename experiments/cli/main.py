@@ -68,6 +68,16 @@ def one_line_warning(prefix: str) -> Callable[..., None]:
     return show
 
 
+def os_error_text(e: OSError) -> str:
+    """One line for an error of the operating system: the path, then what went wrong
+    (``out/x: Is a directory``, ``out/x: No space left on device``)."""
+    what = e.strerror or str(e) or type(e).__name__
+    if e.filename is None:
+        return what
+    other = f" -> {e.filename2}" if e.filename2 is not None else ""
+    return f"{e.filename}{other}: {what}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hetsim",
@@ -98,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 1
     from hetsim.costmodel.base import CostModelError
+    from hetsim.experiments.output_folder import FolderLockedError
     from hetsim.schedulers.base import SchedulerError
     from hetsim.sim.engine.state import SimulationError
     from hetsim.sim.plan import PlanError
@@ -111,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         CostModelError,
         SchedulerError,
         SimulationError,
-        FileNotFoundError,
+        FolderLockedError,
     )
     try:
         with warnings.catch_warnings():
@@ -119,6 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args._run(args) or 0)
     except user_errors as e:
         print(f"hetsim {args.command.replace('-', ' ')}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a path the command reads or writes: a folder, under a file, read-only, disk full
+        print(f"hetsim {args.command.replace('-', ' ')}: error: {os_error_text(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"hetsim {args.command}: interrupted", file=sys.stderr)

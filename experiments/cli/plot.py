@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
+
+from hetsim.experiments.cli.common import output_path, positive_float
 
 KINDS = ("bars", "speedup", "gantt", "scatter", "heatmap")
 
@@ -22,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("results", metavar="RESULTS",
                    help="results.csv / .parquet, the sweep's output folder, or (gantt) a trace")
     p.add_argument("--kind", choices=KINDS, required=True, help="figure kind")
-    p.add_argument("--out", metavar="PATH",
+    p.add_argument("--out", type=output_path, metavar="PATH",
                    help="output path without extension (default <results folder>/figures/<kind>)")
     p.add_argument("--x", metavar="COL",
                    help="x column (speedup, heatmap; default link_bandwidth)")
@@ -45,8 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--color-by", choices=("kind", "request", "op"), default="kind",
                    help="gantt: colour by record kind, request or operator type")
     p.add_argument("--title", help="figure title")
-    p.add_argument("--width", type=float, default=3.5, help="width in inches (default 3.5)")
-    p.add_argument("--height", type=float, help="height in inches")
+    p.add_argument("--width", type=positive_float, default=3.5, help="width in inches (default 3.5)")
+    p.add_argument("--height", type=positive_float, help="height in inches")
     return p
 
 
@@ -69,20 +72,40 @@ def _value(text: str) -> Any:
         return text.strip()
 
 
+def trace_records(path: Path) -> list[dict[str, Any]]:
+    """The simulation records of a Chrome trace JSON (:mod:`sim.trace`): one per complete
+    (``"X"``) event; ``ValueError`` naming the file and the event for a malformed one."""
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a trace JSON ({str(e).splitlines()[0][:200]})") from None
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise ValueError(f"{path}: a trace is a list of event objects, or {{'traceEvents': [...]}}")
+    names: dict[Any, str] = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            names[e.get("pid")] = str((e.get("args") or {}).get("name", e.get("pid")))
+    out = []
+    for i, e in enumerate(events):
+        if e.get("ph") != "X":
+            continue
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        ts, dur = e.get("ts"), e.get("dur")
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (ts, dur)):
+            raise ValueError(f"{path}: event {i} needs numbers 'ts' and 'dur', got {ts!r:.30} and {dur!r:.30}")
+        if "pid" not in e or "name" not in e:
+            raise ValueError(f"{path}: event {i} needs 'pid' and 'name'")
+        out.append({"kind": e.get("cat", "op"), "name": str(e["name"]), "node": args.get("node"),
+                    "request": args.get("request", 0), "resource": names.get(e["pid"], str(e["pid"])),
+                    "stream": e.get("tid", 0), "start": ts / 1e6, "end": (ts + dur) / 1e6})  # fmt: skip
+    return out
+
+
 def load_records(path: Path) -> list[dict[str, Any]]:
     """Simulation records from a Chrome trace JSON (:mod:`sim.trace`) or a records CSV."""
     if path.suffix == ".json":
-        data = json.loads(path.read_text())
-        events = data["traceEvents"] if isinstance(data, dict) else data
-        names = {e["pid"]: e["args"]["name"] for e in events
-                 if e.get("ph") == "M" and e.get("name") == "process_name"}  # fmt: skip
-        return [
-            {"kind": e.get("cat", "op"), "name": e["name"], "node": e.get("args", {}).get("node"),
-             "request": e.get("args", {}).get("request", 0),
-             "resource": names.get(e["pid"], str(e["pid"])), "stream": e.get("tid", 0),
-             "start": e["ts"] / 1e6, "end": (e["ts"] + e["dur"]) / 1e6}
-            for e in events if e.get("ph") == "X"
-        ]  # fmt: skip
+        return trace_records(path)
     import pandas as pd
 
     df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
@@ -126,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
                 fig = plots.sim_vs_measured(df, sim=args.metric or "sim_s", measured=args.measured,
                                             hue=args.hue or None, **common)  # fmt: skip
     except (ValueError, KeyError) as e:
-        raise CLIError(str(e)) from None
+        text = str(e) if isinstance(e, ValueError) else f"no column {e}"
+        raise CLIError(text if str(src) in text else f"{src}: {text}") from None
     for path in plots.save_figure(fig, out):
         print(f"wrote {path}")
     return 0

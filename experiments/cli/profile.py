@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hetsim.experiments.cli.common import parse_kv
+from hetsim.experiments.cli.common import output_folder, parse_kv, positive_float, positive_int
 
 
 def _ints(text: str) -> list[int]:
@@ -46,25 +46,25 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["torch", "tvm"], default="torch",
                    help="torch: vendor kernels (oneDNN, cuBLAS/cuDNN); tvm: TVM-compiled PrimFuncs "
                    "(default torch)")
-    p.add_argument("--out", required=True, metavar="DIR", help="profile folder, e.g. out/profiles/NAME")
+    p.add_argument("--out", type=output_folder, required=True, metavar="DIR", help="profile folder, e.g. out/profiles/NAME")
     p.add_argument("--batches", type=_ints, default=[1], metavar="B[,B...]",
                    help="batch sizes to import zoo models at (default 1)")
     p.add_argument("--granularity", choices=["op", "fused"], default="op",
                    help="one node per Relax op, or per fused TVM kernel (tvm backend only)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
+    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="threads of a plain 'cpu' device (default: every core)")
     p.add_argument("--arg", action="append", metavar="[MODEL.]KEY=VALUE",
                    help="zoo model option for every model (KEY=VALUE) or one (MODEL.KEY=VALUE), "
                    "e.g. --arg image_size=64 --arg bert_base.seq_len=32 (repeatable)")
-    p.add_argument("--min-time", type=float, default=0.05, metavar="S",
+    p.add_argument("--min-time", type=positive_float, default=0.05, metavar="S",
                    help="time each op at least S seconds before the stability test (default 0.05)")
-    p.add_argument("--max-time", type=float, default=1.0, metavar="S",
+    p.add_argument("--max-time", type=positive_float, default=1.0, metavar="S",
                    help="stop timing an op after S seconds (default 1)")
-    p.add_argument("--max-repeats", type=int, default=2000, metavar="N",
+    p.add_argument("--max-repeats", type=positive_int, default=2000, metavar="N",
                    help="stop timing an op after N calls (default 2000)")
-    p.add_argument("--rtol", type=float, default=0.02,
+    p.add_argument("--rtol", type=positive_float, default=0.02,
                    help="stop when the median moves less than this between rounds (default 0.02)")
-    p.add_argument("--passes", type=int, default=1, metavar="N",
+    p.add_argument("--passes", type=positive_int, default=1, metavar="N",
                    help="measure every signature N times, in N passes over all of them, and keep the "
                    "median: averages out a shared machine's drift (default 1)")
     p.add_argument("--no-links", action="store_true", help="skip the host<->GPU copy measurements")

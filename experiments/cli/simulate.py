@@ -26,8 +26,10 @@ from hetsim.experiments.cli.common import (
     cost_model,
     load_model,
     non_negative_float,
+    non_negative_int,
+    output_file,
     parse_kv,
-    positive_int,
+    request_count,
 )
 
 
@@ -66,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_cost_args(p)
     p.add_argument(
         "--requests",
-        type=positive_int,
+        type=request_count,
         default=None,
         metavar="N",
         help="requests / micro-batches (default: the plan's microbatches, else 1)",
@@ -78,14 +80,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="S",
         help="seconds between request arrivals (default 0: all at once)",
     )
-    p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
+    p.add_argument("--trace", type=output_file, metavar="OUT.json", help="write a Chrome/Perfetto trace")
     p.add_argument(
         "--noise",
         type=non_negative_float,
         default=0.0,
         help="coefficient of variation of kernel/transfer times (default 0)",
     )
-    p.add_argument("--seed", type=int, default=None, help="seed of --noise and of policies")
+    p.add_argument("--seed", type=non_negative_int, default=None, help="seed of --noise and of policies")
     p.add_argument(
         "--no-memory-check",
         action="store_true",

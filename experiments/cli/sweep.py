@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hetsim.experiments.cli.common import non_negative_int, output_folder, positive_int
+
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.experiments.sweep import Point, Sweep
 
@@ -21,17 +23,17 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE", help="sweep TOML file")
     p.add_argument(
-        "--out", metavar="DIR", help="output folder (default results/<sweep name>)"
+        "--out", type=output_folder, metavar="DIR", help="output folder (default results/<sweep name>)"
     )
     p.add_argument(
-        "--workers", type=int, metavar="N",
+        "--workers", type=non_negative_int, metavar="N",
         help="local worker processes (default: all cores; 0: run in this process)",
     )  # fmt: skip
     p.add_argument(
         "--dask", metavar="ADDRESS",
         help="run on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786)",
     )  # fmt: skip
-    p.add_argument("--limit", type=int, metavar="N", help="run at most N of the pending points")
+    p.add_argument("--limit", type=non_negative_int, metavar="N", help="run at most N of the pending points")
     p.add_argument(
         "--dry-run", action="store_true",
         help="check the sweep and print what would run, without running it",
@@ -40,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--retry-errors", action="store_true", help="run again the points that ended in error"
     )
     p.add_argument(
-        "--chunksize", type=int, default=1, metavar="N",
+        "--chunksize", type=positive_int, default=1, metavar="N",
         help="points per task (default 1; larger amortises task overhead on a cluster)",
     )  # fmt: skip
     p.add_argument(

@@ -20,7 +20,13 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from hetsim.experiments.cli.common import check_cost, parse_kv
+from hetsim.experiments.cli.common import (
+    check_cost,
+    non_negative_int,
+    output_folder,
+    parse_kv,
+    positive_int,
+)
 
 #: the validated plans' median makespan spread ``(p90 - p10) / median`` above which
 #: ``hetsim validate`` says the host is busy: noise of that size hides the simulator's
@@ -46,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("model", nargs="?", metavar="MODEL",
                    help="zoo model name, graph JSON file, ONNX file, or file.py:ClassName (a torch module; "
-                   "give --input-shape)")
+                   "give --input-shape; the file is imported, which runs its code: give only files you trust)")
     p.add_argument("--all", action="store_true", help="validate every applicable scheduler on --models")
     p.add_argument("--models", default="googlenet,resnet18", metavar="M[,M...]",
                    help="models for --all (default googlenet,resnet18)")
@@ -71,14 +77,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    "every GPU op and copy, launched eagerly): the GPUs' busy times and run_trace.json's GPU ops")
     p.add_argument("--device-map", action="append", metavar="DEV=SPEC",
                    help="run platform device DEV on SPEC (cpu, cpu@N, cuda:K); repeatable")
-    p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
-    p.add_argument("--repeats", type=int, default=10, help="timed runs, or rounds, per execution (default 10)")
+    p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed runs first (default 3)")
+    p.add_argument("--repeats", type=positive_int, default=10, help="timed runs, or rounds, per execution (default 10)")
     p.add_argument("--replicas", type=int, default=3, metavar="N",
                    help="measure each plan as N executions, each built apart (its own buffers and threads), "
                    "their runs interleaved and pooled: one execution's memory layout is an offset all its runs "
                    "share (default 3; each execution holds its own buffers, so --replicas 1 for a model that "
                    "barely fits)")
-    p.add_argument("--batch", type=int, default=1, help="batch size (zoo models; default 1)")
+    p.add_argument("--batch", type=positive_int, default=1, help="batch size (zoo models; default 1)")
     p.add_argument("--granularity", choices=["op", "fused"], default="op",
                    help="graph granularity (fused needs --backend tvm; default op)")
     p.add_argument("--arg", action="append", metavar="[MODEL.]KEY=VALUE",
@@ -93,7 +99,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--statistic", choices=["median", "mean"], default=None,
                    help="statistic of the measured makespans set beside the simulation (default: mean where "
                    "the op times are measured in the run on a CUDA platform, median otherwise)")
-    p.add_argument("--out", default=None, metavar="DIR", help="write traces (and the --all tables) here")
+    p.add_argument("--out", type=output_folder, default=None, metavar="DIR",
+                   help="write traces (and the --all tables) here")
     p.add_argument("--calibrate", default=None, metavar="PROFILE",
                    help="measure the executor's per-op overhead and write it into PROFILE/dispatch.json")
     p.add_argument("--profile-in-context", default=None, metavar="DIR",
@@ -174,6 +181,13 @@ def _run_one(args: argparse.Namespace) -> int:
     graph = load_model_spec(spec, inputs=args.input_shape or (), options=options, batch=args.batch,
                             granularity=args.granularity)
     how: Any = schedulers.load_plan(args.plan) if args.plan else args.scheduler
+    if args.plan:  # a plan of another graph is named as such before anything runs
+        from hetsim.sim.plan import PlanError
+
+        try:
+            how.validate(graph, platform)
+        except PlanError as e:
+            raise PlanError(f"{args.plan}: not a plan for graph {graph.name!r} on {platform.name!r}: {e}") from None
     res = validate(graph, platform, how, args.cost, backend=args.backend or "torch", warmup=args.warmup,
                    repeats=args.repeats, device_map=_device_map(args.device_map),
                    scheduler_args=parse_kv(args.scheduler_arg) if not args.plan else None,

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
+from hetsim.graphs.graph import atomic_write
+
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
@@ -153,7 +155,8 @@ def save_figure(
 
     ``path`` is given without extension (a ``.png``/``.pdf`` suffix is dropped);
     parent folders are created. The files carry no creation date: the same figure
-    gives the same bytes (for one matplotlib version). Returns the files written.
+    gives the same bytes (for one matplotlib version), and each is written atomically
+    (:func:`graphs.graph.atomic_write`). Returns the files written.
     """
     path = Path(path)
     if path.suffix.lower() in (".png", ".pdf", ".svg"):
@@ -163,7 +166,9 @@ def save_figure(
     with mpl.rc_context({**PAPER_RC, "svg.hashsalt": "hetsim"}):
         for ext in formats:
             target = path.with_name(f"{path.name}.{ext}")
-            fig.savefig(target, dpi=dpi, format=ext, metadata=reproducible_metadata(ext))
+            atomic_write(target, lambda fh, ext=ext: fig.savefig(fh, dpi=dpi, format=ext,
+                                                                 metadata=reproducible_metadata(ext)),
+                         binary=True)  # fmt: skip
             out.append(target)
     return out
 

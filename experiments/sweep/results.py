@@ -19,9 +19,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from hetsim.experiments.output_folder import FolderLockedError, lock_folder
 from hetsim.experiments.sweep.point import COLUMNS
 from hetsim.experiments.sweep.spec import SweepError
 from hetsim.graphs.graph import atomic_write
@@ -74,17 +76,12 @@ class ResultsFile:
         self._last_sync = 0.0
 
     def __enter__(self) -> ResultsFile:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = open(self.path.parent / ".sweep.lock", "a")  # noqa: SIM115
-        try:  # a POSIX lock: forked workers do not inherit it, and it dies with this process
-            import fcntl
-
-            fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # pragma: no cover - Windows
-            pass
-        except (BlockingIOError, PermissionError):
-            self._lock.close()
-            raise SweepError(f"{self.path.parent}: another sweep is writing there") from None
+        self._lock = ExitStack()
+        try:  # the output folder's lock (forked workers do not inherit it, it dies with this process)
+            self._lock.enter_context(lock_folder(self.path.parent))
+        except FolderLockedError as e:
+            self._lock = None
+            raise SweepError(str(e)) from None
         self.recover()
         self._fh = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
         if self._fh.tell() == 0:

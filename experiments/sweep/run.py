@@ -29,6 +29,7 @@ from hetsim.experiments.sweep.results import (
 )
 from hetsim.experiments.sweep.runners import SweepPoint, Task, run_many
 from hetsim.experiments.sweep.spec import Sweep, SweepError
+from hetsim.graphs.graph import atomic_write
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -187,7 +188,7 @@ def run_sweep(
         raise SweepError("parquet=True needs pyarrow: pip install 'hetsim[parquet]' (results.csv needs nothing)")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{sweep.name}.sweep.json").write_text(json.dumps(sweep.to_dict(), indent=1))
+    atomic_write(out / f"{sweep.name}.sweep.json", lambda fh: json.dump(sweep.to_dict(), fh, indent=1))
     df = run_grid(sweep.points(), out, name=sweep.name, workers=workers, client=client, limit=limit,
                   retry_errors=retry_errors, cache_dir=cache_dir, chunksize=chunksize, progress=progress,
                   mp_context=mp_context)  # fmt: skip

@@ -90,6 +90,16 @@ GRID_KEYS: dict[str, tuple[list[Any] | None, Callable[[Any], bool], str]] = {
 _TOP_KEYS = ("name", "description", "grid", "model_args", "scheduler_args")
 
 
+def is_plain_name(name: str) -> bool:
+    """Whether ``name`` is one path component that stays where it is put: no separator,
+    not absolute, not ``.``/``..`` or hidden, no NUL (a sweep's name sets its folder).
+
+    >>> is_plain_name("pcie-sensitivity"), is_plain_name("../x"), is_plain_name("/tmp/x")
+    (True, False, False)
+    """
+    return bool(name) and not any(c in name for c in "/\\\0") and not name.startswith(".")
+
+
 def _suggest(name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -179,6 +189,9 @@ class Sweep:
         name = data.get("name", "sweep")
         if not _is_str(name):
             problems.append(f"'name' must be a non-empty string, got {name!r}")
+        elif not is_plain_name(name):
+            problems.append(f"'name' must be a plain name (it names the output folder: no '/', '\\', "
+                            f"leading '.' or '..'), got {name!r}")
         sweep = cls(
             name=str(name),
             grid=grid,

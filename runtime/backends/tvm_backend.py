@@ -27,8 +27,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -37,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from hetsim.graphs.features import signature
-from hetsim.graphs.graph import VIEW_OPS, Graph, first_line
+from hetsim.graphs.graph import VIEW_OPS, Graph, atomic_write, first_line
 from hetsim.runtime.backends.base import (
     BackendError,
     DeviceSpec,
@@ -65,8 +67,8 @@ from hetsim.runtime.backends.relax_model import (  # the models it compiles, exp
 os.environ.setdefault("TVM_BIND_THREADS", "0")
 
 __all__ = [
-    "KernelCache", "RelaxModel", "TvmBackend", "TvmKernel", "import_model", "import_module", "model_for",
-    "relax_model",
+    "KernelCache", "KernelCacheWarning", "RelaxModel", "TvmBackend", "TvmKernel", "file_sha256", "hash_path",
+    "import_model", "import_module", "library_intact", "model_for", "relax_model",
 ]
 
 _SYMBOL = "hetsim_kernel"
@@ -159,12 +161,21 @@ def _build(kind: str, obj: Any, target: dict[str, Any]) -> Any:
 
 
 class KernelCache:
-    """Compiled kernels on disk (``KEY.so`` + ``index.json``) and a bounded in-memory LRU.
+    """Compiled kernels on disk (``KEY.so``, its ``KEY.so.sha256`` and ``index.json``) and a
+    bounded in-memory LRU.
+
+    A cached kernel is a shared library that loading runs: whoever can write the cache
+    folder can run code in the process that loads from it. So the folder is per user
+    (``$HETSIM_CACHE/tvm-UID``, ``~/.cache/hetsim/tvm``), created private (mode 0700) and
+    used only while it is this user's and no one else may write it; each library is
+    written with the sha256 of its bytes beside it, and loaded only when the file still
+    has that hash (another file is rebuilt, never loaded). A folder that fails these
+    checks turns the disk cache off with a :class:`KernelCacheWarning`.
 
     Parameters
     ----------
     directory
-        Cache folder; default ``$HETSIM_CACHE/tvm`` or ``~/.cache/hetsim/tvm``.
+        Cache folder; default ``$HETSIM_CACHE/tvm-UID`` or ``~/.cache/hetsim/tvm``.
         ``False`` disables the disk cache.
     max_loaded
         Loaded modules kept in memory.
@@ -173,10 +184,11 @@ class KernelCache:
     def __init__(self, directory: str | os.PathLike[str] | bool | None = None, *, max_loaded: int = 256) -> None:
         if directory is None or directory is True:
             env = os.environ.get("HETSIM_CACHE")
-            directory = Path(env) / "tvm" if env else Path.home() / ".cache" / "hetsim" / "tvm"
+            directory = Path(env) / f"tvm-{os.getuid()}" if env else Path.home() / ".cache" / "hetsim" / "tvm"
         self.directory = None if directory is False else Path(directory)
         self.max_loaded = max_loaded
         self._loaded: OrderedDict[str, Any] = OrderedDict()
+        self._checked = False
         self.builds = 0
 
     @staticmethod
@@ -186,19 +198,45 @@ class KernelCache:
         h = hashlib.sha256(f"{tvm.__version__}\n{json.dumps(dict(target), sort_keys=True)}\n{text}".encode())
         return h.hexdigest()[:24]
 
+    def folder(self) -> Path | None:
+        """The cache folder, created private (0700) on first use; None when the disk cache
+        is off, or the folder is not this user's or others may write it (a warning says so)."""
+        if self.directory is None or self._checked:
+            return self.directory
+        self._checked = True
+        problem = None
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = self.directory.lstat()
+            if not stat.S_ISDIR(st.st_mode):
+                problem = "is not a folder"
+            elif st.st_uid != os.getuid():
+                problem = f"belongs to user id {st.st_uid}, not to this user ({os.getuid()})"
+            elif st.st_mode & 0o077:
+                os.chmod(self.directory, 0o700)
+        except OSError as e:
+            problem = f"cannot be made private ({e.strerror or e})"
+        if problem is not None:
+            warnings.warn(f"kernel cache {self.directory} {problem}: compiled kernels are kept in memory only",
+                          KernelCacheWarning, stacklevel=3)
+            self.directory = None
+        return self.directory
+
     def get(self, key: str, build: Callable[[], Any], info: Mapping[str, Any]) -> Any:
-        """The runtime module of ``key``: from memory, from disk, or built and stored."""
+        """The runtime module of ``key``: from memory, from disk (when its recorded hash
+        matches), or built and stored."""
         if key in self._loaded:
             self._loaded.move_to_end(key)
             return self._loaded[key]
         import tvm
 
         lib = None
-        path = self.directory / f"{key}.so" if self.directory else None
-        if path is not None and path.is_file():
+        folder = self.folder()
+        path = folder / f"{key}.so" if folder is not None else None
+        if path is not None and library_intact(path):
             try:
                 lib = tvm.runtime.load_module(str(path))
-            except Exception:  # a corrupt or foreign file: rebuild it
+            except Exception:  # a library this TVM cannot load: rebuild it
                 lib = None
         if lib is None:
             lib = build()
@@ -213,11 +251,12 @@ class KernelCache:
     def _store(self, path: Path, ex: Any, key: str, info: Mapping[str, Any]) -> Any:
         import tvm
 
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.", suffix=".so")
         os.close(fd)
         try:
             ex.export_library(tmp)
+            digest = file_sha256(Path(tmp))
+            atomic_write(hash_path(path), lambda fh: fh.write(digest + "\n"))
             os.replace(tmp, path)
         except Exception:  # no C compiler, read-only folder...: keep it in memory only
             Path(tmp).unlink(missing_ok=True)
@@ -227,12 +266,38 @@ class KernelCache:
             entries = json.loads(index.read_text()) if index.is_file() else {}
         except (OSError, json.JSONDecodeError):
             entries = {}
-        entries[key] = {**info, "file": path.name, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        fd, tmpi = tempfile.mkstemp(dir=path.parent, prefix=".index.", suffix=".json")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(entries, fh, indent=1)
-        os.replace(tmpi, index)
+        entries[key] = {**info, "file": path.name, "sha256": digest,
+                        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+        atomic_write(index, lambda fh: json.dump(entries, fh, indent=1))
         return tvm.runtime.load_module(str(path))
+
+
+class KernelCacheWarning(UserWarning):
+    """The kernel cache folder is not private to this user: its disk cache is off."""
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, hex."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def hash_path(library: Path) -> Path:
+    """Where the sha256 of a cached library is recorded: ``KEY.so.sha256`` beside it."""
+    return library.with_name(library.name + ".sha256")
+
+
+def library_intact(library: Path) -> bool:
+    """Whether a cached library exists and its bytes have the sha256 recorded when it was
+    written (a file put there by anyone else, or changed since, has not)."""
+    try:
+        recorded = hash_path(library).read_text().strip()
+        return library.is_file() and not library.is_symlink() and file_sha256(library) == recorded
+    except OSError:
+        return False
 
 
 # ------------------------------------------------------------------------- kernels

@@ -204,6 +204,7 @@ class WeightStreaming(LLMPolicy):
     """
 
     name = "weight-streaming"
+    minimum = {"window": 1}
 
     def __init__(self, *, window: int = 1, cpu_attention: bool = False,
                  reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> None:

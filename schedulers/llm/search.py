@@ -82,6 +82,7 @@ class PlacementSearch(LLMPolicy):
     """
 
     name = "llm-search"
+    minimum = {"prompt": 1, "window": 1, "max_evals": 1}
 
     def __init__(self, *, objective: str = "decode", prompt: int = 512, window: int = 1, max_evals: int = 24,
                  reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> None:
