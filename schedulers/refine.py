@@ -194,7 +194,7 @@ class Refine(Scheduler):
         self.patience = patience
 
     # ------------------------------------------------------------------ starts
-    def _starts(self, table: CostTable) -> dict[str, tuple[dict[str, str], list[str]]]:
+    def starts(self, table: CostTable) -> dict[str, tuple[dict[str, str], list[str]]]:
         """Starting (placement, topological order) by heuristic name."""
         graph, platform, cost = table.graph, table.platform, table.cost
         out: dict[str, tuple[dict[str, str], list[str]]] = {}
@@ -424,7 +424,7 @@ class _Search:
 
     # ------------------------------------------------------------------ search
     def run(self) -> Plan:
-        starts = self.p._starts(self.table)
+        starts = self.p.starts(self.table)
         results = {name: self.evaluate(pl, order, count=False) for name, (pl, order) in starts.items()}
         start = min(results, key=lambda k: (results[k], list(results).index(k)))
         if math.isinf(results[start]):

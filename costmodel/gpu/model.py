@@ -288,9 +288,9 @@ class GPUBank:
 
     # --------------------------------------------------------------- queries
     def spec(self, gpu: str) -> dict[str, float]:
-        return dict(self._gpu(gpu).spec)
+        return dict(self.gpu_data(gpu).spec)
 
-    def _gpu(self, gpu: str) -> GPUData:
+    def gpu_data(self, gpu: str) -> GPUData:
         if gpu not in self.gpus:
             raise CostModelError(f"unknown GPU {gpu!r}; this bank has {list(self.gpus)}")
         return self.gpus[gpu]
@@ -303,7 +303,7 @@ class GPUBank:
 
     def families(self, gpu: str) -> dict[str, int]:
         """Rows per family of ``gpu``."""
-        _, ops, _ = self._gpu(gpu).load()
+        _, ops, _ = self.gpu_data(gpu).load()
         return {f: int(n) for f, n in ops["family"].value_counts().items() if f}
 
     def roofline(self, gpu: str | None, spec: Mapping[str, float] | None = None) -> CalibratedRoofline:
@@ -318,7 +318,7 @@ class GPUBank:
                 flops_per_s=min(float(spec["peak_flops"]), per_watt * float(spec["tdp_w"])),
                 source=f"power-limited roofline of {len(self.gpus)} GPUs")
         if gpu not in self._roofs:
-            data = self._gpu(gpu)
+            data = self.gpu_data(gpu)
             _, ops, t = data.load()
             fraction = None if fits_bandwidth(ops) else self.bandwidth_fraction(exclude=gpu)
             self._roofs[gpu] = fit_calibrated_roofline(ops, t, data.spec, fraction=fraction)
@@ -391,12 +391,12 @@ class GPUBank:
 
     def train_mask(self, gpu: str) -> np.ndarray:
         """Rows of ``gpu`` in the training subset (data set train split, conv hold-out out)."""
-        rows, ops, _ = self._gpu(gpu).load()
+        rows, ops, _ = self.gpu_data(gpu).load()
         conv_out = (ops["family"].to_numpy() == "conv") & holdout(rows["signature"].astype(str))
         return (rows["split"].astype(str).to_numpy() == "train") & ~conv_out
 
     def _fit_own(self, gpu: str, family: str, subset: str) -> FamilyModel | None:
-        data = self._gpu(gpu)
+        data = self.gpu_data(gpu)
         rows, ops, t = data.load()
         on = (ops["family"].to_numpy() == family) & (ops["via"].to_numpy() == "own")
         if subset == "train":
@@ -557,7 +557,7 @@ class GPUCostModel:
 
     def __init__(self, bank: GPUBank, gpu: str | None = None, *, name: str | None = None) -> None:
         if gpu is not None:
-            bank._gpu(gpu)
+            bank.gpu_data(gpu)
         self.bank = bank
         self.gpu = gpu
         self.name = name or (f"gpu-{gpu}" if gpu else "cross-gpu")

@@ -104,7 +104,7 @@ class Predictor:
 
     Subclasses set ``kind``, store keyword hyper-parameters in ``__init__`` (nothing
     else), and implement ``fit``, ``predict``, ``fallback_reasons``,
-    ``_fitted_state`` and ``_load_fitted``. Fitted state lives in attributes ending
+    ``fitted_state`` and ``load_fitted``. Fitted state lives in attributes ending
     in ``_``; ``devices_`` lists the profile devices fitted.
     """
 
@@ -125,7 +125,7 @@ class Predictor:
     def is_fitted(self) -> bool:
         return hasattr(self, "devices_")
 
-    def _check_fitted(self) -> None:
+    def check_fitted(self) -> None:
         if not self.is_fitted:
             raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit(X, y) first")
 
@@ -167,25 +167,25 @@ class Predictor:
         else why and by what it was priced."""
         raise NotImplementedError
 
-    def _fitted_state(self) -> dict[str, Any]:  # pragma: no cover - abstract
+    def fitted_state(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _load_fitted(self, state: Mapping[str, Any]) -> None:  # pragma: no cover - abstract
+    def load_fitted(self, state: Mapping[str, Any]) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     # ------------------------------------------------------------- persistence
     @classmethod
-    def _from_params(cls, params: dict[str, Any]) -> Predictor:
+    def from_params(cls, params: dict[str, Any]) -> Predictor:
         return cls(**params)
 
-    def _params_state(self) -> dict[str, Any]:
+    def params_state(self) -> dict[str, Any]:
         params = self.get_params()
         return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
 
     def get_state(self) -> dict[str, Any]:
         """JSON-safe description: ``{"kind", "params", "fitted"}``."""
-        self._check_fitted()
-        return {"kind": self.kind, "params": self._params_state(), "fitted": self._fitted_state()}
+        self.check_fitted()
+        return {"kind": self.kind, "params": self.params_state(), "fitted": self.fitted_state()}
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the fitted predictor as JSON (``costmodel.load`` reads it back)."""
@@ -210,8 +210,8 @@ def predictor_from_state(state: Mapping[str, Any], *, where: str = "<state>") ->
     """Rebuild a fitted predictor from :meth:`Predictor.get_state`."""
     cls = predictor_class(state.get("kind"), where=where)
     try:
-        pred = cls._from_params(dict(state.get("params", {})))
-        pred._load_fitted(state["fitted"])
+        pred = cls.from_params(dict(state.get("params", {})))
+        pred.load_fitted(state["fitted"])
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, CostModelError):
             raise
@@ -324,7 +324,7 @@ class MeasuredCostModel:
         allow_uncovered: bool = False,
         cache_size: int = 8,
     ) -> None:
-        predictor._check_fitted()
+        predictor.check_fitted()
         self.predictor = predictor
         self.device_kinds = dict(device_kinds)
         self.link_fits = {k: (float(v[0]), float(v[1])) for k, v in (link_fits or {}).items()}

@@ -269,7 +269,7 @@ class Polynomial(Predictor):
     # ---------------------------------------------------------------- predict
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         """Predicted times in seconds, one per row of ``X``."""
-        self._check_fitted()
+        self.check_fitted()
         X = self._check_X(X)
         F = X[list(self.inputs)].to_numpy(dtype=float)
         dev = X["device"].astype(str).to_numpy()
@@ -286,7 +286,7 @@ class Polynomial(Predictor):
 
     def fallback_reasons(self, X: pd.DataFrame) -> list[str]:
         """Empty for rows whose op kind has its own polynomial, else the reason."""
-        self._check_fitted()
+        self.check_fitted()
         X = self._check_X(X)
         out = []
         for d, op, fam in zip(X["device"].astype(str), X["op"].astype(str), family_column(X)):
@@ -302,7 +302,7 @@ class Polynomial(Predictor):
         """The chosen form per (device, op kind): ``device, op, n, space, degree,
         cv_mape``; ``op`` is ``*`` for the device's global polynomial and
         ``family:NAME`` for a kernel family's."""
-        self._check_fitted()
+        self.check_fitted()
         rows = []
         for d in self.devices_:
             fams = [(f"family:{f}", form) for f, form in self.families_[d].items()]
@@ -312,7 +312,7 @@ class Polynomial(Predictor):
         return pd.DataFrame(rows, columns=["device", "op", "n", "space", "degree", "cv_mape"])
 
     # ------------------------------------------------------------ persistence
-    def _fitted_state(self) -> dict[str, Any]:
+    def fitted_state(self) -> dict[str, Any]:
         return {
             "devices": self.devices_,
             "floor": self.floor_,
@@ -322,7 +322,7 @@ class Polynomial(Predictor):
             "families": {d: {k: f.to_dict() for k, f in forms.items()} for d, forms in self.families_.items()},
         }
 
-    def _load_fitted(self, state: Mapping[str, Any]) -> None:
+    def load_fitted(self, state: Mapping[str, Any]) -> None:
         self.floor_ = {d: float(v) for d, v in state["floor"].items()}
         self.counts_ = {d: dict(c) for d, c in state["counts"].items()}
         self.global_ = {d: _Form.from_dict(f) for d, f in state["global"].items()}

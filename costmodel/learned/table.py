@@ -78,7 +78,7 @@ class Table(Predictor):
 
     def lookup(self, X: pd.DataFrame) -> np.ndarray:
         """Measured times of ``X``'s rows; NaN where the signature was not measured."""
-        self._check_fitted()
+        self.check_fitted()
         X = self._check_X(X)
         return np.array([self.times_[d].get(s, np.nan)
                          for d, s in zip(X["device"].astype(str), X["signature"].astype(str))], dtype=float)
@@ -105,21 +105,21 @@ class Table(Predictor):
         return out
 
     # ------------------------------------------------------------ persistence
-    def _params_state(self) -> dict[str, Any]:
+    def params_state(self) -> dict[str, Any]:
         fb = self.fallback
-        return {"fallback": None if fb is None else {"kind": fb.kind, "params": fb._params_state()}}
+        return {"fallback": None if fb is None else {"kind": fb.kind, "params": fb.params_state()}}
 
     @classmethod
-    def _from_params(cls, params: dict[str, Any]) -> Table:
+    def from_params(cls, params: dict[str, Any]) -> Table:
         fb = params.get("fallback")
         if fb is None:
             return cls()
-        return cls(fallback=predictor_class(fb["kind"])._from_params(dict(fb.get("params", {}))))
+        return cls(fallback=predictor_class(fb["kind"]).from_params(dict(fb.get("params", {}))))
 
-    def _fitted_state(self) -> dict[str, Any]:
+    def fitted_state(self) -> dict[str, Any]:
         return {"times": self.times_, "fallback": self.fallback_.get_state()}
 
-    def _load_fitted(self, state: Mapping[str, Any]) -> None:
+    def load_fitted(self, state: Mapping[str, Any]) -> None:
         self.fallback_ = predictor_from_state(state["fallback"])
         self.times_ = {d: {s: float(v) for s, v in sigs.items()} for d, sigs in state["times"].items()}
         self.devices_ = sorted(self.times_)

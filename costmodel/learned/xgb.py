@@ -306,7 +306,7 @@ class XGBoost(Predictor):
     # ---------------------------------------------------------------- predict
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         """Predicted times in seconds, one per row of ``X``."""
-        self._check_fitted()
+        self.check_fitted()
         X = self._check_X(X)
         dev = X["device"].astype(str).to_numpy()
         out = np.empty(len(X))
@@ -325,7 +325,7 @@ class XGBoost(Predictor):
 
     def fallback_reasons(self, X: pd.DataFrame) -> list[str]:
         """Empty for rows whose op kind was in the device's training rows."""
-        self._check_fitted()
+        self.check_fitted()
         X = self._check_X(X)
         seen = {d: set(v) for d, v in self.seen_ops_.items()}
         return [
@@ -336,7 +336,7 @@ class XGBoost(Predictor):
         ]
 
     # ------------------------------------------------------------ persistence
-    def _fitted_state(self) -> dict[str, Any]:
+    def fitted_state(self) -> dict[str, Any]:
         """State with each booster embedded in XGBoost's JSON model format."""
         state = self._meta_state()
         state["boosters"] = {d: json.loads(bytes(m.save_raw(raw_format="json")))
@@ -350,7 +350,7 @@ class XGBoost(Predictor):
                 "baseline_mode": self.baseline_mode_, "derived": self.derived_,
                 "grouping": self.grouping_, "view_time": self.view_time_, "groups": self.groups_}
 
-    def _load_fitted(self, state: Mapping[str, Any]) -> None:
+    def load_fitted(self, state: Mapping[str, Any]) -> None:
         self.features_ = list(state["features"])
         self.ops_ = list(state["ops"])
         self.classes_ = list(state["classes"])
@@ -380,7 +380,7 @@ class XGBoost(Predictor):
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the sidecar ``path`` and one XGBoost JSON model per device beside it."""
-        self._check_fitted()
+        self.check_fitted()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         stem = path.name[: -len(".json")] if path.name.endswith(".json") else path.name
@@ -391,7 +391,7 @@ class XGBoost(Predictor):
             files[d] = name
         meta = {**self._meta_state(), "booster_files": files}
         write_json(path, {"hetsim_costmodel": COSTMODEL_FILE_VERSION, "kind": self.kind,
-                           "params": self._params_state(), "fitted": meta})
+                           "params": self.params_state(), "fitted": meta})
         return path
 
     @classmethod
@@ -411,7 +411,7 @@ class XGBoost(Predictor):
             fitted["boosters"] = boosters
         model = cls(**dict(data.get("params", {})))
         try:
-            model._load_fitted(fitted)
+            model.load_fitted(fitted)
         except (KeyError, TypeError, ValueError) as e:
             raise CostModelError(f"{path}: malformed xgboost model ({type(e).__name__}: {e})") from None
         return model

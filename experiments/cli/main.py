@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # subcommand not shipped in this version
             raise
         p = mod.add_parser(sub)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(run_command=mod.run)
     return parser
 
 
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:2] == ["profile", "import"]:  # 'hetsim profile import' is a command of its own
         argv = ["profile-import", *argv[2:]]
     args = parser.parse_args(argv)
-    if getattr(args, "_run", None) is None:
+    if getattr(args, "run_command", None) is None:
         parser.print_help()
         return 1
     from hetsim.costmodel.base import CostModelError
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = one_line_warning(f"hetsim {args.command}")
-            return int(args._run(args) or 0)
+            return int(args.run_command(args) or 0)
     except user_errors as e:
         print(f"hetsim {args.command.replace('-', ' ')}: error: {e}", file=sys.stderr)
         return 2

@@ -200,7 +200,7 @@ class Sweep:
             description=str(data.get("description", "")),
             source=source,
         )
-        problems += sweep._name_problems()
+        problems += sweep.name_problems()
         if problems:
             raise SweepError(_report(source, problems))
         return sweep
@@ -213,11 +213,11 @@ class Sweep:
         SweepError
             listing every unknown name or bad argument.
         """
-        problems = self._name_problems()
+        problems = self.name_problems()
         if problems:
             raise SweepError(_report(self.source, problems))
 
-    def _name_problems(self) -> list[str]:
+    def name_problems(self) -> list[str]:
         from hetsim import schedulers
         from hetsim.graphs import zoo
         from hetsim.graphs.graph import GraphError
