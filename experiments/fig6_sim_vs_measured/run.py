@@ -1,7 +1,7 @@
 """Figure 6: simulated vs measured makespan of every scheduler's plan (validation).
 
 Every applicable scheduler plans GoogLeNet, ResNet-18, BERT-base (32 tokens) and
-MobileNet-v2 (op granularity) on the ``cpu2`` platform (two single-thread CPU workers: the machine this project's
+MobileNetV2 (op granularity) on the ``cpu2`` platform (two single-thread CPU workers: the machine this project's
 validation runs on), the plan is simulated with the cost model and executed for
 real (:func:`runtime.validation.validate.validate_all`, torch kernels; cost ``measured``: the op
 times and host costs measured in the validation's own rounds), and one tidy row per
