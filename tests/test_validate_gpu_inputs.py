@@ -189,30 +189,21 @@ def test_plan_launch_is_graph_by_default_and_eager_where_graphs_cannot_run():
     mixed = crossing_plan(g, ("cpu", "gpu"))
     cpu_only = Plan(dict.fromkeys(g.nx, "cpu"))
     dynamic = Plan(placement={}, policy=RecordedPolicy(dict.fromkeys(g.nx, "gpu")))
-    assert plan_launch(cpu_only, plat, None, takes_launch=True) == (None, "")
-    assert plan_launch(mixed, plat, None, takes_launch=True) == ("graph", "")
-    assert plan_launch(mixed, plat, "eager", takes_launch=True) == ("eager", "")
-    assert plan_launch(mixed, plat, None, takes_launch=False) == (
-        "eager", "launched eagerly: this executor does not capture CUDA graphs")
-    assert plan_launch(mixed, plat, "graph", backend="tvm", takes_launch=True) == (
+    assert plan_launch(cpu_only, plat, None) == (None, "")
+    assert plan_launch(mixed, plat, None) == ("graph", "")
+    assert plan_launch(mixed, plat, "eager") == ("eager", "")
+    assert plan_launch(mixed, plat, "graph", backend="tvm") == (
         "eager", "launched eagerly: CUDA graphs are captured for the torch backend, not tvm")
-    assert plan_launch(dynamic, plat, "graph", takes_launch=True) == (
+    assert plan_launch(dynamic, plat, "graph") == (
         "eager", "launched eagerly: a dynamic plan places its ops at run time (no segment to capture)")
     with pytest.raises(PlatformError, match=r"unknown launch mode 'fast'; modes: \['eager', 'graph'\]"):
         plan_launch(mixed, plat, "fast")
 
 
-def test_execution_launch_follows_the_executor_signature(monkeypatch):
-    import inspect
-
-    from hetsim.runtime.executor.execute import Execution
+def test_execution_launch_gives_the_executor_its_mode():
     from hetsim.runtime.validation import cuda_host
 
-    assert cuda_host.executor_takes_launch() == ("launch" in inspect.signature(Execution.__init__).parameters)
-    monkeypatch.setattr(cuda_host, "executor_takes_launch", lambda: True)
     assert cuda_host.execution_launch("graph") == {"launch": "graph"} and cuda_host.execution_launch(None) == {}
-    monkeypatch.setattr(cuda_host, "executor_takes_launch", lambda: False)
-    assert cuda_host.execution_launch("graph") == {}
 
 
 def test_with_launch_sets_the_gpu_devices_only():

@@ -21,7 +21,6 @@ launched, and the fresh calibration its simulation uses.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -32,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
-__all__ = ["executor_takes_launch", "execution_launch", "fresh_calibration", "host_model", "plan_launch", "uses_gpu",
+__all__ = ["execution_launch", "fresh_calibration", "host_model", "plan_launch", "uses_gpu",
            "with_launch"]
 
 
@@ -45,15 +44,8 @@ def uses_gpu(plan: Plan, platform: Platform) -> bool:
     return plan.policy is not None or bool(gpus & set(plan.placement.values()))
 
 
-def executor_takes_launch() -> bool:
-    """Whether :class:`runtime.executor.execute.Execution` takes ``launch=``."""
-    from hetsim.runtime.executor.execute import Execution
-
-    return "launch" in inspect.signature(Execution.__init__).parameters
-
-
-def plan_launch(plan: Plan, platform: Platform, launch: str | None, *, backend: str = "torch",
-                takes_launch: bool | None = None) -> tuple[str | None, str]:
+def plan_launch(plan: Plan, platform: Platform, launch: str | None, *, backend: str = "torch"
+                ) -> tuple[str | None, str]:
     """The launch mode ``plan`` runs with, and a note ("" when it is the one asked).
 
     Parameters
@@ -64,8 +56,6 @@ def plan_launch(plan: Plan, platform: Platform, launch: str | None, *, backend: 
         ``"graph"``, ``"eager"`` or None (``"graph"`` where the plan uses a GPU).
     backend
         The executor's backend (graphs are captured for ``torch`` only).
-    takes_launch
-        Whether the executor takes ``launch`` (default: :func:`executor_takes_launch`).
 
     Returns
     -------
@@ -90,15 +80,13 @@ def plan_launch(plan: Plan, platform: Platform, launch: str | None, *, backend: 
         return "eager", "launched eagerly: a dynamic plan places its ops at run time (no segment to capture)"
     if backend != "torch":
         return "eager", f"launched eagerly: CUDA graphs are captured for the torch backend, not {backend}"
-    if not (executor_takes_launch() if takes_launch is None else takes_launch):
-        return "eager", "launched eagerly: this executor does not capture CUDA graphs"
     return mode, ""
 
 
 def execution_launch(mode: str | None) -> dict[str, Any]:
     """The keyword arguments that give the executor ``mode`` (none for a plan without a
-    GPU, or an executor that does not take ``launch``)."""
-    if mode is None or not executor_takes_launch():
+    GPU)."""
+    if mode is None:
         return {}
     return {"launch": mode}
 
