@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from hetsim.graphs.graph import atomic_write
-from hetsim.graphs.llm import LLMConfig, llm_graph
+from hetsim.graphs.llm import LLMConfig, WeightFormat, llm_graph
+from hetsim.graphs.llm.simulated_model import simulated_model
 from hetsim.schedulers import SchedulerError, get, llm_names, run_plan
 from hetsim.schedulers.llm.residency import DEFAULT_RESERVE_BYTES, Residency, llm_devices
 from hetsim.sim.plan import size_text
@@ -114,13 +115,13 @@ class LLMPlanReport:
 
 
 def plan_llm(
-    model: str | LLMConfig,
+    model: str | Path | LLMConfig,
     platform: str | Platform,
     *,
     context: int = 8192,
     batch: int = 1,
     prompt: int = 512,
-    weights: str = "q4_K",
+    weights: str | WeightFormat | None = None,
     kv_dtype: str = "f16",
     policies: list[str] | None = None,
     objective: str = "decode",
@@ -133,7 +134,9 @@ def plan_llm(
     Parameters
     ----------
     model
-        An LLM preset name (``LLMConfig.presets()``) or an :class:`LLMConfig`.
+        An :class:`LLMConfig`, a simulator preset (``LLMConfig.presets()``), a GGUF file, a
+        ``config.json`` or model folder, or a published preset
+        (:func:`graphs.llm.simulated_model.simulated_model`).
     platform
         A platform preset, TOML path or :class:`Platform` with a CPU (host memory) and a GPU.
     context
@@ -143,7 +146,9 @@ def plan_llm(
     prompt
         Prompt tokens of the prefill that gives the time to first token (capped at ``context``).
     weights, kv_dtype
-        Weight storage format and KV-cache dtype (:data:`graphs.llm.WEIGHT_FORMATS`, ``KV_DTYPES``).
+        Weight storage format (:data:`graphs.llm.WEIGHT_FORMATS`, or llama.cpp's file type such
+        as ``Q4_K_M``, counted as llama.cpp writes it; default ``q4_K`` for a simulator preset,
+        ``Q4_K_M`` otherwise, a GGUF file's own) and KV-cache dtype (``KV_DTYPES``).
     policies
         Policy names (default: :func:`schedulers.llm_names`).
     objective
@@ -166,6 +171,7 @@ def plan_llm(
     """
     from hetsim.costmodel.base import as_cost_model
 
+    model, weights = simulated_model(model, weights)
     platform = Platform.load(platform)
     host, gpu = llm_devices(platform)
     cost = as_cost_model(cost, platform=platform)

@@ -81,7 +81,7 @@ def test_plan_json_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--weights", "q7"], "unknown weight quantisation 'q7'; known: f32, f16, bf16, q8_0"),
+        (["--weights", "q7"], "unknown weight type 'q7'; simulator formats: f32, f16, bf16, q8_0"),
         (["--context", "1000"], "context 1000 is longer than 'tiny' allows (256 tokens)"),
         (["--platform", "cpu2"], "platform 'cpu2' has no GPU"),
     ],

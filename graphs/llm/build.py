@@ -155,7 +155,7 @@ def llm_graph(
     if kv_length > context:
         raise GraphError(f"{phase}: {kv_length} tokens do not fit a context of {context}")
 
-    B, T, h, kvd = batch, tokens, cfg.hidden, cfg.kv_dim
+    B, T, h, qd, kvd = batch, tokens, cfg.hidden, cfg.q_dim, cfg.kv_dim
     N = B * T  # rows of every per-token op
     a, wb = ACT_BYTES, fmt.bytes_per_weight
     # attention: (query, key) pairs per sequence and head; keys and values read per sequence
@@ -191,19 +191,19 @@ def llm_graph(
         p, L = f"blk.{i}", {"layer": i}
         u = f"{p}.attn"
         xn = norm(u, f"{p}.attn_norm", x, N, **L)
-        q = matmul(u, f"{p}.attn_q", xn, N, h, h, **L)
+        q = matmul(u, f"{p}.attn_q", xn, N, h, qd, **L)
         k = matmul(u, f"{p}.attn_k", xn, N, h, kvd, **L)
         v = matmul(u, f"{p}.attn_v", xn, N, h, kvd, **L)
-        r = b.op(u, f"{p}.rope", "rope", rows=N, width=h + kvd, flops=3 * N * (h + kvd),
-                 nbytes=2 * N * (h + kvd) * a, inputs=[(q, N * h * a), (k, N * kvd * a)], **L)
+        r = b.op(u, f"{p}.rope", "rope", rows=N, width=qd + kvd, flops=3 * N * (qd + kvd),
+                 nbytes=2 * N * (qd + kvd) * a, inputs=[(q, N * qd * a), (k, N * kvd * a)], **L)
         att = b.op(
-            u, f"{p}.attn", "attention", rows=N, width=h,
+            u, f"{p}.attn", "attention", rows=N, width=qd,
             flops=4 * B * cfg.heads * cfg.head_dim * pairs + 5 * B * cfg.heads * pairs,
-            nbytes=2 * N * h * a + B * kv_read * 2 * kvd * kvb + N * 2 * kvd * kvb + N * kvd * a,
+            nbytes=2 * N * qd * a + B * kv_read * 2 * kvd * kvb + N * 2 * kvd * kvb + N * kvd * a,
             param_bytes=B * context * 2 * kvd * kvb,
-            inputs=[(r, N * (h + kvd) * a), (v, N * kvd * a)], **L,
+            inputs=[(r, N * (qd + kvd) * a), (v, N * kvd * a)], **L,
         )
-        o = matmul(u, f"{p}.attn_output", att, N, h, h, **L)
+        o = matmul(u, f"{p}.attn_output", att, N, qd, h, **L)
         x = add(u, f"{p}.attn_residual", o, x, N, **L)
         u = f"{p}.ffn"
         xn = norm(u, f"{p}.ffn_norm", x, N, **L)

@@ -80,14 +80,17 @@ _ALIASES = {"fp32": "f32", "fp16": "f16", "float16": "f16", "bfloat16": "bf16", 
 KV_DTYPES: dict[str, float] = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 
 
-def weight_format(name: str) -> WeightFormat:
-    """The storage format called ``name`` (or an alias: ``fp16``, ``q8``, ``q4``...).
+def weight_format(name: str | WeightFormat) -> WeightFormat:
+    """The storage format called ``name`` (or an alias: ``fp16``, ``q8``, ``q4``...; a
+    :class:`WeightFormat` is returned as it is).
 
     Raises
     ------
     GraphError
         naming the unknown format and listing the known ones.
     """
+    if isinstance(name, WeightFormat):
+        return name
     low = str(name).lower()
     key = _ALIASES.get(low, low).lower()
     for k, f in WEIGHT_FORMATS.items():
@@ -144,6 +147,9 @@ class LLMConfig:
         ``experts=0`` is a dense model.
     source
         Where the figures come from.
+    head_size
+        Size of one attention head where it is not ``hidden / heads`` (Qwen3, Mistral-Nemo);
+        0: ``hidden / heads``.
     """
 
     name: str
@@ -157,11 +163,14 @@ class LLMConfig:
     experts: int = 0
     top_k: int = 0
     source: str = ""
+    head_size: int = 0
 
     def __post_init__(self) -> None:
         where = f"LLM config {self.name!r}"
         require_positive_ints(where, self, ("hidden", "layers", "heads", "kv_heads", "ffn", "vocab", "max_context"))
-        if self.hidden % self.heads:
+        if isinstance(self.head_size, bool) or not isinstance(self.head_size, int) or self.head_size < 0:
+            raise GraphError(f"{where}: 'head_size' must be an int >= 0 (0: hidden / heads), got {self.head_size!r}")
+        if not self.head_size and self.hidden % self.heads:
             raise GraphError(f"{where}: hidden {self.hidden} is not a multiple of heads {self.heads}")
         if self.heads % self.kv_heads:
             raise GraphError(f"{where}: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
@@ -172,7 +181,13 @@ class LLMConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        """Size of one attention head."""
+        return self.head_size or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the query projection (and the attention output's input): ``heads * head_dim``."""
+        return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -187,7 +202,7 @@ class LLMConfig:
     def attention_parameters(self) -> int:
         """Weights of one layer's attention: Q, K, V, O projections and its norm."""
         h = self.hidden
-        return h * h + 2 * h * self.kv_dim + h * h + h
+        return 2 * h * self.q_dim + 2 * h * self.kv_dim + h
 
     def expert_parameters(self) -> int:
         """Weights of one SwiGLU FFN (one expert): gate, up, down."""
@@ -232,7 +247,7 @@ PRESETS: dict[str, LLMConfig] = {
         # meta-llama/Meta-Llama-3-8B config.json: hidden_size 4096, num_hidden_layers 32,
         # num_attention_heads 32, num_key_value_heads 8, intermediate_size 14336,
         # vocab_size 128256, max_position_embeddings 8192 (rope_theta 500000, untied
-        # embeddings); 8.03 B parameters. Checked 2026-11-24 against copies of that
+        # embeddings); 8.03 B parameters. Checked against copies of that
         # config.json (the Meta-Llama-3-8B-Instruct config quoted in public code; the GGUF
         # metadata of meta-llama/Meta-Llama-3-8B: context 8192, feedforward 14336) and the
         # parameter count 8,030,261,248 of github.com/thamada/modelQuery (README).
@@ -240,7 +255,7 @@ PRESETS: dict[str, LLMConfig] = {
                   source="meta-llama/Meta-Llama-3-8B config.json (8.03 B parameters)"),
         # meta-llama/Meta-Llama-3-70B config.json: hidden 8192, 80 layers, 64 heads,
         # 8 KV heads, intermediate 28672, vocab 128256, context 8192 (rope_theta 500000).
-        # Checked 2026-11-24 against a copy of the Meta-Llama-3-70B-Instruct config.json
+        # Checked against a copy of the Meta-Llama-3-70B-Instruct config.json
         # (max_position_embeddings 8192, rope_scaling null) and oumi's Llama 3 tables.
         # github.com/thamada/modelQuery lists 70,562,938,880 parameters for
         # Meta-Llama-3-70B-Instruct (70.6 B); the count below gives 70,553,706,496.
@@ -249,7 +264,7 @@ PRESETS: dict[str, LLMConfig] = {
         # mistralai/Mixtral-8x7B-v0.1 config.json: hidden 4096, 32 layers, 32 heads, 8 KV
         # heads, intermediate 14336, 8 local experts, 2 per token, vocab 32000, context
         # 32768 (rope_theta 1e6); 46.7 B parameters, 12.9 B active per token (Mistral AI,
-        # Jan 2024). Checked 2026-11-24 against a printed MixtralConfig of
+        # Jan 2024). Checked against a printed MixtralConfig of
         # Mixtral-8x7B-Instruct-v0.1 and a Mixtral-8x7B model config in public code
         # (num_local_experts 8, num_experts_per_tok 2, vocab_size 32000, rope_theta 1e6),
         # and the model card's 46.7 B total / 12.9 B active (Azure/azureml-assets).
@@ -259,20 +274,17 @@ PRESETS: dict[str, LLMConfig] = {
         # num_attention_heads 40, num_key_value_heads 8, intermediate_size 13824,
         # vocab_size 152064, max_position_embeddings 131072, rope_theta 1e6,
         # tie_word_embeddings false; 14.7 B parameters (model card; the QKV biases, 0.3 M per
-        # layer, are left out here). Checked 2026-11-24 against the copy of that config.json
+        # layer, are left out here). Checked against the copy of that config.json
         # in github.com/citsjtu2020/LLM-Prof sglang/Model_Config.md and the Qwen2.5-14B-Instruct
         # model card (48 layers, 40 Q / 8 KV heads, 14.7 B, context 131,072).
-        # max_context was 32768, taken from Qwen/Qwen2.5-Coder-14B's config.json "as
-        # Qwen2.5-14B"; the preset is Qwen2.5-14B, whose config says 131072 (changed
-        # 2026-11-24). The Coder model has the same dimensions (Qwen2.5-Coder report: 48
-        # layers, hidden 5120, 40/8 heads); its max_position_embeddings (32768 as written
-        # before) is (not checked against the source). Figure 7 runs at context 4096, so
-        # neither value changes its predictions.
+        # The Coder model has the same dimensions (Qwen2.5-Coder report: 48 layers, hidden
+        # 5120, 40/8 heads) but a max_position_embeddings of its own; figure 7 runs at
+        # context 4096, within both.
         LLMConfig("qwen2.5-14b", 5120, 48, 40, 8, 13824, 152064, 131072,
                   source="Qwen/Qwen2.5-14B config.json (14.7 B parameters)"),
         # facebook/opt-30b config.json: hidden_size 7168, num_hidden_layers 48,
         # num_attention_heads 56 (no GQA), ffn_dim 28672, vocab_size 50272,
-        # max_position_embeddings 2048. Checked 2026-11-24 against FlexGen's own OPT-30B
+        # max_position_embeddings 2048. Checked against FlexGen's own OPT-30B
         # config (FMInference/FlexLLMGen opt_config.py: max_seq_len 2048, 48 layers, 56 heads,
         # hidden 7168, ffn_embed_dim 7168 * 4 = 28672) and OPT's vocabulary 50272 (the
         # Embedding(50272, ...) of every OPT size); the facebook/opt-30b config.json itself
