@@ -63,12 +63,12 @@ def find_gpu(name: str) -> dict[str, str]:
 
 def _fp16_acc_tflops(row: dict[str, str]) -> float:
     """Dense FP16 tensor TFLOPS with FP16 accumulation: the table's figure (FP32
-    accumulation) doubled on GeForce parts, which run FP32 accumulation at half rate;
-    the FP32 rate where the GPU has no FP16 tensor figure."""
+    accumulation) doubled on GeForce parts (a ``GeForce`` alias), which run FP32
+    accumulation at half rate; the FP32 rate where the GPU has no FP16 tensor figure."""
     tensor = row["fp16_tensor_tflops_dense"]
     if not tensor:
         return float(row["fp32_tflops"])
-    return float(tensor) * (2 if "GeForce parts run" in row["notes"] else 1)
+    return float(tensor) * (2 if "GeForce" in row["aliases"] else 1)
 
 
 def _int8_tops(row: dict[str, str]) -> float:

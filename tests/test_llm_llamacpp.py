@@ -109,6 +109,37 @@ def test_prompt_processing_speed_by_hand() -> None:
     assert small.seconds["pcie"] == 0  # below 32 rows the host layer runs on the CPU
 
 
+def tiny_q8() -> ModelWeights:
+    """One layer of Q8_0 weights (34 bytes per 32 weights) 32 wide."""
+    a = Architecture("q", "llama", layers=1, hidden=32, heads=2, kv_heads=1, head_dim=16, ffn=32, vocab=32,
+                     max_context=64)
+    t = [TensorInfo("token_embd.weight", (32, 32), "Q8_0"), TensorInfo("blk.0.attn_norm.weight", (32,), "F32")]
+    t += [TensorInfo(f"blk.0.attn_{n}.weight", (32, w), "Q8_0") for n, w in (("q", 32), ("k", 16), ("v", 16),
+                                                                              ("output", 32))]
+    t += [TensorInfo("blk.0.ffn_norm.weight", (32,), "F32")]
+    t += [TensorInfo(f"blk.0.ffn_{n}.weight", (32, 32), "Q8_0") for n in ("gate", "up", "down")]
+    t += [TensorInfo("output_norm.weight", (32,), "F32"), TensorInfo("output.weight", (32, 32), "Q8_0")]
+    return ModelWeights(a, tuple(t), "Q8_0", "test")
+
+
+def test_quantised_products_run_as_mmq_or_dequantised_for_cublas() -> None:
+    m = tiny_q8()
+    mmq = predict(m, BOX, LlamaCppRun(ubatch=32), "pp", 32, RATES)
+    cublas = predict(m, BOX, LlamaCppRun(ubatch=32, mmq=False), "pp", 32, RATES)
+    # BOX's INT8 rate x gemm_frac_quant equals its FP16 rate x gemm_frac_float: the products cost the same;
+    # cuBLAS first dequantises each weight to F16: read its Q8_0 bytes, write 2 bytes, at 1000 x 0.5 B/s
+    el, by = m.layer_elements[0], m.layer_bytes[0]
+    dequant = (by.attn + by.ffn + 2 * (el.attn + el.ffn)) / 500
+    assert cublas.seconds["gpu"] - mmq.seconds["gpu"] == pytest.approx(dequant)
+    no_int8 = Machine("volta", host_memory=1e6, host_bandwidth=1000, threads=2, gpu="g", gpu_memory=50600,
+                      gpu_bandwidth=1000, gpu_flops=1e4, gpu_int8_ops=0, pcie_bandwidth=1000)
+    # without INT8 tensor cores llama.cpp always dequantises
+    assert predict(m, no_int8, LlamaCppRun(ubatch=32), "pp", 32, RATES).seconds == pytest.approx(cublas.seconds)
+    # F16/F32 weights go to cuBLAS as they are: the flag changes nothing
+    assert (predict(tiny(), BOX, LlamaCppRun(ngl=1, ubatch=32, mmq=False), "pp", 64, RATES).seconds
+            == predict(tiny(), BOX, LlamaCppRun(ngl=1, ubatch=32), "pp", 64, RATES).seconds)
+
+
 def test_suggested_placement_is_the_largest_that_fits() -> None:
     # GPU memory at context 10: -ngl 2 needs 50528 bytes, -ngl 3 (output too) 50800; the box has 50600
     runs = fitting_runs(tiny(), BOX, context=10, reserve=0)
@@ -127,6 +158,8 @@ def test_machine_figures_and_missing_ones() -> None:
     m = machine_from_flags("GeForce RTX 4090", ram_gb=64, ram_bw="90GB/s", threads=16)
     # the table's FP16 tensor figure is with FP32 accumulation; GeForce runs FP16 accumulation at twice it
     assert (m.gpu, m.gpu_bandwidth, m.gpu_flops, m.gpu_int8_ops) == ("RTX 4090", 1008e9, 330.3e12, 660.6e12)
+    assert machine_from_flags("RTX 3090 Ti", ram_gb=64, ram_bw=90, threads=16).gpu_flops == 160e12  # GeForce too
+    assert machine_from_flags("L4", ram_gb=64, ram_bw=90, threads=16).gpu_flops == pytest.approx(121e12)
     assert m.pcie_bandwidth == pytest.approx(16 * 1.969e9) and m.gpu_memory == 24 * 2**30
     with pytest.raises(SchedulerError, match=r"the machine needs --ram-bw"):
         machine_from_flags("RTX 4090", ram_gb=64, ram_bw=None, threads=16)
@@ -156,6 +189,12 @@ def test_cli_plans_a_gguf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "given: -ngl 3" in out and "note: -ngl 50 clamped to 3 (the model has 2 layers and an output layer)" in out
     data = json.loads((tmp_path / "out" / "llm-plan.json").read_text())
     assert data["flags"] == "-ngl 3" and data["weights"] == "Q4_K_M" and data["fits"]
+    # the build's flags: dequantising for cuBLAS slows prompt processing, eager launches generation
+    rc = main(["llm", "plan", str(gg), "--gpu", "RTX 4090", "--ram-gb", "64", "--ram-bw", "90GB/s",
+               "--threads", "16", "--ngl", "3", "--force-cublas", "--no-cuda-graphs", "--out", "out/old.json"])
+    old = json.loads((tmp_path / "out" / "old.json").read_text())
+    assert rc == 0 and old["flags"] == "-ngl 3"
+    assert old["pp"]["tokens_per_s"] < data["pp"]["tokens_per_s"] and old["tg"]["tokens_per_s"] < data["tg"]["tokens_per_s"]
     rc = main(["llm", "plan", str(gg), "--ram-gb", "64", "--ram-bw", "90GB/s", "--threads", "16", "--ngl", "10"])
     out = capsys.readouterr().out
     assert rc == 0 and "| CPU     |   0 | pp512 |" in out and "note: no GPU: -ngl 10 puts nothing on a GPU" in out

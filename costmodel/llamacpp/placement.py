@@ -34,7 +34,10 @@ class LlamaCppRun:
     """The flags of one llama.cpp run (llama-bench defaults: ``-ngl 99``, ``-ub 512``,
     ``-b 2048``, flash attention off, f16 KV cache on the GPU); ``cuda_graphs``: whether
     generation replays each step as a CUDA graph (llama.cpp builds since 2024 on Ampere
-    and newer GPUs)."""
+    and newer GPUs); ``mmq``: whether prompt processing multiplies quantised weights with
+    llama.cpp's MMQ kernels on the quantised data (the default since June 2024, PR #8075,
+    on GPUs with INT8 tensor cores) rather than dequantising them to F16 for cuBLAS
+    (earlier builds, or a build with ``GGML_CUDA_FORCE_CUBLAS``)."""
 
     ngl: int = 99
     n_cpu_moe: int = 0
@@ -48,6 +51,7 @@ class LlamaCppRun:
     context: int = 0
     threads: int = 0
     cuda_graphs: bool = True
+    mmq: bool = True
 
     def __post_init__(self) -> None:
         for k in ("ngl", "n_cpu_moe", "context", "threads"):

@@ -7,7 +7,11 @@ token and every hand-over between CPU and GPU costs ``switch_s``.
 
 Prompt processing (``pp``) of ``n`` tokens runs in micro-batches of ``ubatch`` rows:
 layers on the GPU run their matrix products at the achieved tensor rate (routed experts
-as one grouped product with ``rows x top_k / experts`` rows per expert); layers in host
+as one grouped product with ``rows x top_k / experts`` rows per expert): quantised
+weights at the INT8 rate of llama.cpp's MMQ kernels, or, where those are not used (no
+INT8 tensor cores, builds before June 2024), dequantised to F16 in GPU memory for each
+micro-batch (read the quantised bytes, write two bytes a weight) and multiplied at the
+FP16 rate, as F16 weights are; layers in host
 memory are, for micro-batches of 32 rows or more, run on the GPU too, their weights
 copied over PCIe for each micro-batch (llama.cpp's operation offload); without a GPU
 they run on the CPU threads.
@@ -40,12 +44,14 @@ class Prediction:
     seconds: dict[str, float]
 
 
-def _gemm_seconds(flops: float, rows: float, machine: Machine, rates: AchievedRates, float_weights: bool) -> float:
-    if float_weights or not machine.gpu_int8_ops:  # without INT8 tensor cores: dequantised to F16
-        rate = machine.gpu_flops * rates.gemm_frac_float
-    else:
-        rate = machine.gpu_int8_ops * rates.gemm_frac_quant
+def _gemm_seconds(flops: float, rows: float, machine: Machine, rates: AchievedRates, mmq: bool) -> float:
+    rate = machine.gpu_int8_ops * rates.gemm_frac_quant if mmq else machine.gpu_flops * rates.gemm_frac_float
     return flops * (rows + rates.gemm_rows_half) / rows / rate
+
+
+def _dequant_seconds(nbytes: float, elements: float, machine: Machine, rates: AchievedRates) -> float:
+    """Seconds to dequantise weights of ``nbytes`` (``elements`` weights) to F16 in GPU memory."""
+    return (nbytes + 2 * elements) / (machine.gpu_bandwidth * rates.gpu_bw_frac)
 
 
 def _cpu_seconds(flops: float, machine: Machine, rates: AchievedRates, threads: int) -> float:
@@ -77,6 +83,9 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
     ub = min(run.ubatch, run.batch)
     seconds = {GPU: 0.0, HOST: 0.0, "pcie": 0.0}
     float_w = model.float_weights
+    # quantised weights through MMQ; otherwise (F16 weights, or dequantised) through cuBLAS
+    mmq = not float_w and run.mmq and machine.gpu_int8_ops > 0
+    dequant = not float_w and not mmq
     done = 0
     while done < tokens:
         m = min(ub, tokens - done)
@@ -85,7 +94,7 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
             el, by = model.layer_elements[i], model.layer_bytes[i]
             attn_flops = m * a.attention_flops_per_token(i, int(kv_mean))
             if pl.kv_device[i] == GPU:
-                seconds[GPU] += _gemm_seconds(attn_flops, m, machine, rates, True)
+                seconds[GPU] += _gemm_seconds(attn_flops, m, machine, rates, mmq=False)
             else:  # attention runs where its KV cache is
                 seconds[HOST] += _cpu_seconds(attn_flops, machine, rates, threads)
             for kind in ("attn", "ffn", "exps"):
@@ -96,11 +105,13 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
                 flops = 2 * m * n_el * share
                 rows = m * share
                 dev = groups[kind]
-                if dev == GPU:
-                    seconds[GPU] += _gemm_seconds(flops, rows, machine, rates, float_w)
-                elif machine.has_gpu and m >= OP_OFFLOAD_MIN_ROWS:
-                    seconds["pcie"] += getattr(by, kind) / (machine.pcie_bandwidth * rates.pcie_frac)
-                    seconds[GPU] += _gemm_seconds(flops, rows, machine, rates, float_w)
+                on_gpu = dev == GPU or (machine.has_gpu and m >= OP_OFFLOAD_MIN_ROWS)
+                if on_gpu:
+                    if dev != GPU:
+                        seconds["pcie"] += getattr(by, kind) / (machine.pcie_bandwidth * rates.pcie_frac)
+                    seconds[GPU] += _gemm_seconds(flops, rows, machine, rates, mmq)
+                    if dequant:
+                        seconds[GPU] += _dequant_seconds(getattr(by, kind), n_el, machine, rates)
                 else:
                     seconds[HOST] += _cpu_seconds(flops, machine, rates, threads)
         done += m

@@ -7,12 +7,13 @@ Examples::
     hetsim llm plan llama-3-70b --gpu "RTX 4090" --ram-gb 128 --ram-bw 75 --threads 16 --ngl 40
     hetsim llm calibrate
     hetsim llm plan llama3-70b --platform desktop-rtx4090 --objective ttft     # simulated policies
+    hetsim llm plan model.gguf --platform desktop-rtx4090 --policy weight-streaming --policy ngl
 
 A GGUF file, a ``config.json``, a model folder or a model preset
 (``graphs/llm/configs``) is planned as llama.cpp runs it: the fastest ``-ngl`` /
 ``--n-cpu-moe`` that fits (or the placement given), its memory per device and
-llama-bench's pp / tg table. A simulator preset (``llama3-8b``, ``tiny``...) is planned
-with every simulated placement policy. The plan JSON goes to ``--out`` (default
+llama-bench's pp / tg table. A simulator preset (``llama3-8b``, ``tiny``...), or any model
+with ``--policy NAME``, is planned with the simulated placement policies. The plan JSON goes to ``--out`` (default
 ``out/llm-plan.json``).
 """
 
@@ -39,8 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "plan",
         help="suggest (or evaluate) a placement, print its speed and write the plan JSON",
         description="Plan a model (GGUF file, config.json, model folder or preset) on a machine (--platform, "
-        "or --gpu and host figures) as llama.cpp runs it; a simulator preset is planned with every "
-        "simulated placement policy.",
+        "or --gpu and host figures) as llama.cpp runs it; a simulator preset, or any model with --policy, is "
+        "planned with the simulated placement policies.",
     )
     q.add_argument("model", metavar="MODEL", help="model.gguf, config.json, a model folder or a preset")
     q.add_argument("--platform", metavar="this|NAME|FILE",
@@ -65,6 +66,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     r.add_argument("--n-batch", "-b", type=int, default=2048, metavar="N", help="logical batch (default 2048)")
     r.add_argument("--flash-attn", "-fa", action="store_true", help="flash attention")
     r.add_argument("--no-kv-offload", "-nkvo", action="store_true", help="KV cache in host memory")
+    r.add_argument("--force-cublas", action="store_true",
+                   help="the build dequantises weights for cuBLAS in prompt processing (GGML_CUDA_FORCE_CUBLAS, "
+                        "or a build before June 2024) instead of llama.cpp's MMQ kernels")
+    r.add_argument("--no-cuda-graphs", action="store_true",
+                   help="the build launches each kernel of a generated token (GGML_CUDA_DISABLE_GRAPHS=1, or "
+                        "a GPU before Ampere)")
     r.add_argument("--cache-type-k", "-ctk", default="F16", metavar="TYPE", help="K cache type (default F16)")
     r.add_argument("--cache-type-v", "-ctv", default="F16", metavar="TYPE", help="V cache type (default F16)")
     r.add_argument("--gen", type=int, default=128, metavar="N", help="generated tokens of the tg test (default 128)")
@@ -76,7 +83,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     q.add_argument("--kv-dtype", default="f16", metavar="DTYPE", help="simulated policies: KV-cache dtype")
     q.add_argument("--objective", choices=["decode", "ttft"], default="decode",
                    help="simulated policies: what the search optimises (default decode tokens/s)")
-    q.add_argument("--policy", action="append", metavar="NAME", help="simulated policies to run (default all)")
+    q.add_argument("--policy", action="append", metavar="NAME", help="simulate this placement policy (repeatable; default for a simulator preset: all): ngl, "
+                   "expert-offload, weight-streaming, llm-search")
     q.add_argument("--cost", default="roofline", metavar="SPEC", help="simulated policies: cost model")
     q.add_argument("--reserve-gib", type=float, default=1.0, metavar="GIB",
                    help="GPU memory left free (default 1, as llama.cpp --fit)")
@@ -106,10 +114,16 @@ def run(args: argparse.Namespace) -> int:
         from hetsim.experiments.llm_calibrate import this_platform
 
         args.platform = str(this_platform())
-    if Path(args.model).exists() or args.model in model_presets():
+    if args.policy is None and (Path(args.model).exists() or args.model in model_presets()):
+        given = [flag for flag, value, default in (("--batch", args.batch, 1), ("--kv-dtype", args.kv_dtype, "f16"),
+                                                   ("--objective", args.objective, "decode"),
+                                                   ("--cost", args.cost, "roofline")) if value != default]
+        if given:
+            raise CLIError(f"{', '.join(given)} applies to the simulated policies: add --policy NAME (repeatable) "
+                           f"to simulate them on {args.model!r}")
         return _plan_llamacpp(args)
     if args.platform is None:
-        raise CLIError("simulator preset " + repr(args.model) + " needs --platform")
+        raise CLIError(f"the simulated policies need --platform (a preset or TOML file) to plan {args.model!r}")
     return _plan_simulated(args)
 
 
@@ -143,7 +157,8 @@ def _plan_llamacpp(args: argparse.Namespace) -> int:
     run = LlamaCppRun(ngl=99 if args.ngl is None else args.ngl, n_cpu_moe=args.n_cpu_moe or 0,
                       override_cpu=tuple(patterns), ubatch=args.ubatch, batch=args.n_batch,
                       flash_attn=args.flash_attn, type_k=args.cache_type_k.upper(), type_v=args.cache_type_v.upper(),
-                      kv_offload=not args.no_kv_offload, threads=args.threads or 0)
+                      kv_offload=not args.no_kv_offload, threads=args.threads or 0,
+                      mmq=not args.force_cublas, cuda_graphs=not args.no_cuda_graphs)
     plan = plan_llamacpp(model, machine, context=args.context, run=run, given=given, prompt=args.prompt,
                          generate=args.gen, reserve=int(args.reserve_gib * 2**30))
     print(f"{model.arch.name} ({model.weights}, {model.bits_per_weight():.2f} bits per weight, from "
@@ -161,7 +176,7 @@ def _plan_simulated(args: argparse.Namespace) -> int:
 
     report = plan_llm(
         args.model, args.platform, context=args.context or 8192, batch=args.batch, prompt=args.prompt,
-        weights=args.weights or "q4_K", kv_dtype=args.kv_dtype, policies=args.policy, objective=args.objective,
+        weights=args.weights, kv_dtype=args.kv_dtype, policies=args.policy, objective=args.objective,
         cost=args.cost, reserve_bytes=int(args.reserve_gib * 2**30),
     )
     print(f"{report.model} ({report.weights}, KV {report.kv_dtype}) on {report.platform}: context "
