@@ -2,7 +2,7 @@
 
 Each row of ``measurements.csv`` is predicted with :func:`costmodel.llamacpp.predict` from
 the model preset of its ``model`` (``graphs/llm/configs``) at its ``quant``, the GPU's
-cited figures (``gpus.csv``), the host of :data:`HOSTS` and the row's flags (llama-bench
+cited figures (``gpus.csv``), the host of ``hosts.csv`` and the row's flags (llama-bench
 defaults where the row gives none: ``-ngl 99``, ``-ub 512``, pp512 / tg128). Rows on
 several GPUs, on Metal, on a GPU without cited figures or of a model without a preset
 are listed as skipped with the reason.
@@ -33,6 +33,7 @@ import numpy as np
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.llamacpp import AchievedRates, LlamaCppRun, Machine, place, predict
 from hetsim.experiments.llm_machine import find_gpu, machine_from_flags
+from hetsim.graphs.graph import GraphError
 from hetsim.graphs.llm.model_source import load_model, model_presets
 from hetsim.schedulers import SchedulerError
 from hetsim.schedulers.llm.llamacpp_fit import fitting_runs
@@ -41,19 +42,16 @@ from hetsim.schedulers.llm.residency import DEFAULT_RESERVE_BYTES
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "experiments" / "llm_published"
 
-#: hosts of the CPU rows: physical cores (the threads a row without a count runs), DRAM peak
-#: (transfer rate x 8 bytes x channels; AM4, AM5 and LGA1700 are dual-channel, EPYC 9004
-#: twelve), PCIe generation of the host's GPU slot where the row has a GPU
-HOSTS = {
-    "Intel Core i7-8700": dict(threads=6, ram_bw=2400e6 * 8 * 2, pcie=3),  # 6C/12T, DDR4-2400 2ch, PCIe 3.0
-    "AMD EPYC 9554": dict(threads=64, ram_bw=5600e6 * 8 * 12, pcie=5),  # 64C, DDR5-5600 12ch
-    "Intel Core i9-13900K": dict(threads=24, ram_bw=6400e6 * 8 * 2, pcie=5),  # 8P+16E, DDR5-6400 2ch
-    "AMD Ryzen 9 5900X": dict(threads=12, ram_bw=3600e6 * 8 * 2, pcie=4),  # DDR4-3600 2ch
-    "AMD Ryzen 9 7950X": dict(threads=16, ram_bw=3600e6 * 8 * 2, pcie=5),  # DDR5-3600 2ch as the row says
-    "AMD Ryzen 9 5950X": dict(threads=16, ram_bw=3600e6 * 8 * 2, pcie=4),  # DDR4-3600 2ch
-    "Intel Core i9-10900X": dict(threads=10, ram_bw=102e9, pcie=3),  # 10C; 4ch DDR4, ~102 GB/s as measured (row)
-}
-MODEL_ALIASES = {"qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b", "qwen3-vl-30b-a3b": "qwen3-30b-a3b"}
+#: hosts of the rows (``hosts.csv``, matched by the start of a row's ``cpu`` and ``ram``):
+#: physical cores, the threads llama.cpp runs by default (its P-cores on a hybrid Intel),
+#: DRAM peak (transfer rate x 8 bytes x channels; 0: not known), PCIe generation of the GPU slot
+with (DATA / "hosts.csv").open() as _fh:
+    HOSTS = [dict(cpu=r["cpu"], ram=r["ram"], cores=int(r["cores"]), threads=int(r["default_threads"]),
+                  ram_bw=float(r["ram_bw_gb_s"] or 0) * 1e9, pcie=int(r["pcie_gen"])) for r in csv.DictReader(_fh)]
+#: models of the same architecture as a preset: Qwen3-30B-A3B's fine-tunes (Instruct-2507, Coder,
+#: VL's language model) and DeepSeek-Coder-V2-Lite (further trained from DeepSeek-V2-Lite)
+MODEL_ALIASES = {"qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b", "qwen3-vl-30b-a3b": "qwen3-30b-a3b",
+                 "qwen3-coder-30b-a3b": "qwen3-30b-a3b", "deepseek-coder-v2-lite": "deepseek-v2-lite"}
 DEFAULT_TOKENS = {"pp": 512, "tg": 128}
 with (DATA / "sources.csv").open() as _fh:
     SOURCE_DATES = {r["source_id"]: r["date"] for r in csv.DictReader(_fh)}
@@ -68,8 +66,8 @@ def _num(v: str) -> float | None:
     return float(v) if v not in ("", None) else None
 
 
-def _host(cpu: str) -> dict | None:
-    return next((h for name, h in HOSTS.items() if cpu.startswith(name)), None)
+def _host(row: dict) -> dict | None:
+    return next((h for h in HOSTS if row["cpu"].startswith(h["cpu"]) and row["ram"].startswith(h["ram"])), None)
 
 
 def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
@@ -78,22 +76,29 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
         return f"backend {row['backend']} not modelled"
     if int(float(row["gpu_count"] or 0)) > 1:
         return "several GPUs not modelled"
+    if not row["quant"]:
+        return "weight type not stated"
     model_name = MODEL_ALIASES.get(row["model"], row["model"])
     if model_name not in model_presets():
         return f"no preset for {row['model']}"
-    model = load_model(model_name, row["quant"])
-    host = _host(row["cpu"]) if row["cpu"] else None
+    try:
+        model = load_model(model_name, row["quant"])
+    except GraphError as e:
+        return str(e)
+    host = _host(row) if row["cpu"] else None
     threads = int(_num(row["threads"]) or (host["threads"] if host else 0))
-    cores = host["threads"] if host else threads
+    cores = host["cores"] if host else threads
     try:
         if row["gpu"]:
             g = find_gpu(row["gpu"])
+            if not g["pcie_gen"]:
+                return f"GPU {row['gpu']!r} shares the host's memory (no PCIe link): not modelled"
             gen = min(int(g["pcie_gen"]), host["pcie"]) if host else int(g["pcie_gen"])
             machine = machine_from_flags(row["gpu"], ram_gb=64, ram_bw=(host["ram_bw"] / 1e9) if host else 0,
                                          threads=cores, pcie=f"{gen}x{g['pcie_lanes']}")
         else:
             if host is None:
-                return f"host {row['cpu']!r} not in HOSTS"
+                return f"host {row['cpu']!r} with {row['ram']!r} not in hosts.csv"
             machine = machine_from_flags(None, ram_gb=64, ram_bw=host["ram_bw"] / 1e9, threads=cores)
     except SchedulerError as e:
         return str(e).split(";")[0]
@@ -101,7 +106,10 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
         return "prompt length not stated (an average over lengths)"
     tokens = int(_num(row["tokens"]) or DEFAULT_TOKENS[row["test"]])
     ngl = int(_num(row["ngl"]) if row["ngl"] != "" else (99 if row["gpu"] else 0))
-    run = LlamaCppRun(ngl=ngl, cuda_graphs=cuda_graphs(row), n_cpu_moe=int(_num(row["n_cpu_moe"]) or 0), ubatch=int(_num(row["ubatch"]) or 512),
+    run = LlamaCppRun(ngl=ngl, cuda_graphs=cuda_graphs(row), mmq=mmq(row), cpu_tiled_gemm=date(row) >= "2024-04",
+                      n_cpu_moe=int(_num(row["n_cpu_moe"]) or 0),
+                      override_cpu=tuple(p for p in row["override_tensor"].split(";") if p),
+                      ubatch=int(_num(row["ubatch"]) or 512),
                       flash_attn=bool(_num(row["flash_attn"])), kv_offload="nkvo1" not in row["id"],
                       threads=threads)
     if machine.has_gpu:
@@ -115,9 +123,21 @@ def cuda_graphs(row: dict) -> bool:
     """Whether the row's llama.cpp replayed generation as CUDA graphs: builds from June 2024
     on (PR #6766 merged in May 2024) on Ampere or newer GPUs (Volta, Turing and Pascal ran
     without them)."""
-    date = SOURCE_DATES.get(row["source_id"], "")
-    older = any(row["gpu"].startswith(p) or p in row["gpu"] for p in ("RTX 20", "T4", "V100", "P40"))
-    return date[:7] >= "2024-06" and not older
+    older = any(p in row["gpu"] for p in ("RTX 20", "Quadro RTX", "T4", "V100", "P40"))
+    return date(row)[:7] >= "2024-06" and not older
+
+
+def mmq(row: dict) -> bool:
+    """Whether the row's llama.cpp multiplied quantised weights with its MMQ kernels in
+    prompt processing: the default from PR #8075 (merged 2024-06-23) on; builds before it
+    dequantised to F16 for cuBLAS at micro-batches above 32 rows on GPUs with tensor cores
+    (a GPU without them, Pascal, ran MMQ on ``dp4a``)."""
+    return date(row)[:10] >= "2024-06-23" or bool(row["gpu"]) and not find_gpu(row["gpu"])["fp16_tensor_tflops_dense"]
+
+
+def date(row: dict) -> str:
+    """The date of the row's source, as ``sources.csv`` gives it (``YYYY-MM[-DD]`` first)."""
+    return SOURCE_DATES.get(row["source_id"], "")
 
 
 def rows() -> list[dict]:
@@ -153,7 +173,7 @@ def fit(cases: list, start: AchievedRates) -> AchievedRates:
     def residual(x: np.ndarray) -> np.ndarray:
         return evaluate(cases, AchievedRates(**dict(zip(names, np.exp(x), strict=True))))
 
-    res = least_squares(residual, np.clip(x0, lb + 1e-9, ub - 1e-9), bounds=(lb, ub))
+    res = least_squares(residual, np.clip(x0, lb + 1e-9, ub - 1e-9), bounds=(lb, ub), loss="soft_l1", f_scale=0.1)
     values = {n: float(f"{v:.4g}") for n, v in zip(names, np.exp(res.x), strict=True)}
     # a figure no fit row depends on is not fitted: it keeps the physical bound (the
     # device's peak for a fraction, no overhead for a cost, a graph no slower than eager launches)
@@ -169,8 +189,28 @@ def fit(cases: list, start: AchievedRates) -> AchievedRates:
 
 START = AchievedRates(gpu_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph_layer_s=2e-5, gemm_frac_quant=0.15,
                       gemm_frac_float=0.4,
-                      gemm_rows_half=16, cpu_bw_frac=0.6, cpu_thread_bw=8e9, cpu_thread_flops=3e10,
-                      pcie_frac=0.7, switch_s=1e-4)
+                      expert_rows_half=16, cpu_bw_frac=0.6, cpu_thread_bw=8e9, cpu_thread_flops=3e10,
+                      cpu_tiled_flops=3e10, pcie_frac=0.7, switch_s=1e-4)
+
+
+def plot(out_rows: list[dict]) -> Path:
+    """Predicted against measured tokens/s of every predicted row, by split and test
+    (``predicted_vs_measured.png`` beside the data)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from hetsim.experiments.plotting.charts import sim_vs_measured
+
+    df = pd.DataFrame([r for r in out_rows if not r["skipped"]])
+    df["rows"] = df["split"] + " " + df["test"].map({"pp": "prefill (pp)", "tg": "decode (tg)"})
+    fig = sim_vs_measured(df, sim="predicted", measured="measured", hue="rows", bands=(0.15, 0.35), scale=1,
+                          unit="tokens/s", title="llama.cpp: predicted against published", height=3.4)
+    fig.axes[0].set_ylabel("predicted (tokens/s)")
+    path = DATA / "predicted_vs_measured.png"
+    fig.savefig(path, dpi=200, metadata={"Software": None})
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         w = csv.DictWriter(fh, fieldnames=list(out_rows[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(out_rows)
+    plot(out_rows)
     print(f"{len(table)} rows predicted, {len(skipped)} skipped; rates: {rates.fitted_on or 'unfitted'}")
     for (split, test), e in sorted(errs.items()):
         print(f"  {split:8s} {test}: {len(e):3d} rows, mean |error| {100 * np.mean(e):5.1f} %, "

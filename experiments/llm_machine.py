@@ -72,9 +72,13 @@ def _fp16_acc_tflops(row: dict[str, str]) -> float:
 
 
 def _int8_tops(row: dict[str, str]) -> float:
-    """Dense INT8 tensor TOPS; 0 for a GPU without INT8 tensor cores (Volta, Pascal), where
-    llama.cpp dequantises and multiplies in FP16."""
-    return float(row["int8_tensor_tops_dense"] or 0)
+    """Dense INT8 TOPS of llama.cpp's quantised products: the INT8 tensor rate; on a GPU
+    without tensor cores (Pascal) the ``dp4a`` rate, four multiply-adds per FP32 lane and
+    clock (4 x the FP32 rate); 0 for a GPU with FP16 but no INT8 tensor cores (Volta),
+    where llama.cpp dequantises and multiplies in FP16."""
+    if row["int8_tensor_tops_dense"]:
+        return float(row["int8_tensor_tops_dense"])
+    return 0.0 if row["fp16_tensor_tflops_dense"] else 4 * float(row["fp32_tflops"])
 
 
 def _named_gpu(text: str) -> dict[str, str] | None:

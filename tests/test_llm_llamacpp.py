@@ -38,8 +38,8 @@ def tiny() -> ModelWeights:
 
 
 RATES = AchievedRates(gpu_bw_frac=0.5, gpu_token_s=0.01, gpu_layer_s=0.2, graph_layer_s=0.1, gemm_frac_quant=0.25,
-                      gemm_frac_float=0.5, gemm_rows_half=32, cpu_bw_frac=0.5, cpu_thread_bw=1e9,
-                      cpu_thread_flops=1000, pcie_frac=0.5, switch_s=0.5)
+                      gemm_frac_float=0.5, expert_rows_half=32, cpu_bw_frac=0.5, cpu_thread_bw=1e9,
+                      cpu_thread_flops=1000, cpu_tiled_flops=2000, pcie_frac=0.5, switch_s=0.5)
 BOX = Machine("box", host_memory=1e6, host_bandwidth=1000, threads=2, gpu="g", gpu_memory=50600, gpu_bandwidth=1000,
               gpu_flops=1e4, gpu_int8_ops=2e4, pcie_bandwidth=1000)
 
@@ -81,6 +81,29 @@ def test_moe_experts_stay_on_host_with_n_cpu_moe() -> None:
     assert m.expert_read_fraction(512) == pytest.approx(1.0)
 
 
+def test_routed_experts_run_slower_the_fewer_rows_each_gets() -> None:
+    a = architecture_from_hf(TINY_CONFIGS["qwen3moe"])
+    m = ModelWeights(a, recipe_tensors(a, "Q8_0"), "Q8_0", "test")
+    big = Machine("big", host_memory=1e12, host_bandwidth=1e12, threads=8, gpu="g", gpu_memory=1e12,
+                  gpu_bandwidth=1e12, gpu_flops=1e12, gpu_int8_ops=2e12, pcie_bandwidth=1e12)
+    rates = RATES.to_dict() | {"expert_rows_half": 0.0}
+    rates.pop("fitted_on"), rates.pop("undetermined")
+    full = predict(m, big, LlamaCppRun(ubatch=64), "pp", 64, AchievedRates(**rates)).seconds["gpu"]
+    slow = predict(m, big, LlamaCppRun(ubatch=64), "pp", 64, RATES).seconds["gpu"]
+    # 64 rows x 2 of 8 experts: 16 rows an expert, at 16 / (16 + 32) of the rate: the routed products take 3x
+    exps = 2 * 64 * sum(le.exps for le in m.layer_elements) * 2 / 8 / (2e12 * 0.25)
+    assert slow - full == pytest.approx(2 * exps)
+
+
+def test_cpu_prompt_processing_of_q4_0_and_q8_0_runs_tiled() -> None:
+    m, cpu = tiny_q8(), Machine("cpu", host_memory=1e6, host_bandwidth=1000, threads=2)
+    tiled = predict(m, cpu, LlamaCppRun(ngl=0), "pp", 32, RATES).seconds["host"]
+    rows = predict(m, cpu, LlamaCppRun(ngl=0, cpu_tiled_gemm=False), "pp", 32, RATES).seconds["host"]
+    el = m.layer_elements[0]
+    # the matrix products (not the attention) run at cpu_tiled_flops = 2 x cpu_thread_flops
+    assert rows - tiled == pytest.approx(2 * 32 * (el.attn + el.ffn) / (2 * 2000))
+
+
 def tensor_q8(n: int) -> int:
     return n // 32 * 34
 
@@ -99,12 +122,11 @@ def test_generation_speed_by_hand() -> None:
 def test_prompt_processing_speed_by_hand() -> None:
     # pp64 in micro-batches of 32: attention 16 FLOP per cached token per query; layer 0's on the CPU
     # (its KV is there): (32 x 16 x 16 + 32 x 16 x 48) / (2 x 1000) = 16.384 s. Matrix products run on the GPU at
-    # 1e4 x 0.5 FLOP/s x (32 + 32) / 32 rows: 2 x 32 x (52 + 100) per layer and micro-batch, twice, both
-    # layers (15.5648 s) + layer 1's attention (13.1072 s); layer 0's weights cross PCIe each micro-batch
-    # at 500 B/s: 2 x 608 / 500 = 2.432 s
+    # 1e4 x 0.5 FLOP/s: 2 x 32 x (52 + 100) per layer and micro-batch, twice, both layers (7.7824 s) + layer
+    # 1's attention (6.5536 s); layer 0's weights cross PCIe each micro-batch at 500 B/s: 2 x 608 / 500 = 2.432 s
     p = predict(tiny(), BOX, LlamaCppRun(ngl=1, ubatch=32), "pp", 64, RATES)
-    assert p.seconds == pytest.approx({"gpu": 28.672, "host": 16.384, "pcie": 2.432})
-    assert p.tokens_per_s == pytest.approx(64 / 47.488)
+    assert p.seconds == pytest.approx({"gpu": 14.336, "host": 16.384, "pcie": 2.432})
+    assert p.tokens_per_s == pytest.approx(64 / 33.152)
     small = predict(tiny(), BOX, LlamaCppRun(ngl=1, ubatch=16), "pp", 16, RATES)
     assert small.seconds["pcie"] == 0  # below 32 rows the host layer runs on the CPU
 

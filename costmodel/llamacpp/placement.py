@@ -37,7 +37,9 @@ class LlamaCppRun:
     and newer GPUs); ``mmq``: whether prompt processing multiplies quantised weights with
     llama.cpp's MMQ kernels on the quantised data (the default since June 2024, PR #8075,
     on GPUs with INT8 tensor cores) rather than dequantising them to F16 for cuBLAS
-    (earlier builds, or a build with ``GGML_CUDA_FORCE_CUBLAS``)."""
+    (earlier builds, or a build with ``GGML_CUDA_FORCE_CUBLAS``); ``cpu_tiled_gemm``: whether
+    CPU prompt processing multiplies Q4_0 and Q8_0 weights with tiled GEMM kernels (builds
+    since April 2024, llama.cpp PR #6414)."""
 
     ngl: int = 99
     n_cpu_moe: int = 0
@@ -52,6 +54,7 @@ class LlamaCppRun:
     threads: int = 0
     cuda_graphs: bool = True
     mmq: bool = True
+    cpu_tiled_gemm: bool = True
 
     def __post_init__(self) -> None:
         for k in ("ngl", "n_cpu_moe", "context", "threads"):

@@ -7,14 +7,16 @@ token and every hand-over between CPU and GPU costs ``switch_s``.
 
 Prompt processing (``pp``) of ``n`` tokens runs in micro-batches of ``ubatch`` rows:
 layers on the GPU run their matrix products at the achieved tensor rate (routed experts
-as one grouped product with ``rows x top_k / experts`` rows per expert): quantised
+as one grouped product with ``rows x top_k / experts`` rows per expert, slower the fewer
+rows an expert gets): quantised
 weights at the INT8 rate of llama.cpp's MMQ kernels, or, where those are not used (no
 INT8 tensor cores, builds before June 2024), dequantised to F16 in GPU memory for each
 micro-batch (read the quantised bytes, write two bytes a weight) and multiplied at the
 FP16 rate, as F16 weights are; layers in host
 memory are, for micro-batches of 32 rows or more, run on the GPU too, their weights
 copied over PCIe for each micro-batch (llama.cpp's operation offload); without a GPU
-they run on the CPU threads.
+they run on the CPU threads (Q4_0 and Q8_0 weights at the rate of llama.cpp's tiled
+GEMM kernels, other types one dot product per row).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from hetsim.costmodel.llamacpp.placement import GPU, HOST, LlamaCppRun, Placemen
 from hetsim.costmodel.llamacpp.rates import AchievedRates
 from hetsim.graphs.llm.architecture import ModelWeights
 
-__all__ = ["OP_OFFLOAD_MIN_ROWS", "Prediction", "predict"]
+__all__ = ["CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "Prediction", "predict"]
 
 #: llama.cpp offloads an operation on host-resident weights to the GPU from this batch size
 OP_OFFLOAD_MIN_ROWS = 32
@@ -44,9 +46,12 @@ class Prediction:
     seconds: dict[str, float]
 
 
-def _gemm_seconds(flops: float, rows: float, machine: Machine, rates: AchievedRates, mmq: bool) -> float:
+def _gemm_seconds(flops: float, machine: Machine, rates: AchievedRates, mmq: bool, expert_rows: float = 0) -> float:
+    """A product on the GPU; a routed expert's of ``expert_rows`` rows runs at
+    ``expert_rows / (expert_rows + expert_rows_half)`` of the rate."""
     rate = machine.gpu_int8_ops * rates.gemm_frac_quant if mmq else machine.gpu_flops * rates.gemm_frac_float
-    return flops * (rows + rates.gemm_rows_half) / rows / rate
+    small = (expert_rows + rates.expert_rows_half) / expert_rows if expert_rows else 1.0
+    return flops * small / rate
 
 
 def _dequant_seconds(nbytes: float, elements: float, machine: Machine, rates: AchievedRates) -> float:
@@ -54,11 +59,15 @@ def _dequant_seconds(nbytes: float, elements: float, machine: Machine, rates: Ac
     return (nbytes + 2 * elements) / (machine.gpu_bandwidth * rates.gpu_bw_frac)
 
 
-def _cpu_seconds(flops: float, machine: Machine, rates: AchievedRates, threads: int) -> float:
+#: weight types llama.cpp's CPU backend multiplies with tiled integer GEMM kernels
+CPU_TILED_TYPES = ("Q4_0", "Q8_0")
+
+
+def _cpu_seconds(flops: float, machine: Machine, rates: AchievedRates, threads: int, tiled: bool = False) -> float:
     if not threads:
         raise CostModelError(f"machine {machine.name!r}: CPU threads not known and work runs on the CPU "
                              "(give --threads)")
-    return flops / (threads * rates.cpu_thread_flops)
+    return flops / (threads * (rates.cpu_tiled_flops if tiled else rates.cpu_thread_flops))
 
 
 def _cpu_bandwidth(machine: Machine, rates: AchievedRates, threads: int) -> float:
@@ -86,6 +95,7 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
     # quantised weights through MMQ; otherwise (F16 weights, or dequantised) through cuBLAS
     mmq = not float_w and run.mmq and machine.gpu_int8_ops > 0
     dequant = not float_w and not mmq
+    tiled = run.cpu_tiled_gemm and model.weights in CPU_TILED_TYPES
     done = 0
     while done < tokens:
         m = min(ub, tokens - done)
@@ -94,7 +104,7 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
             el, by = model.layer_elements[i], model.layer_bytes[i]
             attn_flops = m * a.attention_flops_per_token(i, int(kv_mean))
             if pl.kv_device[i] == GPU:
-                seconds[GPU] += _gemm_seconds(attn_flops, m, machine, rates, mmq=False)
+                seconds[GPU] += _gemm_seconds(attn_flops, machine, rates, mmq=False)
             else:  # attention runs where its KV cache is
                 seconds[HOST] += _cpu_seconds(attn_flops, machine, rates, threads)
             for kind in ("attn", "ffn", "exps"):
@@ -103,17 +113,17 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
                     continue
                 share = a.top_k / a.experts if kind == "exps" else 1.0
                 flops = 2 * m * n_el * share
-                rows = m * share
+                expert_rows = m * share if kind == "exps" else 0
                 dev = groups[kind]
                 on_gpu = dev == GPU or (machine.has_gpu and m >= OP_OFFLOAD_MIN_ROWS)
                 if on_gpu:
                     if dev != GPU:
                         seconds["pcie"] += getattr(by, kind) / (machine.pcie_bandwidth * rates.pcie_frac)
-                    seconds[GPU] += _gemm_seconds(flops, rows, machine, rates, mmq)
+                    seconds[GPU] += _gemm_seconds(flops, machine, rates, mmq, expert_rows)
                     if dequant:
                         seconds[GPU] += _dequant_seconds(getattr(by, kind), n_el, machine, rates)
                 else:
-                    seconds[HOST] += _cpu_seconds(flops, machine, rates, threads)
+                    seconds[HOST] += _cpu_seconds(flops, machine, rates, threads, tiled)
         done += m
     total = sum(seconds.values())
     return Prediction("pp", tokens, tokens / total, seconds)

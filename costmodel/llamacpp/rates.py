@@ -13,11 +13,15 @@ peaks into llama.cpp's speed:
   reaches with quantised weights (llama.cpp's MMQ kernels multiply 8-bit integers);
   ``gemm_frac_float``: fraction of its dense FP16 tensor rate with FP16 accumulation
   reached with F16 weights (cuBLAS) and, on GPUs without INT8 tensor cores, with
-  quantised weights dequantised to F16; ``gemm_rows_half``: rows of a product at which it runs at half that rate (the small
-  products of routed experts, ``ubatch x top_k / experts`` rows each);
+  quantised weights dequantised to F16; ``expert_rows_half``: rows of a routed expert's
+  product at which it runs at half that rate (``ubatch x top_k / experts`` rows each:
+  the fewer, the less of each tile is used);
 * ``cpu_bw_frac``: fraction of host DRAM bandwidth CPU generation draws; ``cpu_thread_bw``:
   bytes/s one thread draws (fewer threads than saturate DRAM); ``cpu_thread_flops``:
-  FLOP/s of one thread in CPU prompt processing;
+  FLOP/s of one thread in CPU prompt processing; ``cpu_tiled_flops``: the same for
+  Q4_0 and Q8_0 weights, which llama.cpp multiplies with tiled integer GEMM kernels
+  (llamafile's sgemm since April 2024, repacked weights since late 2024) rather than
+  one dot product per row;
 * ``pcie_frac``: fraction of the PCIe link weights streamed to the GPU for prompt
   processing reach; ``switch_s``: seconds each hand-over between CPU and GPU costs per token.
 
@@ -52,10 +56,11 @@ class AchievedRates:
     graph_layer_s: float
     gemm_frac_quant: float
     gemm_frac_float: float
-    gemm_rows_half: float
+    expert_rows_half: float
     cpu_bw_frac: float
     cpu_thread_bw: float
     cpu_thread_flops: float
+    cpu_tiled_flops: float
     pcie_frac: float
     switch_s: float
     fitted_on: str = ""

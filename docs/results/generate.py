@@ -339,6 +339,7 @@ def llamacpp_section(rows: pd.DataFrame) -> str:
     shown["predicted"] = shown["predicted"].round(2)
     skipped = rows[rows["skipped"].notna()][["id", "skipped"]]
     return ("## llama.cpp runs (llama-bench and others)\n\n"
+            "![predicted against measured](../../experiments/llm_published/predicted_vs_measured.png)\n\n"
             "From `experiments/llm_published/results.csv` (`python benchmarks/llm_published.py`; the measurements "
             "and their sources are in `experiments/llm_published/`). The achieved rates are fitted on the `fit` "
             "rows (`python benchmarks/llm_published.py --fit`); `held-out` rows come from sources the fit never "
