@@ -13,7 +13,10 @@ The split is by source and deterministic: a source is held out when
 ``costmodel/data/llamacpp_rates.json``). Per-row results go to
 ``experiments/llm_published/results.csv``.
 
-Run: ``PYTHONPATH=. python benchmarks/llm_published.py [--fit]``
+``--cross-validate K`` predicts every row by rates fitted without its source (K folds of
+sources, ``cross_validation.csv``): how well the fitted rates carry to runs they never saw.
+
+Run: ``PYTHONPATH=. python benchmarks/llm_published.py [--fit] [--cross-validate 5]``
 """
 
 from __future__ import annotations
@@ -178,10 +181,20 @@ def fit(cases: list, start: AchievedRates) -> AchievedRates:
     # a figure no fit row depends on is not fitted: it keeps the physical bound (the
     # device's peak for a fraction, no overhead for a cost, a graph no slower than eager launches)
     undetermined = [n for n, col in zip(names, np.abs(res.jac).sum(axis=0), strict=True) if col < 1e-9]
+    # a rate of work no fit row depends on takes its nearest kin's (tiled CPU products run no
+    # slower than row-wise ones), or no limit at all (a thread's bandwidth: the DRAM's)
     for n in undetermined:
         values[n] = 1.0 if n in fractions else 0.0
     if "graph_layer_s" in undetermined:
         values["graph_layer_s"] = values["gpu_layer_s"]
+    kin = {"cpu_tiled_flops": "cpu_thread_flops", "cpu_thread_flops": "cpu_tiled_flops"}
+    for n, other in kin.items():
+        if n in undetermined and other not in undetermined:
+            values[n] = values[other]
+    if "cpu_thread_bw" in undetermined:
+        values["cpu_thread_bw"] = 1e15
+    if {"cpu_thread_flops", "cpu_tiled_flops"} <= set(undetermined):
+        values["cpu_thread_flops"] = values["cpu_tiled_flops"] = math.inf  # no CPU product to price
     return AchievedRates(**values, undetermined=tuple(undetermined),
                          fitted_on="experiments/llm_published fit rows (crc32(source_id) % 3 != 1), "
                                    "benchmarks/llm_published.py --fit")
@@ -191,6 +204,35 @@ START = AchievedRates(gpu_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph
                       gemm_frac_float=0.4,
                       expert_rows_half=16, cpu_bw_frac=0.6, cpu_thread_bw=8e9, cpu_thread_flops=3e10,
                       cpu_tiled_flops=3e10, pcie_frac=0.7, switch_s=1e-4)
+
+
+def cross_validate(table: list, k: int) -> Path:
+    """Every predicted row by rates fitted without its source: the sources in ``k`` folds
+    (``crc32(source_id) % k``), each fold predicted by a fit on the other folds' rows,
+    held-out sources included. Prints mean and max |error| per test and writes
+    ``cross_validation.csv``."""
+    from tqdm import tqdm
+
+    if k < 2:
+        raise SystemExit(f"--cross-validate needs K >= 2, got {k}")
+    fold = {t[0]["source_id"]: zlib.crc32(t[0]["source_id"].encode()) % k for t in table}
+    rows = []
+    for f in tqdm(range(k), desc="cross-validation folds", unit="fit"):
+        rates = fit([t for t in table if fold[t[0]["source_id"]] != f], START)
+        for r, (model, machine, run, test, tokens), measured in (t for t in table if fold[t[0]["source_id"]] == f):
+            pred = predict(model, machine, run, test, tokens, rates).tokens_per_s
+            rows.append(dict(id=r["id"], source_id=r["source_id"], fold=f, test=test, measured=measured,
+                             predicted=round(pred, 2), error=round(pred / measured - 1, 4)))
+    path = DATA / "cross_validation.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    for test in ("pp", "tg"):
+        e = [abs(r["error"]) for r in rows if r["test"] == test]
+        print(f"  {k}-fold by source {test}: {len(e):3d} rows, mean |error| {100 * np.mean(e):5.1f} %, "
+              f"median {100 * np.median(e):5.1f} %, max {100 * np.max(e):5.1f} %")
+    return path
 
 
 def plot(out_rows: list[dict]) -> Path:
@@ -217,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     """Fit (``--fit``), predict every row, write ``results.csv``, print the targets."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="fit the rates on the fit rows and save them")
+    ap.add_argument("--cross-validate", type=int, metavar="K", default=0,
+                    help="also fit K times, each without one K-th of the sources, and predict that K-th "
+                         "(writes cross_validation.csv)")
     args = ap.parse_args(argv)
     table, skipped = [], []
     for r in rows():
@@ -231,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             table.append((r, c, float(r["tokens_per_s"])))
     fit_cases = [t for t in table if not held_out(t[0]["source_id"])]
+    if args.cross_validate:
+        cross_validate(table, args.cross_validate)
     if args.fit:
         rates = fit(fit_cases, START)
         rates.save()

@@ -306,7 +306,23 @@ def llm_page() -> str:
     published = EXPERIMENTS / "llm_published" / "results.csv"
     if published.is_file():
         text += "\n" + llamacpp_section(pd.read_csv(published))
+    folds = EXPERIMENTS / "llm_published" / "cross_validation.csv"
+    if folds.is_file():
+        text += "\n" + cross_validation_section(pd.read_csv(folds))
     return text
+
+
+def cross_validation_section(rows: pd.DataFrame) -> str:
+    """Every row predicted by rates fitted without its source: |error| per test."""
+    err = (rows["error"].abs() * 100).groupby(rows["test"]).agg(["count", "mean", "median", "max"])
+    summary = err.rename(columns={"count": "rows", "mean": "mean_abs_error_pct", "median": "median_abs_error_pct",
+                                  "max": "max_abs_error_pct"}).reset_index().round(1)
+    k = int(rows["fold"].max()) + 1
+    return ("## Cross-validation by source\n\n"
+            f"From `experiments/llm_published/cross_validation.csv` (`python benchmarks/llm_published.py "
+            f"--cross-validate {k}`): the sources in {k} folds (`crc32(source_id) % {k}`); each fold's rows are "
+            "predicted by rates fitted on the other folds, held-out sources included, so no row is predicted by a "
+            "fit that saw its source.\n\n" + markdown_table(summary))
 
 
 def llamacpp_errors(rows: pd.DataFrame) -> pd.DataFrame:
@@ -410,6 +426,8 @@ def readme_table() -> str:
     h100 = validation_summary(pd.read_csv(EXPERIMENTS / "validation_h100" / "results.csv"), "run").iloc[-1]
     fig7 = pd.read_csv(EXPERIMENTS / FIGURES[7] / "results.csv")
     llamacpp = llamacpp_errors(pd.read_csv(EXPERIMENTS / "llm_published" / "results.csv"))
+    cv = pd.read_csv(EXPERIMENTS / "llm_published" / "cross_validation.csv")
+    folds = (cv["error"].abs() * 100).groupby(cv["test"]).agg(["count", "mean", "median"])
     published = pd.read_csv(EXPERIMENTS / "gpu_costmodel" / "published.csv")
     published_error = published.assign(abs_error=published["error_pct"].abs()).groupby("cost")["abs_error"]
     gap = fig5["gap_pct_by_scheduler"]
@@ -428,6 +446,10 @@ def readme_table() -> str:
          f"decode mean |error| {llamacpp.at[('held-out', 'tg'), 'mean']:.1f} % over "
          f"{llamacpp.at[('held-out', 'tg'), 'count']} rows, prefill {llamacpp.at[('held-out', 'pp'), 'mean']:.1f} % "
          f"over {llamacpp.at[('held-out', 'pp'), 'count']}", "[LLM planning](docs/results/llm.md)"),
+        ("llama.cpp runs, each predicted without its source (5 folds)",
+         f"decode median |error| {folds.at['tg', 'median']:.1f} % (mean {folds.at['tg', 'mean']:.1f} %), prefill "
+         f"median {folds.at['pp', 'median']:.1f} % (mean {folds.at['pp', 'mean']:.1f} %) over "
+         f"{folds['count'].sum()} rows", "[LLM planning](docs/results/llm.md)"),
         (f"GPU cost models, published FP32 latencies of {published['gpu'].nunique()} GPUs",
          f"mean |error| {published_error.mean()['default']:.1f} % (measured kernels), "
          f"{published_error.mean()['roofline']:.1f} % (roofline) over {published_error.count()['default']} rows",
