@@ -160,6 +160,9 @@ def test_config_folder_preset_and_weight_names(tmp_path: Path) -> None:
         load_model("nope")
     moe = load_model("qwen3-30b-a3b", "Q4_K_M")
     assert moe.arch.is_moe and round(moe.parameters() / 1e9, 2) == 30.53
+    # gpt-oss is planned as it is published: MXFP4 experts (the 120B file is 59 GiB; a Q4_K_M recipe, 82 GiB)
+    oss = load_model("gpt-oss-120b")
+    assert oss.weights == "MXFP4_MOE" and round(oss.file_bytes / 2**30) == 59
 
 
 @pytest.mark.parametrize("name", sorted(TINY_CONFIGS))

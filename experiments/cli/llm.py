@@ -79,7 +79,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     q.add_argument("--batch", type=int, default=1, metavar="B", help="simulated policies: sequences decoded together")
     q.add_argument("--prompt", type=int, default=512, metavar="P", help="prompt tokens of the pp test (default 512)")
     q.add_argument("--weights", metavar="TYPE",
-                   help="llama.cpp weight type (Q4_K_M, Q8_0, F16, ...; default Q4_K_M; a GGUF file has its own)")
+                   help="llama.cpp weight type (Q4_K_M, Q8_0, F16, ...; default Q4_K_M, MXFP4_MOE for gpt-oss; a GGUF "
+                        "file has its own)")
     q.add_argument("--kv-dtype", default="f16", metavar="DTYPE", help="simulated policies: KV-cache dtype")
     q.add_argument("--objective", choices=["decode", "ttft"], default="decode",
                    help="simulated policies: what the search optimises (default decode tokens/s)")

@@ -26,7 +26,7 @@ from hetsim.graphs.llm.gguf_header import GGUFHeader, read_gguf_header
 from hetsim.graphs.llm.hf_config import architecture_from_hf, read_hf_config
 from hetsim.graphs.llm.quant_recipe import file_type, recipe_tensors
 
-__all__ = ["GGUF_ARCHITECTURES", "architecture_from_gguf", "load_model", "model_presets"]
+__all__ = ["GGUF_ARCHITECTURES", "architecture_from_gguf", "default_file_type", "load_model", "model_presets"]
 
 CONFIG_DIR = Path(__file__).with_name("configs")
 #: llama.cpp architectures the planner expresses from a GGUF header
@@ -119,8 +119,9 @@ def load_model(source: str | Path, weights: str | None = None) -> ModelWeights:
     source
         Path or preset name (:func:`model_presets`).
     weights
-        llama.cpp file type for a config or preset (default ``Q4_K_M``); a GGUF file has
-        its own, and giving a different one is an error.
+        llama.cpp file type for a config or preset (default: the type its publisher ships,
+        :func:`default_file_type`); a GGUF file has its own, and giving a different one is
+        an error.
 
     Raises
     ------
@@ -135,15 +136,22 @@ def load_model(source: str | Path, weights: str | None = None) -> ModelWeights:
         if weights is not None and file_type(weights) != ftype:
             raise GraphError(f"{p}: the file holds {ftype} weights; --weights {weights} describes another file")
         return ModelWeights(arch, header.tensors, ftype, str(p))
-    ftype = file_type(weights or "Q4_K_M")
     if p.is_dir() or p.suffix.lower() == ".json":
         cfg = read_hf_config(p)
         arch = architecture_from_hf(cfg, name=p.parent.name if p.suffix == ".json" else p.name)
-        return ModelWeights(arch, recipe_tensors(arch, ftype), ftype, str(p))
-    preset = CONFIG_DIR / f"{source}.json"
-    if not preset.is_file():
-        raise GraphError(f"{source!r} is not a GGUF file, config.json, model folder or preset; presets: "
-                         f"{', '.join(model_presets())}")
-    cfg = read_hf_config(preset)
-    arch = architecture_from_hf(cfg, name=str(source))
-    return ModelWeights(arch, recipe_tensors(arch, ftype), ftype, f"preset {source}")
+        origin = str(p)
+    else:
+        preset = CONFIG_DIR / f"{source}.json"
+        if not preset.is_file():
+            raise GraphError(f"{source!r} is not a GGUF file, config.json, model folder or preset; presets: "
+                             f"{', '.join(model_presets())}")
+        arch = architecture_from_hf(read_hf_config(preset), name=str(source))
+        origin = f"preset {source}"
+    ftype = file_type(weights) if weights is not None else default_file_type(arch)
+    return ModelWeights(arch, recipe_tensors(arch, ftype), ftype, origin)
+
+
+def default_file_type(arch: Architecture) -> str:
+    """The llama.cpp file type a model is planned at when none is given: MXFP4_MOE for gpt-oss
+    (its experts are published in MXFP4), Q4_K_M otherwise."""
+    return "MXFP4_MOE" if arch.arch == "gpt-oss" else "Q4_K_M"

@@ -91,7 +91,8 @@ def simulated_model(source: str | Path | LLMConfig, weights: str | WeightFormat 
     ``source``: an :class:`LLMConfig`, a simulator preset (``LLMConfig.presets()``), a GGUF
     file, a ``config.json`` or model folder, or a published preset (``graphs/llm/configs``).
     ``weights``: a simulator format (``q4_K``, ``f16``...) or llama.cpp file type (``Q4_K_M``;
-    a GGUF file has its own); default ``q4_K`` for a simulator preset, ``Q4_K_M`` otherwise.
+    a GGUF file has its own); default ``q4_K`` for a simulator preset, otherwise
+    :func:`graphs.llm.model_source.default_file_type`.
 
     Raises
     ------
