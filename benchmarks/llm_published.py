@@ -2,10 +2,10 @@
 
 Each row of ``measurements.csv`` is predicted with :func:`costmodel.llamacpp.predict` from
 the model preset of its ``model`` (``graphs/llm/configs``) at its ``quant``, the GPU's
-cited figures (``gpus.csv``), the host of ``hosts.csv`` and the row's flags (llama-bench
-defaults where the row gives none: ``-ngl 99``, ``-ub 512``, pp512 / tg128). Rows on
-several GPUs, on Metal, on a GPU without cited figures or of a model without a preset
-are listed as skipped with the reason.
+cited figures (``gpus.csv``, as many GPUs as the row ran on), the host of ``hosts.csv`` and
+the row's flags (llama-bench defaults where the row gives none: ``-ngl 99``, ``-ub 512``,
+``-b 2048``, pp512 / tg128). Rows on Metal, on a GPU without cited figures or of a model
+without a preset are listed as skipped with the reason.
 
 The split is by source and deterministic: a source is held out when
 ``zlib.crc32(source_id) % 3 == 1``; the rates are fitted on the other sources' rows
@@ -77,8 +77,6 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
     """(model, machine, run, test, tokens) of a row, or why it is skipped."""
     if row["backend"] not in ("CUDA", "CPU"):
         return f"backend {row['backend']} not modelled"
-    if int(float(row["gpu_count"] or 0)) > 1:
-        return "several GPUs not modelled"
     if not row["quant"]:
         return "weight type not stated"
     model_name = MODEL_ALIASES.get(row["model"], row["model"])
@@ -98,7 +96,8 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
                 return f"GPU {row['gpu']!r} shares the host's memory (no PCIe link): not modelled"
             gen = min(int(g["pcie_gen"]), host["pcie"]) if host else int(g["pcie_gen"])
             machine = machine_from_flags(row["gpu"], ram_gb=64, ram_bw=(host["ram_bw"] / 1e9) if host else 0,
-                                         threads=cores, pcie=f"{gen}x{g['pcie_lanes']}")
+                                         threads=cores, pcie=f"{gen}x{g['pcie_lanes']}",
+                                         gpus=int(float(row["gpu_count"] or 1)))
         else:
             if host is None:
                 return f"host {row['cpu']!r} with {row['ram']!r} not in hosts.csv"
@@ -112,11 +111,11 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
     run = LlamaCppRun(ngl=ngl, cuda_graphs=cuda_graphs(row), mmq=mmq(row), cpu_tiled_gemm=date(row) >= "2024-04",
                       n_cpu_moe=int(_num(row["n_cpu_moe"]) or 0),
                       override_cpu=tuple(p for p in row["override_tensor"].split(";") if p),
-                      ubatch=int(_num(row["ubatch"]) or 512),
+                      ubatch=int(_num(row["ubatch"]) or 512), batch=int(_num(row["batch"]) or 2048),
                       flash_attn=bool(_num(row["flash_attn"])), kv_offload="nkvo1" not in row["id"],
                       threads=threads)
     if machine.has_gpu:
-        weights = place(model, run, tokens).breakdown["gpu"]["weights"]
+        weights = place(model, run, tokens, gpus=machine.gpu_count).breakdown["gpu"]["weights"]
         if weights > machine.gpu_memory:
             return "the GPU's weights alone exceed its memory (the driver spilled them to host memory)"
     return model, machine, run, row["test"], tokens
@@ -296,9 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         if machine.has_gpu:
             ctx = min(4096, model.arch.max_context)
             best = fitting_runs(model, machine, context=ctx)[0]
-            fits = "yes" if place(model, best, ctx).memory["gpu"] + DEFAULT_RESERVE_BYTES <= machine.gpu_memory else "no"
+            fits = ("yes" if place(model, best, ctx, gpus=machine.gpu_count).memory["gpu"] + DEFAULT_RESERVE_BYTES
+                    <= machine.gpu_memory else "no")
             suggested = f"-ngl {best.ngl}" + (f" --n-cpu-moe {best.n_cpu_moe}" if best.n_cpu_moe else "")
-            measured_run = place(model, run, min(tokens, model.arch.max_context)).memory["gpu"]
+            measured_run = place(model, run, min(tokens, model.arch.max_context), gpus=machine.gpu_count).memory["gpu"]
             measured_fits = "yes" if measured_run <= machine.gpu_memory else "no"
             ran_fits.append(measured_fits == "yes")
             mem_ok &= fits == "yes"

@@ -78,6 +78,8 @@ class LlamaCppPlan:
         parts = []
         for dev, b in self.evaluation.placement.breakdown.items():
             have = self.machine.gpu_memory if dev == "gpu" else self.machine.host_memory
+            if dev == "gpu" and self.machine.gpu_count > 1:
+                dev = f"fullest of {self.machine.gpu_count} GPUs"
             parts.append(f"{dev}: {size_text(sum(b.values()))} (weights {size_text(b['weights'])}, KV "
                          f"{size_text(b['kv'])}, compute {size_text(b['compute'])})"
                          + (f" of {size_text(have)}" if have else ""))

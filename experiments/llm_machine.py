@@ -23,25 +23,27 @@ __all__ = ["GPU_TABLE", "find_gpu", "gpu_table", "machine_from_flags", "machine_
 GPU_TABLE = Path(__file__).with_name("llm_published") / "gpus.csv"
 
 
-def _norm(name: str) -> str:
+def _norm(name: str, memory: bool = False) -> str:
+    """``name`` without vendor words, case and punctuation (and, unless ``memory``, its memory size)."""
     s = name.lower()
     for word in ("nvidia", "geforce", "tesla"):
         s = s.replace(word, "")
-    s = re.sub(r"\b\d+\s*gb\b", "", s)
+    if not memory:
+        s = re.sub(r"(\b|-)\d+\s*gb\b", "", s)
     return re.sub(r"[^a-z0-9]", "", s)
 
 
 @lru_cache(maxsize=1)
 def gpu_table() -> dict[str, dict[str, str]]:
-    """The cited GPUs: normalised name or alias -> row of ``gpus.csv``."""
+    """The cited GPUs: normalised name or alias -> row of ``gpus.csv``; with its memory size
+    (``a10080gb``) first, then without it (``a100``: the first such row)."""
     out: dict[str, dict[str, str]] = {}
     with GPU_TABLE.open() as fh:
-        for row in csv.DictReader(fh):
-            notes = row["notes"]
-            if re.search(r"NOT read|bandwidth[^;]*recalled", notes):
-                continue
+        rows = [r for r in csv.DictReader(fh) if not re.search(r"NOT read|bandwidth[^;]*recalled", r["notes"])]
+    for memory in (True, False):
+        for row in rows:
             for n in [row["name"], *row["aliases"].split(";")]:
-                out.setdefault(_norm(n), row)
+                out.setdefault(_norm(n, memory), row)
     return out
 
 
@@ -53,7 +55,8 @@ def find_gpu(name: str) -> dict[str, str]:
     SchedulerError
         naming the GPU, with the cited ones and the flags that describe another card.
     """
-    row = gpu_table().get(_norm(name))
+    table = gpu_table()
+    row = table.get(_norm(name, memory=True)) or table.get(_norm(name))
     if row is None:
         names = sorted({r["name"] for r in gpu_table().values()})
         raise SchedulerError(f"GPU {name!r} has no cited figures; known: {', '.join(names)} (or give "
@@ -107,15 +110,17 @@ def parse_rate(text: str | float, unit: str = "GB/s") -> float:
 def machine_from_flags(gpu: str | None, *, ram_gb: float | None, ram_bw: str | float | None, threads: int | None,
                        gpu_mem_gb: float | None = None, gpu_bw: str | float | None = None,
                        gpu_tflops: float | None = None, gpu_int8_tops: float | None = None,
-                       pcie: str | None = None) -> Machine:
-    """A :class:`Machine` from a GPU name (its cited figures; explicit ones override them)
-    and host figures; a GPU not in the table needs every GPU figure.
+                       pcie: str | None = None, gpus: int = 1) -> Machine:
+    """A :class:`Machine` from a GPU name (its cited figures; explicit ones override them),
+    the count of such GPUs and host figures; a GPU not in the table needs every GPU figure.
 
     Raises
     ------
     SchedulerError
         a figure missing, naming the flag that gives it.
     """
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1 or (gpus > 1 and not gpu):
+        raise SchedulerError(f"--gpus must be an int >= 1 with --gpu, got {gpus!r}")
     missing = [f for f, v in (("--ram-gb", ram_gb), ("--ram-bw", ram_bw), ("--threads", threads)) if v is None]
     if missing:
         raise SchedulerError(f"the machine needs {', '.join(missing)}")
@@ -139,8 +144,9 @@ def machine_from_flags(gpu: str | None, *, ram_gb: float | None, ram_bw: str | f
             gpu_flops=(gpu_tflops or _fp16_acc_tflops(row)) * 1e12,
             gpu_int8_ops=(gpu_int8_tops or _int8_tops(row)) * 1e12,
             pcie_bandwidth=pcie_bandwidth(gen, lanes),
+            gpu_count=gpus,
         )
-    name = f"{kw.get('gpu', 'CPU only')} + {ram_gb:g} GB RAM"
+    name = f"{f'{gpus}x ' if gpus > 1 else ''}{kw.get('gpu', 'CPU only')} + {ram_gb:g} GB RAM"
     return Machine(name, host_memory=ram_gb * 1e9, host_bandwidth=parse_rate(ram_bw), threads=int(threads), **kw)
 
 

@@ -13,10 +13,11 @@ from gguf_files import TINY_CONFIGS, write_gguf
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.llamacpp import AchievedRates, LlamaCppRun, Machine, place, predict
 from hetsim.experiments.cli import main
-from hetsim.experiments.llm_machine import machine_from_flags, machine_from_platform
+from hetsim.experiments.llm_machine import find_gpu, machine_from_flags, machine_from_platform
 from hetsim.graphs.llm.architecture import Architecture, ModelWeights
 from hetsim.graphs.llm.gguf_header import TensorInfo
 from hetsim.graphs.llm.hf_config import architecture_from_hf
+from hetsim.graphs.llm.model_source import load_model
 from hetsim.graphs.llm.quant_recipe import recipe_tensors
 from hetsim.schedulers import SchedulerError
 from hetsim.schedulers.llm.llamacpp_fit import fitting_runs, suggest_run
@@ -104,6 +105,42 @@ def test_cpu_prompt_processing_of_q4_0_and_q8_0_runs_tiled() -> None:
     assert rows - tiled == pytest.approx(2 * 32 * (el.attn + el.ffn) / (2 * 2000))
 
 
+def test_layers_split_over_several_gpus_as_llama_cpp_does() -> None:
+    a = Architecture("t4", "llama", layers=4, hidden=4, heads=2, kv_heads=1, head_dim=2, ffn=8, vocab=16,
+                     max_context=64)
+    m = ModelWeights(a, tuple(t for t in tiny().tensors if not t.name.startswith("blk."))
+                     + tuple(TensorInfo(t.name.replace("blk.0.", f"blk.{i}."), t.shape, t.type_name)
+                             for i in range(4) for t in tiny().tensors if t.name.startswith("blk.0.")), "F32", "test")
+    # -ngl 5 on two GPUs: (layer - first) / 5 of the way, in halves: layers 0-2 on GPU 0, layer 3 and the output on 1
+    pl = place(m, LlamaCppRun(ngl=5), context=10, gpus=2)
+    assert pl.gpu_of_layer == (0, 0, 0, 1) and pl.output_device == "gpu"
+    assert pl.memory["gpu"] == max(pl.gpu_bytes) == pl.gpu_bytes[0]
+    one = place(m, LlamaCppRun(ngl=5), context=10)
+    assert sum(pl.gpu_bytes) > one.memory["gpu"]  # each GPU has a compute buffer of its own
+    assert place(m, LlamaCppRun(ngl=2), context=10, gpus=2).gpu_of_layer == (-1, -1, 0, 1)
+    big = Machine("2x", host_memory=1e6, host_bandwidth=1000, threads=2, gpu="g", gpu_memory=1e6,
+                  gpu_bandwidth=1000, gpu_flops=1e4, gpu_int8_ops=2e4, pcie_bandwidth=1000, gpu_count=2)
+    single = Machine("1x", host_memory=1e6, host_bandwidth=1000, threads=2, gpu="g", gpu_memory=1e6,
+                     gpu_bandwidth=1000, gpu_flops=1e4, gpu_int8_ops=2e4, pcie_bandwidth=1000)
+    two, alone = (predict(m, box, LlamaCppRun(ngl=5), "tg", 4, RATES).seconds for box in (big, single))
+    # the GPUs read their layers one after the other: the same bytes; one hand-over from GPU 0 to GPU 1
+    assert two["gpu"] == pytest.approx(alone["gpu"]) and two["switch"] - alone["switch"] == pytest.approx(0.5)
+    with pytest.raises(CostModelError, match=r"gpu_count must be an int >= 1, got 0"):
+        Machine("x", host_memory=1, host_bandwidth=1, threads=1, gpu_count=0)
+
+
+def test_two_gpus_hold_what_one_cannot() -> None:
+    model = load_model("llama-3-70b")
+    one = machine_from_flags("RTX 3090", ram_gb=64, ram_bw=90, threads=16)
+    two = machine_from_flags("RTX 3090", ram_gb=64, ram_bw=90, threads=16, gpus=2)
+    assert two.name == "2x RTX 3090 + 64 GB RAM" and two.gpu_count == 2
+    assert suggest_run(model, one, context=4096, rates=AchievedRates.load()).placement.ngl < 81
+    best = suggest_run(model, two, context=4096, rates=AchievedRates.load())
+    assert best.placement.ngl == 81 and best.fits and best.placement.memory["host"] < 2**30
+    with pytest.raises(SchedulerError, match=r"--gpus must be an int >= 1 with --gpu, got 0"):
+        machine_from_flags("RTX 3090", ram_gb=64, ram_bw=90, threads=16, gpus=0)
+
+
 def tensor_q8(n: int) -> int:
     return n // 32 * 34
 
@@ -181,6 +218,9 @@ def test_machine_figures_and_missing_ones() -> None:
     # the table's FP16 tensor figure is with FP32 accumulation; GeForce runs FP16 accumulation at twice it
     assert (m.gpu, m.gpu_bandwidth, m.gpu_flops, m.gpu_int8_ops) == ("RTX 4090", 1008e9, 330.3e12, 660.6e12)
     assert machine_from_flags("RTX 3090 Ti", ram_gb=64, ram_bw=90, threads=16).gpu_flops == 160e12  # GeForce too
+    # a memory size in the name picks that card where the table has two; otherwise it is ignored
+    assert find_gpu("A100 80GB")["name"] == "A100 80GB" and find_gpu("A100 40GB")["name"] == "A100 40GB"
+    assert find_gpu("Tesla V100-PCIE-16GB")["name"] == "V100 PCIe 16GB" and find_gpu("RTX 3090 24GB")["name"] == "RTX 3090"
     assert machine_from_flags("L4", ram_gb=64, ram_bw=90, threads=16).gpu_flops == pytest.approx(121e12)
     assert m.pcie_bandwidth == pytest.approx(16 * 1.969e9) and m.gpu_memory == 24 * 2**30
     with pytest.raises(SchedulerError, match=r"the machine needs --ram-bw"):
@@ -229,6 +269,7 @@ def test_cli_plans_a_gguf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
          "-ngl 70 does not fit: gpu needs"),
         (["llama-3-8b", "--gpu", "RTX 4090", "--ram-gb", "64", "--threads", "16"], "the machine needs --ram-bw"),
         (["llama-3-8b", "--platform", "this"], "run hetsim llm calibrate first"),
+        (["llama-3-8b", "--platform", "desktop-rtx4090", "--gpus", "2"], "--gpus describes the GPUs of --gpu"),
         (["llama-2-7b", "--platform", "desktop-rtx4090", "--context", "8192"],
          "context 8192 is longer than 'llama-2-7b' allows (4096 tokens)"),
         (["llama-3-8b", "--platform", "desktop-rtx4090", "--weights", "Q9"], "unknown llama.cpp weight type 'Q9'"),

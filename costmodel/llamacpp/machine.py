@@ -33,7 +33,8 @@ def pcie_bandwidth(gen: int, lanes: int) -> float:
 class Machine:
     """Peak figures of a CPU-GPU machine (bytes, bytes/s, FLOP/s); ``gpu`` empty for a CPU-only
     one; a host figure (memory, bandwidth, threads) of 0 is not known (an error where a
-    prediction needs it); ``gpu_int8_ops`` 0: no INT8 tensor cores."""
+    prediction needs it); ``gpu_int8_ops`` 0: no INT8 tensor cores; ``gpu_count`` identical
+    GPUs, each with the figures given (llama.cpp splits the layers between them)."""
 
     name: str
     host_memory: float
@@ -45,8 +46,11 @@ class Machine:
     gpu_flops: float = 0.0
     gpu_int8_ops: float = 0.0
     pcie_bandwidth: float = 0.0
+    gpu_count: int = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.gpu_count, bool) or not isinstance(self.gpu_count, int) or self.gpu_count < 1:
+            raise CostModelError(f"machine {self.name!r}: gpu_count must be an int >= 1, got {self.gpu_count!r}")
         checks: dict[str, Any] = {}
         if self.gpu:
             checks.update(gpu_memory=self.gpu_memory, gpu_bandwidth=self.gpu_bandwidth, gpu_flops=self.gpu_flops,

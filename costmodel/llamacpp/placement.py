@@ -13,6 +13,10 @@ llama.cpp's rules (``llama_model::load_tensors``, ``common/arg.cpp``):
   of the graph over one micro-batch: the logits ``ubatch x vocab`` in f32, or without
   flash attention the scores ``ubatch x context x heads`` in f32; with layers in host
   memory, one layer's weights staged for prompt processing on the GPU).
+* On several identical GPUs (``-sm layer``, llama.cpp's default split by free memory),
+  the GPU layers are cut into equal consecutive blocks, the output layer on the last
+  GPU; each GPU holds its layers' weights and KV cache and a compute buffer of its own.
+  ``memory["gpu"]`` and ``breakdown["gpu"]`` are the fullest GPU's.
 """
 
 from __future__ import annotations
@@ -75,7 +79,9 @@ class LlamaCppRun:
 @dataclass(frozen=True)
 class Placement:
     """Bytes per device of one run: ``layers[i]`` maps a layer's groups (``attn``, ``ffn``,
-    ``exps``) to their device; ``kv_device[i]`` holds its cache; ``notes`` say what was clamped."""
+    ``exps``) to their device; ``kv_device[i]`` holds its cache; ``notes`` say what was clamped;
+    ``gpu_of_layer[i]`` is the GPU (0, 1...) of a GPU layer, -1 for a host one, and
+    ``gpu_bytes`` the memory of each GPU."""
 
     ngl: int
     layers: tuple[dict[str, str], ...]
@@ -84,6 +90,8 @@ class Placement:
     memory: dict[str, int]
     breakdown: dict[str, dict[str, int]]
     notes: tuple[str, ...] = field(default=())
+    gpu_of_layer: tuple[int, ...] = field(default=())
+    gpu_bytes: tuple[int, ...] = field(default=())
 
     @property
     def gpu_layers(self) -> int:
@@ -91,8 +99,9 @@ class Placement:
         return sum(1 for d in self.layers if d["attn"] == GPU)
 
 
-def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool = True) -> Placement:
-    """Where ``run`` puts ``model``'s tensors and what each device allocates at ``context`` tokens."""
+def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool = True, gpus: int = 1) -> Placement:
+    """Where ``run`` puts ``model``'s tensors and what each device allocates at ``context``
+    tokens, on ``gpus`` identical GPUs."""
     a = model.arch
     n = a.layers
     notes: list[str] = []
@@ -101,10 +110,15 @@ def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool 
         notes.append(f"-ngl {run.ngl} clamped to {n + 1} (the model has {n} layers and an output layer)")
         ngl = n + 1
     first_gpu = n - min(ngl, n)
+    act = max(ngl, 1)
+
+    def gpu_index(i: int) -> int:  # llama.cpp's split: equal consecutive blocks of the GPU layers
+        return min(gpus - 1, int((i - first_gpu) / act * gpus))
+
     patterns = [re.compile(p) for p in run.override_cpu]
     layers = []
-    by_group = {GPU: {"weights": 0, "kv": 0, "compute": 0}, HOST: {"weights": model.token_embd_bytes, "kv": 0,
-                                                                   "compute": 0}}
+    per_gpu = [{"weights": 0, "kv": 0, "compute": 0} for _ in range(gpus)]
+    host = {"weights": model.token_embd_bytes, "kv": 0, "compute": 0}
     overridden: dict[int, dict[str, int]] = {}
     for t in model.tensors:
         m = _BLOCK.match(t.name)
@@ -114,8 +128,11 @@ def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool 
             overridden.setdefault(int(m.group(1)), {}).setdefault(kind, 0)
             overridden[int(m.group(1))][kind] += t.nbytes
     staged = 0
+    gpu_of = []
     for i, lb in enumerate(model.layer_bytes):
         dev = GPU if i >= first_gpu else HOST
+        g = gpu_index(i) if dev == GPU else -1
+        gpu_of.append(g)
         groups = {"attn": dev, "ffn": dev, "exps": dev}
         if dev == GPU and i < run.n_cpu_moe and a.is_moe_layer(i):
             groups["exps"] = HOST
@@ -123,31 +140,40 @@ def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool 
         moved = overridden.get(i, {})
         for kind, size in sizes.items():
             on_host = moved.get(kind, 0) if groups[kind] == GPU else 0
-            by_group[groups[kind]]["weights"] += size - on_host
-            by_group[HOST]["weights"] += on_host
+            (per_gpu[g] if groups[kind] == GPU else host)["weights"] += size - on_host
+            host["weights"] += on_host
             if on_host:
                 groups[kind] = HOST if on_host == size else "split"
         layers.append(groups)
         staged = max(staged, sum(s for k, s in sizes.items() if groups[k] != GPU))
     out_dev = GPU if ngl > n else HOST
     head = model.output_bytes - (model.token_embd_bytes if model.output_is_embedding and out_dev == HOST else 0)
-    by_group[out_dev]["weights"] += head  # a tied head in host memory is token_embd itself
+    (per_gpu[-1] if out_dev == GPU else host)["weights"] += head  # a tied head in host memory is token_embd
     ctx = context
     kv_device = []
     for i in range(n):
         kvd = layers[i]["attn"] if run.kv_offload else HOST
         kvd = GPU if kvd == "split" else kvd
         kv_device.append(kvd)
-        by_group[kvd]["kv"] += a.kv_bytes(i, a.kv_cells(i, ctx, run.ubatch), run.type_k, run.type_v)
+        (per_gpu[gpu_of[i]] if kvd == GPU else host)["kv"] += a.kv_bytes(i, a.kv_cells(i, ctx, run.ubatch),
+                                                                          run.type_k, run.type_v)
     ub = min(run.ubatch, run.batch)
     logits = 4 * ub * a.vocab
     scores = 0 if run.flash_attn else 4 * ub * ctx * a.heads
     activations = 4 * ub * (2 * a.hidden + 2 * max(a.ffn, a.expert_ffn * a.top_k if a.is_moe else 0))
-    if has_gpu and ngl > 0 or has_gpu and staged:
-        by_group[GPU]["compute"] = max(logits if out_dev == GPU else 0, scores, activations) + (staged if ub >= 32 else 0)
-    by_group[HOST]["compute"] = max(logits, activations)
+    used = {g for g in gpu_of if g >= 0} | ({gpus - 1} if out_dev == GPU else set())
+    if has_gpu and staged:
+        used.add(0)  # host weights are staged on the main GPU for prompt processing
+    for g in sorted(used):
+        last = g == gpus - 1 and out_dev == GPU
+        per_gpu[g]["compute"] = (max(logits if last else 0, scores, activations)
+                                 + (staged if ub >= 32 and g == 0 else 0))
+    host["compute"] = max(logits, activations)
+    fullest = max(range(gpus), key=lambda g: sum(per_gpu[g].values()))
+    by_group = {GPU: per_gpu[fullest], HOST: host}
     memory = {d: sum(v.values()) for d, v in by_group.items()}
     if not has_gpu:
         memory.pop(GPU)
         by_group.pop(GPU)
-    return Placement(min(ngl, n + 1), tuple(layers), tuple(kv_device), out_dev, memory, by_group, tuple(notes))
+    return Placement(min(ngl, n + 1), tuple(layers), tuple(kv_device), out_dev, memory, by_group, tuple(notes),
+                     tuple(gpu_of), tuple(sum(d.values()) for d in per_gpu) if has_gpu else ())

@@ -2,21 +2,23 @@
 
 Token generation (``tg``) at ``n`` tokens is priced at the mean cache length ``n / 2``:
 each device reads the weights it holds that one token uses (routed experts: ``top_k`` of
-them) and its layers' KV cache, at its achieved bandwidth; the GPU adds a fixed cost per
-token and every hand-over between CPU and GPU costs ``switch_s``.
+them) and its layers' KV cache, at its achieved bandwidth (several GPUs one after
+another, each its own layers); the GPU adds a fixed cost per token and every hand-over
+between CPU and GPU, or from one GPU to the next, costs ``switch_s``.
 
-Prompt processing (``pp``) of ``n`` tokens runs in micro-batches of ``ubatch`` rows:
-layers on the GPU run their matrix products at the achieved tensor rate (routed experts
-as one grouped product with ``rows x top_k / experts`` rows per expert, slower the fewer
-rows an expert gets): quantised
+Prompt processing (``pp``) of ``n`` tokens runs in micro-batches of ``ubatch`` rows.
+Layers on the GPU run their matrix products at the achieved tensor rate: quantised
 weights at the INT8 rate of llama.cpp's MMQ kernels, or, where those are not used (no
 INT8 tensor cores, builds before June 2024), dequantised to F16 in GPU memory for each
 micro-batch (read the quantised bytes, write two bytes a weight) and multiplied at the
-FP16 rate, as F16 weights are; layers in host
-memory are, for micro-batches of 32 rows or more, run on the GPU too, their weights
-copied over PCIe for each micro-batch (llama.cpp's operation offload); without a GPU
-they run on the CPU threads (Q4_0 and Q8_0 weights at the rate of llama.cpp's tiled
-GEMM kernels, other types one dot product per row).
+FP16 rate, as F16 weights are. Routed experts are one grouped product with
+``rows x top_k / experts`` rows per expert, slower the fewer rows an expert gets.
+Several GPUs run their layer blocks one after another (llama.cpp's pipeline of
+micro-batches over them is not modelled: on eight A100s it gave pp512 no gain over one,
+ggml-org/llama.cpp PR #6017). Layers in host memory are, for micro-batches of 32 rows or
+more, run on the GPU too, their weights copied over PCIe for each micro-batch (llama.cpp's
+operation offload); without a GPU they run on the CPU threads (Q4_0 and Q8_0 weights at
+the rate of llama.cpp's tiled GEMM kernels, other types one dot product per row).
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
     # threads beyond the machine's cores add nothing: hyper-threads share a core's vector units
     threads = min(run.threads, machine.threads) if run.threads and machine.threads else run.threads or machine.threads
     context = run.context or tokens
-    pl = placement or place(model, run, context, has_gpu=machine.has_gpu)
+    pl = placement or place(model, run, context, has_gpu=machine.has_gpu, gpus=machine.gpu_count)
     if test == "tg":
         return _generation(model, machine, run, pl, tokens, rates, threads)
     if test != "pp":
@@ -154,6 +156,7 @@ def _generation(model: ModelWeights, machine: Machine, run: LlamaCppRun, pl: Pla
     if machine.has_gpu:
         seconds[GPU] = (read[GPU] / (machine.gpu_bandwidth * rates.gpu_bw_frac) + rates.gpu_token_s
                         + (rates.graph_layer_s if run.cuda_graphs else rates.gpu_layer_s) * pl.gpu_layers)
-        seconds["switch"] = (len(path) - 2) * rates.switch_s if len(path) > 2 else 0.0
+        gpu_handovers = len({g for g in pl.gpu_of_layer if g >= 0}) - 1 if pl.gpu_of_layer else 0
+        seconds["switch"] = ((len(path) - 2 if len(path) > 2 else 0) + max(gpu_handovers, 0)) * rates.switch_s
     total = sum(seconds.values())
     return Prediction("tg", tokens, 1.0 / total, seconds)

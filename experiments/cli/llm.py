@@ -48,6 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="'this' (written by hetsim llm calibrate), a platform preset or a TOML file")
     m = q.add_argument_group("a machine you describe (instead of --platform)")
     m.add_argument("--gpu", metavar="NAME", help='a GPU of the cited table (e.g. "RTX 4090"); omit for CPU only')
+    m.add_argument("--gpus", type=int, default=1, metavar="N",
+                   help="N such GPUs (llama.cpp splits the layers between them; default 1)")
     m.add_argument("--ram-gb", type=float, metavar="GB", help="host memory, GB")
     m.add_argument("--ram-bw", metavar="RATE", help="host memory bandwidth (peak), e.g. 90GB/s")
     m.add_argument("--threads", type=int, metavar="N", help="CPU threads llama.cpp uses")
@@ -132,13 +134,15 @@ def _machine(args: argparse.Namespace):
     from hetsim.experiments.llm_machine import machine_from_flags, machine_from_platform
 
     if args.platform is not None:
+        if args.gpus != 1:
+            raise CLIError("--gpus describes the GPUs of --gpu; a platform lists its own")
         return machine_from_platform(args.platform)
     if not any((args.gpu, args.ram_gb, args.ram_bw)):
         raise CLIError("describe the machine: --platform this|NAME|FILE, or --gpu NAME --ram-gb GB --ram-bw RATE "
                        "--threads N")
     return machine_from_flags(args.gpu, ram_gb=args.ram_gb, ram_bw=args.ram_bw, threads=args.threads,
                               gpu_mem_gb=args.gpu_mem_gb, gpu_bw=args.gpu_bw, gpu_tflops=args.gpu_tflops,
-                              gpu_int8_tops=args.gpu_int8_tops, pcie=args.pcie)
+                              gpu_int8_tops=args.gpu_int8_tops, pcie=args.pcie, gpus=args.gpus)
 
 
 def _plan_llamacpp(args: argparse.Namespace) -> int:

@@ -60,7 +60,7 @@ def _fits(pl: Placement, machine: Machine, reserve: int) -> bool:
 def evaluate_run(model: ModelWeights, machine: Machine, run: LlamaCppRun, *, context: int, rates: AchievedRates,
                  prompt: int = 512, generate: int = 128, reserve: int = DEFAULT_RESERVE_BYTES) -> RunEvaluation:
     """Price ``run`` (pp of ``prompt`` and tg of ``generate`` tokens) with a KV cache of ``context``."""
-    pl = place(model, run, context, has_gpu=machine.has_gpu)
+    pl = place(model, run, context, has_gpu=machine.has_gpu, gpus=machine.gpu_count)
     run = replace(run, context=context)
     return RunEvaluation(run, pl, predict(model, machine, run, "pp", prompt, rates, pl),
                          predict(model, machine, run, "tg", generate, rates, pl), reserve, _fits(pl, machine, reserve))
@@ -85,17 +85,17 @@ def fitting_runs(model: ModelWeights, machine: Machine, *, context: int, base: L
     candidates = []
     for ngl in range(n + 1, -1, -1):
         run = replace(base, ngl=ngl, n_cpu_moe=0)
-        if _fits(place(model, run, context), machine, reserve):
+        if _fits(place(model, run, context, gpus=machine.gpu_count), machine, reserve):
             candidates.append(run)
             break
     if model.arch.is_moe and (not candidates or candidates[0].ngl <= n):
         for k in range(1, n + 1):
             run = replace(base, ngl=n + 1, n_cpu_moe=k)
-            if _fits(place(model, run, context), machine, reserve):
+            if _fits(place(model, run, context, gpus=machine.gpu_count), machine, reserve):
                 candidates.append(run)
                 break
     if not candidates:
-        pl = place(model, replace(base, ngl=0), context)
+        pl = place(model, replace(base, ngl=0), context, gpus=machine.gpu_count)
         raise SchedulerError(f"{model.arch.name!r} fits no placement on {machine.name!r}: with -ngl 0 the GPU "
                              f"needs {size_text(pl.memory['gpu'] + reserve)} (with a {size_text(reserve)} reserve) "
                              f"and has {size_text(machine.gpu_memory)}")
