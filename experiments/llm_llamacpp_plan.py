@@ -95,6 +95,7 @@ class LlamaCppPlan:
             "machine": self.machine.to_dict(), "context": self.context, "suggested": self.suggested,
             "flags": e.flags(), "fits": e.fits, "reserve_bytes": e.reserve,
             "memory_bytes": e.placement.memory, "memory_breakdown": e.placement.breakdown,
+            "gpu_memory_bytes": list(e.placement.gpu_bytes),
             "pp": {"tokens": e.pp.tokens, "tokens_per_s": e.pp.tokens_per_s, "seconds": e.pp.seconds},
             "tg": {"tokens": e.tg.tokens, "tokens_per_s": e.tg.tokens_per_s, "seconds": e.tg.seconds},
             "rates": self.rates.to_dict(), "notes": self.notes,

@@ -257,6 +257,7 @@ def test_cli_plans_a_gguf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
     old = json.loads((tmp_path / "out" / "old.json").read_text())
     assert rc == 0 and old["flags"] == "-ngl 3"
     assert old["pp"]["tokens_per_s"] < data["pp"]["tokens_per_s"] and old["tg"]["tokens_per_s"] < data["tg"]["tokens_per_s"]
+    assert data["gpu_memory_bytes"] == [data["memory_bytes"]["gpu"]]  # one GPU: its bytes
     rc = main(["llm", "plan", str(gg), "--ram-gb", "64", "--ram-bw", "90GB/s", "--threads", "16", "--ngl", "10"])
     out = capsys.readouterr().out
     assert rc == 0 and "| CPU     |   0 | pp512 |" in out and "note: no GPU: -ngl 10 puts nothing on a GPU" in out
