@@ -155,7 +155,8 @@ def machine_from_platform(platform) -> Machine:
     the CPU device's memory, bandwidth and ``threads``, the GPU's memory and bandwidth,
     the link between them; the GPU's tensor rates (FP16 with FP16 accumulation, INT8:
     what llama.cpp's kernels use, not the platform's single peak) from the cited GPU its
-    description (or the platform's) names."""
+    description (or the platform's) names; as many GPUs as the platform has of that one
+    (same description, memory and bandwidth)."""
     from hetsim.schedulers.llm.residency import llm_devices
     from hetsim.sim.platform import Platform
 
@@ -177,7 +178,11 @@ def machine_from_platform(platform) -> Machine:
     if row is None:
         raise SchedulerError(f"platform {platform.name!r}: its GPU description names no GPU with cited figures "
                              "(the INT8 rate is needed); describe the machine with --gpu ... instead")
+    # llama.cpp splits the layers over every GPU like this one
+    same = sum(1 for d in platform.devices if d.kind == "gpu" and (d.description, d.memory_bytes,
+                                                                    d.mem_bandwidth_bytes_per_s)
+               == (g.description, g.memory_bytes, g.mem_bandwidth_bytes_per_s))
     return Machine(platform.name, host_memory=h.memory_bytes, host_bandwidth=h.mem_bandwidth_bytes_per_s,
-                   threads=int(h.threads), gpu=gpu, gpu_memory=g.memory_bytes,
+                   threads=int(h.threads), gpu=gpu, gpu_count=same, gpu_memory=g.memory_bytes,
                    gpu_bandwidth=g.mem_bandwidth_bytes_per_s, gpu_flops=_fp16_acc_tflops(row) * 1e12,
                    gpu_int8_ops=_int8_tops(row) * 1e12, pcie_bandwidth=min(link.bandwidth_bytes_per_s for _, link in hops))

@@ -139,6 +139,16 @@ def test_two_gpus_hold_what_one_cannot() -> None:
     assert best.placement.ngl == 81 and best.fits and best.placement.memory["host"] < 2**30
     with pytest.raises(SchedulerError, match=r"--gpus must be an int >= 1 with --gpu, got 0"):
         machine_from_flags("RTX 3090", ram_gb=64, ram_bw=90, threads=16, gpus=0)
+    # a platform with two identical GPUs is a machine with two
+    import dataclasses
+
+    from hetsim.sim.platform import Platform
+
+    p = Platform.load("desktop-rtx4090")
+    link = p.links[0]
+    p2 = p.replace(devices=(*p.devices, dataclasses.replace(p.device("gpu"), name="gpu1")),
+                   links=(*p.links, dataclasses.replace(link, dst="gpu1")), memory_domains=())
+    assert machine_from_platform(p2).gpu_count == 2 and machine_from_platform(p).gpu_count == 1
 
 
 def tensor_q8(n: int) -> int:
