@@ -125,6 +125,8 @@ def test_layers_split_over_several_gpus_as_llama_cpp_does() -> None:
     two, alone = (predict(m, box, LlamaCppRun(ngl=5), "tg", 4, RATES).seconds for box in (big, single))
     # the GPUs read their layers one after the other: the same bytes; one hand-over from GPU 0 to GPU 1
     assert two["gpu"] == pytest.approx(alone["gpu"]) and two["switch"] - alone["switch"] == pytest.approx(0.5)
+    with pytest.raises(CostModelError, match=r"gpus must be an int >= 1, got 0"):
+        place(m, LlamaCppRun(), context=10, gpus=0)
     with pytest.raises(CostModelError, match=r"gpu_count must be an int >= 1, got 0"):
         Machine("x", host_memory=1, host_bandwidth=1, threads=1, gpu_count=0)
 

@@ -102,6 +102,8 @@ class Placement:
 def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool = True, gpus: int = 1) -> Placement:
     """Where ``run`` puts ``model``'s tensors and what each device allocates at ``context``
     tokens, on ``gpus`` identical GPUs."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise CostModelError(f"llama.cpp placement: gpus must be an int >= 1, got {gpus!r}")
     a = model.arch
     n = a.layers
     notes: list[str] = []
