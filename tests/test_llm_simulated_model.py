@@ -85,5 +85,12 @@ def test_plan_llm_and_the_cli_simulate_any_model(tmp_path: Path, capsys: pytest.
     # a simulator flag without --policy is refused rather than ignored
     assert main(["llm", "plan", "llama-3-8b", "--platform", "desktop-rtx4090", "--batch", "4"]) == 2
     assert "--batch applies to the simulated policies: add --policy NAME" in capsys.readouterr().err
+    # a simulator preset that is also a published one: a simulator flag simulates it
+    assert main(["llm", "plan", "mixtral-8x7b", "--platform", "desktop-rtx4090", "--context", "1024",
+                 "--objective", "ttft", "--policy", "ngl", "--out", "out/m.json"]) == 0
+    assert json.loads((tmp_path / "out" / "m.json").read_text())["objective"] == "ttft"
+    assert main(["llm", "plan", "mixtral-8x7b", "--platform", "desktop-rtx4090", "--context", "1024",
+                 "--objective", "ttft", "--out", "out/m2.json"]) == 0
+    assert "best (ttft)" in capsys.readouterr().out
     assert main(["llm", "plan", "llama-3-8b", "--policy", "ngl"]) == 2
     assert "the simulated policies need --platform" in capsys.readouterr().err

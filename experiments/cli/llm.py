@@ -111,16 +111,18 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("choose an action: hetsim llm plan MODEL ... | hetsim llm calibrate")
     if not math.isfinite(args.reserve_gib) or args.reserve_gib < 0:
         raise CLIError(f"--reserve-gib must be a number >= 0, got {args.reserve_gib}")
+    from hetsim.graphs.llm import LLMConfig
     from hetsim.graphs.llm.model_source import model_presets
 
     if args.platform == "this":
         from hetsim.experiments.llm_calibrate import this_platform
 
         args.platform = str(this_platform())
-    if args.policy is None and (Path(args.model).exists() or args.model in model_presets()):
-        given = [flag for flag, value, default in (("--batch", args.batch, 1), ("--kv-dtype", args.kv_dtype, "f16"),
-                                                   ("--objective", args.objective, "decode"),
-                                                   ("--cost", args.cost, "roofline")) if value != default]
+    given = [flag for flag, value, default in (("--batch", args.batch, 1), ("--kv-dtype", args.kv_dtype, "f16"),
+                                               ("--objective", args.objective, "decode"),
+                                               ("--cost", args.cost, "roofline")) if value != default]
+    both = args.model in LLMConfig.presets()  # a simulator preset of the same name as a published one
+    if args.policy is None and not (given and both) and (Path(args.model).exists() or args.model in model_presets()):
         if given:
             raise CLIError(f"{', '.join(given)} applies to the simulated policies: add --policy NAME (repeatable) "
                            f"to simulate them on {args.model!r}")
