@@ -11,8 +11,9 @@ What llama.cpp's speed depends on, measured here:
   device copy timed with CUDA events, read plus write bytes), its FP16 matrix-product
   rate, and the host-to-GPU link (a pinned host-to-device copy).
 
-The platform file has a ``cpu`` and, with a GPU, a ``gpu`` device and their link, and a
-``[calibration]`` table (machine, date, format, hetsim version); ``--platform this`` reads
+The platform file has a ``cpu`` and, with a GPU, a ``gpu`` device and their link (and
+``gpu1``, ``gpu2``... for the other GPUs of the same name and memory, copies of the
+measured one), and a ``[calibration]`` table (machine, date, format, hetsim version); ``--platform this`` reads
 it from :data:`THIS_PLATFORM`.
 """
 
@@ -67,7 +68,8 @@ def _cpu_flops(size: int = 1024, repeats: int = 3) -> float:
 
 
 def _gpu(cuda: Any, torch: Any, mib: int) -> dict[str, Any]:
-    """Name, memory, bandwidth, FP16 rate and pinned host-to-device bandwidth of GPU 0."""
+    """Name, memory, bandwidth, FP16 rate and pinned host-to-device bandwidth of GPU 0, and
+    how many GPUs are like it (``count``)."""
     props = cuda.get_device_properties(0)
     n = mib * 2**20
 
@@ -91,8 +93,12 @@ def _gpu(cuda: Any, torch: Any, mib: int) -> dict[str, Any]:
     k = 4096
     m = torch.ones((k, k), dtype=torch.float16, device="cuda")
     flops = 2 * k**3 / timed(lambda: m @ m)
-    return {"name": cuda.get_device_name(0), "memory": int(props.total_memory), "bandwidth": bw,
-            "flops": flops, "link": link}
+    name = cuda.get_device_name(0)
+    # llama.cpp splits the layers over every GPU; those like GPU 0 are written as copies of it
+    count = sum(1 for i in range(cuda.device_count()) if cuda.get_device_name(i) == name
+                and int(cuda.get_device_properties(i).total_memory) == int(props.total_memory))
+    return {"name": name, "memory": int(props.total_memory), "bandwidth": bw, "flops": flops, "link": link,
+            "count": max(count, 1)}
 
 
 def calibrate(*, mib: int = 512, gpu_mib: int = 1024, torch_module: Any = None) -> dict[str, Any]:
@@ -123,12 +129,14 @@ def platform_toml(m: dict[str, Any]) -> str:
              f"peak_flops = {float(m['cpu_flops'])!r}", "# STREAM triad, all threads, measured",
              f"mem_bandwidth_bytes_per_s = {float(m['host_bandwidth'])!r}", f"memory_bytes = {m['host_memory']}",
              f"threads = {m['threads']}"]
-    if gpu:
-        lines += ["", "[[devices]]", 'name = "gpu"', 'kind = "gpu"', f'description = "{gpu["name"]}"',
-                  "# torch float16 GEMM, measured", f"peak_flops = {float(gpu['flops'])!r}",
-                  "# device-to-device copy, read + write bytes, measured",
+    for k in range(gpu.get("count", 1) if gpu else 0):
+        name = "gpu" if k == 0 else f"gpu{k}"
+        measured = "measured" if k == 0 else "measured on gpu"
+        lines += ["", "[[devices]]", f'name = "{name}"', 'kind = "gpu"', f'description = "{gpu["name"]}"',
+                  f"# torch float16 GEMM, {measured}", f"peak_flops = {float(gpu['flops'])!r}",
+                  f"# device-to-device copy, read + write bytes, {measured}",
                   f"mem_bandwidth_bytes_per_s = {float(gpu['bandwidth'])!r}", f"memory_bytes = {gpu['memory']}",
-                  "", "[[links]]", 'src = "cpu"', 'dst = "gpu"', "# pinned host-to-device copy, measured",
+                  "", "[[links]]", 'src = "cpu"', f'dst = "{name}"', f"# pinned host-to-device copy, {measured}",
                   f"bandwidth_bytes_per_s = {float(gpu['link'])!r}"]
     from importlib.metadata import PackageNotFoundError, version
 

@@ -318,10 +318,10 @@ class _FakeEvent:
         return 2.0  # milliseconds
 
 
-def fake_torch() -> SimpleNamespace:
+def fake_torch(gpus: int = 1) -> SimpleNamespace:
     cuda = SimpleNamespace(is_available=lambda: True, get_device_name=lambda i: "NVIDIA GeForce RTX 4090",
                            get_device_properties=lambda i: SimpleNamespace(total_memory=24 * 2**30),
-                           Event=_FakeEvent, synchronize=lambda: None)
+                           Event=_FakeEvent, synchronize=lambda: None, device_count=lambda: gpus)
     return SimpleNamespace(cuda=cuda, uint8="uint8", float16="float16",
                            empty=lambda *a, **k: _FakeTensor(), empty_like=lambda t: _FakeTensor(),
                            ones=lambda *a, **k: _FakeTensor())
@@ -340,6 +340,11 @@ def test_calibrate_writes_a_platform_that_plans(tmp_path: Path) -> None:
     machine = machine_from_platform(path)
     assert machine.gpu_memory == 24 * 2**30 and machine.pcie_bandwidth == 2**20 / 0.002
     assert machine.gpu_int8_ops == 660.6e12 and machine.host_bandwidth == pytest.approx(m["host_bandwidth"], 1e-3)
+    assert machine.gpu_count == 1
+    # two GPUs like GPU 0: the platform lists both, and the machine splits the layers over them
+    two = calibrate(mib=4, gpu_mib=1, torch_module=fake_torch(gpus=2))
+    path.write_text(platform_toml(two))
+    assert two["gpu"]["count"] == 2 and machine_from_platform(path).gpu_count == 2
 
 
 def test_shipped_rates_are_fitted_and_say_what_the_fit_did_not_determine(tmp_path: Path) -> None:
