@@ -9,8 +9,8 @@ name                model
 ==================  ==================================================
 alexnet             AlexNet, torchvision variant
 densenet121         DenseNet-121
-googlenet           GoogLeNet / Inception v1, torchvision (BN, no aux)
-inception_v3        Inception v3, torchvision (no aux classifier)
+googlenet           GoogLeNet, the first Inception network, torchvision (BN, no aux)
+inception_v3        the third Inception network, torchvision (no aux classifier)
 mobilenet_v2        MobileNetV2 1.0
 mobilenet_v3_large  MobileNetV3-Large 1.0 (hardswish, SE)
 efficientnet_b0     EfficientNet-B0 (SiLU, SE)

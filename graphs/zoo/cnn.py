@@ -11,7 +11,7 @@ alexnet         61,100,840   0.71             Krizhevsky et al. 2012; torchvisio
                                               (one-GPU "One weird trick" layout, 64-192-
                                               384-256-256 channels)
 vgg16           138,357,544  15.47            Simonyan & Zisserman 2015, config D, no BN
-googlenet       6,624,904    1.50             Szegedy et al. 2015 (Inception v1) as in
+googlenet       6,624,904    1.50             Szegedy et al. 2015 (the first Inception) as in
                                               torchvision: BN after every conv, 3x3
                                               (not 5x5) "5x5" branch, no aux classifiers
 resnet18        11,689,512   1.81             He et al. 2016
@@ -24,7 +24,7 @@ squeezenet1_1   1,235,496    0.35             Iandola et al. 2016, v1.1
 ==============  ===========  ===============  ==========================================
 
 Dropout layers are kept (they are identities in eval mode and vanish from exported
-graphs). The optional input transforms of GoogLeNet and Inception v3
+graphs). The optional input transforms of GoogLeNet and ``inception_v3``
 (``transform_input``) are not applied. The depthwise-convolution models (MobileNets,
 EfficientNet, ShuffleNet) are in :mod:`graphs.zoo.mobile`.
 """
@@ -285,7 +285,7 @@ class GoogLeNet(nn.Module):
         return self.fc(self.dropout(x))
 
 
-# --------------------------------------------------------------------- Inception v3
+# ---------------------------------------------------------------------- inception_v3
 class InceptionA(nn.Module):
     """35x35 module: 1x1 | 1x1-5x5 | 1x1-3x3-3x3 | avg pool 3x3 (stride 1)-1x1."""
 
@@ -393,7 +393,7 @@ class InceptionE(nn.Module):
 
 
 class Inception3(nn.Module):
-    """Inception v3 (Szegedy et al., "Rethinking the Inception Architecture", CVPR 2016).
+    """The third Inception network (Szegedy et al., "Rethinking the Inception Architecture", CVPR 2016).
 
     torchvision's ``inception_v3`` at inference: BN (eps 1e-3) after every
     convolution, 299x299 inputs (at least 75x75: the last grid reduction needs a 3x3
@@ -582,7 +582,7 @@ def googlenet(*, image_size: int = 224, num_classes: int = 1000) -> nn.Module:
 
 
 def inception_v3(*, image_size: int = 299, num_classes: int = 1000) -> nn.Module:
-    """Inception v3 as in torchvision, no aux logits (23.83 M parameters, 5.71 GMACs at 299)."""
+    """torchvision's ``inception_v3``, no aux logits (23.83 M parameters, 5.71 GMACs at 299)."""
     return with_size(Inception3(num_classes), image_size, minimum=75)
 
 
