@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CudaStreamTimer", "STREAM_METHODS", "calls_per_replay"]
+__all__ = ["BusyWait", "CudaStreamTimer", "STREAM_METHODS", "calls_per_replay"]
 
 #: ``timer`` values of profile rows this module measures
 STREAM_METHODS = ("cuda_graph", "cuda_stream")
@@ -46,6 +46,32 @@ def calls_per_replay(device_time_s: float, *, target_s: float = TARGET_REPLAY_S,
     if not device_time_s > 0:
         return max_calls
     return int(max(1, min(max_calls, round(target_s / device_time_s))))
+
+
+class BusyWait:
+    """Keeps a CUDA device busy for a while with ``cuda._sleep`` (a spin kernel), so that
+    what the host enqueues behind it runs back to back; the spin's cycles per second are
+    measured once, on first use. Nothing happens where the CUDA API has no ``_sleep``."""
+
+    def __init__(self, cuda: Any) -> None:
+        self.cuda = cuda
+        self._cycles_per_s: float | None = None
+
+    def rate(self) -> float:
+        """Cycles of ``_sleep`` per second on the current device (measured once)."""
+        if self._cycles_per_s is None:
+            start, end = self.cuda.Event(enable_timing=True), self.cuda.Event(enable_timing=True)
+            start.record()
+            self.cuda._sleep(1_000_000)
+            end.record()
+            end.synchronize()
+            self._cycles_per_s = 1e6 / max(start.elapsed_time(end) * 1e-3, 1e-9)
+        return self._cycles_per_s
+
+    def __call__(self, seconds: float, *, cap_s: float = 0.2) -> None:
+        """Enqueue a spin of ``seconds`` (at most ``cap_s``)."""
+        if hasattr(self.cuda, "_sleep"):
+            self.cuda._sleep(int(min(seconds, cap_s) * self.rate()))
 
 
 class CudaStreamTimer:
@@ -68,23 +94,7 @@ class CudaStreamTimer:
             cuda = torch.cuda
         self.cuda = cuda
         self.index = index
-        self._cycles_per_s: float | None = None
-
-    # --------------------------------------------------------------- busy wait
-    def _sleep_rate(self) -> float:
-        """Cycles of ``_sleep`` per second on this GPU (measured once)."""
-        if self._cycles_per_s is None:
-            start, end = self._events()
-            start.record()
-            self.cuda._sleep(1_000_000)
-            end.record()
-            end.synchronize()
-            self._cycles_per_s = 1e6 / max(start.elapsed_time(end) * 1e-3, 1e-9)
-        return self._cycles_per_s
-
-    def _keep_busy(self, seconds: float) -> None:
-        if hasattr(self.cuda, "_sleep"):
-            self.cuda._sleep(int(min(seconds, 0.2) * self._sleep_rate()))
+        self._keep_busy = BusyWait(cuda)
 
     def _events(self) -> tuple[Any, Any]:
         return self.cuda.Event(enable_timing=True), self.cuda.Event(enable_timing=True)

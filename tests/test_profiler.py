@@ -390,3 +390,28 @@ def test_stream_timer_divides_a_replay_by_its_calls_and_falls_back_when_capture_
     refuse[0] = True
     times, how = timer.device_times(op, 10, 2)
     assert how == "cuda_stream" and times == pytest.approx([12e-6] * 2)
+
+
+def test_busy_wait_measures_its_spin_once_and_caps_it():
+    from hetsim.runtime.stream_timer import BusyWait
+
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            pass
+
+        def record(self) -> None:
+            pass
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, end: object) -> float:
+            return 2.0  # ms for the 1e6-cycle calibration spin: 5e8 cycles/s
+
+    spins: list[int] = []
+    cuda = type("Cuda", (), {"Event": Event, "_sleep": staticmethod(spins.append)})
+    busy = BusyWait(cuda)
+    busy(1e-3)
+    busy(5.0)  # capped at 0.2 s
+    assert spins == [1_000_000, 500_000, 100_000_000] and busy.rate() == 5e8
+    BusyWait(type("NoSpin", (), {}))(1.0)  # a CUDA API without _sleep: nothing to do

@@ -247,20 +247,11 @@ class CudaTimer:
     def __init__(self, device: DeviceSpec) -> None:
         import torch
 
+        from hetsim.runtime.stream_timer import BusyWait
+
         self.torch = torch
         self.device = device
-        self._cycles_per_s: float | None = None
-
-    def _sleep_rate(self) -> float:
-        if self._cycles_per_s is None:
-            torch = self.torch
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            torch.cuda._sleep(1_000_000)
-            end.record()
-            end.synchronize()
-            self._cycles_per_s = 1e6 / max(start.elapsed_time(end) * 1e-3, 1e-9)
-        return self._cycles_per_s
+        self._keep_busy = BusyWait(torch.cuda)
 
     def samples(self, fn: Callable[[], Any], n: int, host_per_call: float) -> tuple[list[float], list[float]]:
         """Device seconds of each of ``n`` calls of ``fn``, and the host seconds per call
@@ -270,9 +261,7 @@ class CudaTimer:
         with torch.cuda.device(self.device.index):
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-            if hasattr(torch.cuda, "_sleep"):  # keep the GPU busy while we enqueue
-                busy_s = min(2.0 * n * min(max(host_per_call, 5e-6), 1e-4) + 50e-6, 0.2)
-                torch.cuda._sleep(int(busy_s * self._sleep_rate()))
+            self._keep_busy(2.0 * n * min(max(host_per_call, 5e-6), 1e-4) + 50e-6)  # while we enqueue
             t0 = time.perf_counter()
             for s, e in zip(starts, ends):
                 s.record()
