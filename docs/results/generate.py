@@ -312,12 +312,18 @@ def llm_page() -> str:
     return text
 
 
+def cross_validation_errors(rows: pd.DataFrame) -> tuple[int, pd.DataFrame]:
+    """The folds of ``experiments/llm_published/cross_validation.csv`` and its absolute
+    error (%) per test: columns ``count``, ``mean``, ``median`` and ``max``."""
+    err = (rows["error"].abs() * 100).groupby(rows["test"]).agg(["count", "mean", "median", "max"])
+    return int(rows["fold"].max()) + 1, err
+
+
 def cross_validation_section(rows: pd.DataFrame) -> str:
     """Every row predicted by rates fitted without its source: |error| per test."""
-    err = (rows["error"].abs() * 100).groupby(rows["test"]).agg(["count", "mean", "median", "max"])
+    k, err = cross_validation_errors(rows)
     summary = err.rename(columns={"count": "rows", "mean": "mean_abs_error_pct", "median": "median_abs_error_pct",
                                   "max": "max_abs_error_pct"}).reset_index().round(1)
-    k = int(rows["fold"].max()) + 1
     return ("## Cross-validation by source\n\n"
             f"From `experiments/llm_published/cross_validation.csv` (`python benchmarks/llm_published.py "
             f"--cross-validate {k}`): the sources in {k} folds (`crc32(source_id) % {k}`); each fold's rows are "
@@ -426,8 +432,7 @@ def readme_table() -> str:
     h100 = validation_summary(pd.read_csv(EXPERIMENTS / "validation_h100" / "results.csv"), "run").iloc[-1]
     fig7 = pd.read_csv(EXPERIMENTS / FIGURES[7] / "results.csv")
     llamacpp = llamacpp_errors(pd.read_csv(EXPERIMENTS / "llm_published" / "results.csv"))
-    cv = pd.read_csv(EXPERIMENTS / "llm_published" / "cross_validation.csv")
-    folds = (cv["error"].abs() * 100).groupby(cv["test"]).agg(["count", "mean", "median"])
+    k, folds = cross_validation_errors(pd.read_csv(EXPERIMENTS / "llm_published" / "cross_validation.csv"))
     published = pd.read_csv(EXPERIMENTS / "gpu_costmodel" / "published.csv")
     published_error = published.assign(abs_error=published["error_pct"].abs()).groupby("cost")["abs_error"]
     gap = fig5["gap_pct_by_scheduler"]
@@ -446,7 +451,7 @@ def readme_table() -> str:
          f"decode mean |error| {llamacpp.at[('held-out', 'tg'), 'mean']:.1f} % over "
          f"{llamacpp.at[('held-out', 'tg'), 'count']} rows, prefill {llamacpp.at[('held-out', 'pp'), 'mean']:.1f} % "
          f"over {llamacpp.at[('held-out', 'pp'), 'count']}", "[LLM planning](docs/results/llm.md)"),
-        ("llama.cpp runs, each predicted without its source (5 folds)",
+        (f"llama.cpp runs, each predicted without its source ({k} folds)",
          f"decode median |error| {folds.at['tg', 'median']:.1f} % (mean {folds.at['tg', 'mean']:.1f} %), prefill "
          f"median {folds.at['pp', 'median']:.1f} % (mean {folds.at['pp', 'mean']:.1f} %) over "
          f"{folds['count'].sum()} rows", "[LLM planning](docs/results/llm.md)"),
