@@ -124,13 +124,29 @@ def test_calibrate_without_cuda_skips_the_gpu_parts_with_a_note(tmp_path, monkey
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     steps = []
-    cal = calibrate("h100-server", out=None, calls=5, repeats=1, progress=steps.append)
+    cal = calibrate("cpu2", out=None, calls=5, repeats=1, progress=steps.append)
     assert cal.files == {} and cal.measured["gpu"] is None
     assert cal.notes == ["GPU parts skipped: no CUDA GPU on this machine (torch.cuda.is_available() is False)"]
     assert steps == ["CPU op call per family", "worker wake-up", "interpreter lock"]
-    assert cal.platform.device("gpu") == Platform.preset("h100-server").device("gpu")
     assert set(cal.measured["cpu"]["op_call_s"]) == set(FAMILIES)
-    assert cal.platform.device("cpu").dispatch_s > 0
+    assert cal.platform.device("cpu0").dispatch_s > 0
+
+
+def test_calibrating_a_gpu_platform_without_its_gpu_is_refused(tmp_path, monkeypatch, capsys):
+    """This machine's CPU costs never land in a GPU machine's file unasked."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(PlatformError, match=r"platform 'h100-server' has GPU device\(s\) \['gpu'\], but this "
+                                            r"machine cannot measure a GPU \(no CUDA GPU on this machine"):
+        calibrate("h100-server", out=tmp_path / "c", calls=5, repeats=1, progress=False)
+    assert not (tmp_path / "c").exists()
+    assert main(["calibrate", "--platform", "h100-server", "--out", str(tmp_path / "c")]) == 2
+    assert "platform 'h100-server' has GPU device(s) ['gpu']" in capsys.readouterr().err
+    # asked for no GPU: the CPU parts only, the GPU devices as they were, and a note
+    cal = calibrate("h100-server", out=None, gpu=None, calls=5, repeats=1, progress=False)
+    assert cal.notes == ["GPU parts skipped: no GPU asked for"]
+    assert cal.platform.device("gpu") == Platform.preset("h100-server").device("gpu")
 
 
 def test_check_calibration_names_machine_and_date():

@@ -6,7 +6,10 @@ events, copies), without a GPU: the CUDA calls go to a fake device that runs the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -138,10 +141,15 @@ class FakeGraph:
 
 
 class FakeCuda:
-    """The executor's CUDA device on CPU tensors; every call is logged."""
+    """The executor's CUDA device on CPU tensors; every call is logged. As on a GPU, a
+    call from another thread while a capture is in progress breaks the capture (a
+    capture lasts ``capture_s`` seconds of wall time, so that a worker's call overlaps it
+    if the executor lets one run)."""
 
-    def __init__(self, fail_in: str | None = None) -> None:
+    def __init__(self, fail_in: str | None = None, capture_s: float = 0.0) -> None:
         self.log: list[tuple] = []
+        self.capture_s = capture_s
+        self.capture_thread: int | None = None
         self.streams: list[FakeStream] = []
         self.events: list[FakeEvent] = []
         self.graphs: list[FakeGraph] = []
@@ -152,6 +160,11 @@ class FakeCuda:
         #: "wait_host", "synchronize" or "replay": where a CUDA error surfaces
         self.fail_at: str | None = None
 
+    def _check_capture(self, call: str) -> None:
+        if self.capture_thread is not None and self.capture_thread != threading.get_ident():
+            raise RuntimeError(f"CUDA error: operation not permitted when stream is capturing ({call} from "
+                               "another thread during a capture)")
+
     def stream(self, index: int) -> FakeStream:
         self.streams.append(FakeStream(f"s{len(self.streams)}"))
         return self.streams[-1]
@@ -161,9 +174,11 @@ class FakeCuda:
         return self.events[-1]
 
     def record(self, event: FakeEvent, stream: FakeStream) -> None:
+        self._check_capture("record")
         self.log.append(("record", event.id, stream.name))
 
     def wait(self, stream: FakeStream, event: FakeEvent) -> None:
+        self._check_capture("wait")
         self.log.append(("wait", stream.name, event.id))
 
     def wait_host(self, event: FakeEvent) -> None:
@@ -175,34 +190,45 @@ class FakeCuda:
         return (end.id - start.id) * 1e-6
 
     def empty(self, like: Any, device: str) -> Any:
+        self._check_capture("empty")
         return torch.empty_like(like)
 
     def pinned(self, like: Any) -> Any:
+        self._check_capture("pinned")
         t = torch.empty_like(like)
         self.pinned_ids.add(id(t))
         return t
 
     def copy(self, dst: Any, src: Any, stream: FakeStream) -> None:
+        self._check_capture("copy")
         self.log.append(("copy", "pinned" if id(src) in self.pinned_ids else "device",
                          "pinned" if id(dst) in self.pinned_ids else "device", stream.name))
         dst.copy_(src)
 
+    def busy(self, stream: FakeStream, seconds: float) -> None:
+        self._check_capture("busy")
+        self.log.append(("busy", stream.name))
+
     def capture(self, body: Any, stream: FakeStream) -> tuple[FakeGraph, dict]:
+        self._check_capture("capture")  # entering a capture synchronises the device
         self.log.append(("warmup", stream.name))
         body()
         gid = len(self.graphs)
         self.capturing = gid
         self.captured[gid] = []
+        self.capture_thread = threading.get_ident()
         try:
             outs = body()
+            time.sleep(self.capture_s)
         finally:
-            self.capturing = None
+            self.capturing = self.capture_thread = None
         self.graphs.append(FakeGraph(gid, body, outs))
         self.log.append(("capture", gid, stream.name))
         return self.graphs[-1], outs
 
     def replay(self, graph: FakeGraph, stream: FakeStream) -> None:
         """Run the body again and write its outputs into the captured ones, as a replay does."""
+        self._check_capture("replay")
         if self.fail_at == "replay":
             raise RuntimeError("CUDA error: an illegal instruction was encountered")
         graph.replays += 1
@@ -212,6 +238,7 @@ class FakeCuda:
                 static.copy_(value)
 
     def synchronize(self, index: int) -> None:
+        self._check_capture("synchronize")
         self.log.append(("sync", index))
         if self.fail_at == "synchronize":
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
@@ -320,6 +347,22 @@ def test_events_copies_and_waits_of_a_timed_run(fake_gpu):
         assert ex.engine.idle_spin_s == 0.0  # CPU workers block at once when a GPU takes part
 
 
+def test_captures_on_a_two_stream_gpu_never_overlap_another_threads_cuda_work(fake_gpu):
+    """Two GPU segments ready together on a GPU with two streams: captured one at a
+    time during set-up, before the workers start, so no capture overlaps a worker's
+    CUDA call (captured by the workers, each capture would break the other's)."""
+    fake_gpu.capture_s = 0.05
+    g, wiring = _graph({"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"], "e": ["d"]})
+    two = BOX.replace(devices=tuple(dataclasses.replace(d, streams=2) if d.kind == "gpu" else d
+                                    for d in BOX.devices))
+    plan = Plan({"a": "cpu", "b": "gpu", "c": "gpu", "d": "cpu", "e": "gpu"}, meta={"scheduler": "fork"})
+    checked = CheckedPlan(two, {"cpu": CPU, "gpu": GPU}, plan_devices(plan, two), "graph")
+    with Execution(g, plan, two, wiring, checked=checked, cuda_device=fake_gpu, pin_threads=False) as ex:
+        ex.run(3)
+        assert ex.check_result["node_error"] <= 1.0
+        assert sorted(map(tuple, fake_gpu.captured.values())) == [("b",), ("c",), ("e",)]
+
+
 def test_several_requests_capture_a_graph_each(fake_gpu):
     g, wiring = _graph(CHAIN)
     plan = Plan(MIXED.placement, microbatches=2)
@@ -385,6 +428,11 @@ def test_eager_launch_and_a_traced_run(fake_gpu, tmp_path):
                         cuda_device=fake_gpu, pin_threads=False)
     assert fake_gpu.graphs == [] and res.launch == "eager" and res.notes == []
     assert sorted(r["name"] for r in res.records if r["kind"] == "dispatch") == ["a", "b", "c", "d"]
+    # each GPU op of the traced run is launched behind a spin, before its start event
+    log = fake_gpu.log
+    starts = [i for i, x in enumerate(log) if x[0] == "record" and fake_gpu.events[x[1]].timing
+              and log[i - 1][0] == "busy"]
+    assert len([x for x in log if x[0] == "busy"]) == len(starts) == 3
     timing = [e for e in fake_gpu.events if e.timing]
     assert timing and min(e.id for e in timing) > max(e.id for e in fake_gpu.events if not e.timing)
     ops = {r["node"]: r for r in res.trace if r["kind"] == "op"}
@@ -412,15 +460,14 @@ def test_a_traced_run_of_a_graph_plan_launches_eagerly(fake_gpu):
 
 
 def test_a_cuda_error_in_a_captured_segment_names_the_plan_and_its_first_node(fake_gpu):
+    """Segments are captured during set-up: the execution is never built."""
     g, wiring = _graph(CHAIN)
     fake_gpu.fail_in = "d"
-    ex = _execution(g, wiring, MIXED, fake_gpu)
     with pytest.raises(ExecutionError, match=r"plan 'mixed': the CUDA graph of the segment from node 'd' "
                                              r"\(1 ops\) on 'gpu': capture failed: RuntimeError: CUDA error: an illegal memory access "
                                              r"was encountered \(an op that waits for the host cannot be captured: "
                                              r"run this plan with launch 'eager'\)"):
-        ex.run(1)
-    assert ex.engine is None  # closed
+        _execution(g, wiring, MIXED, fake_gpu)
     # another execution of the same process is unaffected
     fake_gpu.fail_in = None
     with _execution(g, wiring, MIXED, fake_gpu) as other:

@@ -349,3 +349,17 @@ def test_gpu_validation_dry_run_writes_its_results_folder(tmp_path, capsys):
     assert bench.read_csv(out / "parts.csv") == [
         {"part": "replay", "status": "skipped", "seconds": "0.0", "note": "the overall budget was spent"}]
     assert bench.read_csv(out / "replay.csv") == [replay]
+
+
+def test_host_costs_run_from_a_pick_to_the_workers_next_pick():
+    """An eager run's host cost per GPU op: its worker's pick to its next pick (the
+    bookkeeping between launches included), the last op to its launch's return."""
+    from hetsim.runtime.validation.context_profile import host_costs
+
+    def rec(node, stream, start, end):
+        return {"kind": "dispatch", "node": node, "stream": stream, "start": start, "end": end}
+
+    records = [rec("b", 0, 30e-6, 52e-6), rec("a", 0, 0.0, 21e-6), rec("c", 0, 61e-6, 80e-6),
+               rec("x", 1, 5e-6, 9e-6), {"kind": "op", "node": "a", "stream": 0, "start": 0.0, "end": 1.0}]
+    got = host_costs(records)
+    assert got == pytest.approx({"a": 30e-6, "b": 31e-6, "c": 19e-6, "x": 4e-6})

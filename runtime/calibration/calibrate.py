@@ -108,9 +108,11 @@ def calibrate(
         ``out/calibration``; None: write nothing).
     gpu
         CUDA GPU index whose host costs are measured (or a
-        :class:`~runtime.calibration.cuda_bench.CudaDevice`); None, or a machine
-        without CUDA: the GPU parts are skipped with a note, and the platform's GPU
-        devices keep their values.
+        :class:`~runtime.calibration.cuda_bench.CudaDevice`); None: the GPU parts are
+        skipped with a note, and the platform's GPU devices keep their values. A
+        platform with GPUs on a machine that cannot measure that GPU (no CUDA, or no
+        such index) is refused (:class:`~sim.platform.PlatformError`): the host costs
+        measured here would describe this machine, not that platform's.
     launch
         The GPU devices' ``launch`` mode where the platform does not state one.
     calls, repeats
@@ -138,6 +140,12 @@ def calibrate(
         notes.append("GPU parts skipped: no GPU asked for")
     elif isinstance(gpu, int):
         dev, why = cuda_device(gpu)
+        gpus = [d.name for d in base.devices if d.kind == "gpu"]
+        if dev is None and gpus:  # this machine's CPU costs would land in a GPU machine's file
+            raise PlatformError(
+                f"calibrate: platform {base.name!r} has GPU device(s) {gpus}, but this machine cannot measure a GPU "
+                f"({why}); its host costs would describe this machine, not that platform's: calibrate on the "
+                "machine with the GPU, or a platform without GPUs here")
         if dev is None:
             notes.append(f"GPU parts skipped: {why}")
     else:

@@ -4,10 +4,13 @@
   work of its ready heap there (kernels are asynchronous: work counts as done for
   the scheduler once launched, with an event after it that consumers wait on).
 * ``launch="graph"`` (static plans, torch backend): the heap holds the device's
-  segments (:mod:`runtime.executor.segments`); the first time a segment runs for a
-  request it is warmed up and captured as a CUDA graph reading its inputs from
-  fixed buffers (copy destinations, other segments' outputs), and every run
-  replays it: one launch per segment. ``launch="eager"``: one launch per op (TVM
+  segments (:mod:`runtime.executor.segments`). Every segment of every request is
+  warmed up and captured as a CUDA graph during set-up, one at a time, in the main
+  thread, before any worker thread exists
+  (:meth:`~runtime.executor.run.Engine.capture_segments`): a capture never overlaps
+  another thread's CUDA work. Each graph reads its inputs from fixed buffers (copy
+  destinations, other segments' outputs), and every run replays it: one launch per
+  segment, on whichever stream of its GPU takes it. ``launch="eager"``: one launch per op (TVM
   kernels on the same stream through ``tvm_ffi.use_torch_stream``).
 * Dependencies between streams stay on the GPU: the consumer's stream waits on
   the producer's event. A CPU consumer of a GPU tensor blocks on the event of its
@@ -23,8 +26,11 @@
   a run referenced until the run ends (no cross-stream reuse by the caching
   allocator mid-run, and no reuse of a node's output inside a captured graph).
 * Timed runs record no timing event. A traced run (``trace=True``) launches every
-  op eagerly between two timing events, and times the copies likewise, placed on
-  the host clock through an anchor event recorded when the run starts.
+  op eagerly between two timing events, each op behind a short GPU spin
+  (:data:`TRACE_LEAD_S`) so that its events time the kernels, not the launch, and
+  times the copies likewise, placed on the host clock through an anchor event
+  recorded when the run starts. Its dispatch records (worker pick to launch
+  returned) are the host's cost of each op, the executor's bookkeeping included.
 
 Every CUDA call goes through a :class:`~runtime.executor.device.CudaDevice`
 (:class:`~runtime.executor.device.TorchCuda` unless one is given). This path needs
@@ -33,10 +39,7 @@ a CUDA GPU, or such a device; the executor builds it only when a plan uses a GPU
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
-from heapq import heappop
 from typing import TYPE_CHECKING, Any
 
 from hetsim.runtime.executor.setup import ExecutionError
@@ -46,7 +49,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.executor.run import Engine, RequestState
     from hetsim.runtime.executor.segments import SegmentRun
 
-__all__ = ["Captured", "CudaRuntime"]
+__all__ = ["TRACE_LEAD_S", "Captured", "CudaRuntime"]
+
+#: Seconds of GPU spin queued ahead of each op of a traced run, before its start event:
+#: longer than the host's launch of one op (20-55 us per op in eager PyTorch on an H200,
+#: the executor's bookkeeping included), so that the op's events time its kernels alone,
+#: not the launch that an idle GPU would wait for.
+TRACE_LEAD_S = 200e-6
 
 
 @dataclass
@@ -92,6 +101,8 @@ class CudaRuntime:
         self.tracing = False
         #: platform device -> the name of its last launch (an op, or ``graph first..last``)
         self.last_launch: dict[str, str] = {}
+        #: whether a segment may still be captured (set-up, before the workers start)
+        self.capturing = True
 
     # --------------------------------------------------------------- lifecycle
     def start(self, engine: Engine) -> None:
@@ -123,7 +134,7 @@ class CudaRuntime:
             ev = self._event(("anchor", m), timing=True)
             with self.dev.using(self.index[m], stream):
                 self.dev.record(ev, stream)
-            self.anchor[m] = (time.perf_counter(), ev)
+            self.anchor[m] = (engine.clock(), ev)
 
     def end(self, engine: Engine) -> None:
         """Wait for every GPU (all work of the run done)."""
@@ -144,7 +155,8 @@ class CudaRuntime:
 
     # ------------------------------------------------------------------ worker
     def worker(self, engine: Engine, d: int, s: int) -> None:
-        """Launch the ready work of GPU device ``d`` on its stream ``s``, forever."""
+        """Launch the ready work of GPU device ``d`` on its stream ``s``, forever
+        (:meth:`runtime.executor.run.Engine.serve` with :meth:`segment_item`)."""
         spec = engine.specs[d]
         stream = self.compute[(d, s)]
         try:
@@ -157,55 +169,36 @@ class CudaRuntime:
                     import tvm_ffi
 
                     with tvm_ffi.use_torch_stream():
-                        self._loop(engine, d, s, stream)
+                        engine.serve(d, s, self.segment_item(engine, d, s, current=True))
                 else:
-                    self._loop(engine, d, s, stream)
+                    engine.serve(d, s, self.segment_item(engine, d, s, current=True))
         except BaseException as e:  # noqa: BLE001 - reported to the main thread
             engine.fail(e, f"GPU worker {engine.dev_names[d]!r}")
 
-    def _loop(self, engine: Engine, d: int, s: int, stream: Any) -> None:
-        lock, heap, idle = engine.lock, engine.heaps[d], engine.idle[d]
-        wake = threading.Lock()
-        wake.acquire()
+    def segment_item(self, engine: Engine, d: int, s: int, *, current: bool = False) -> Any:
+        """How GPU device ``d``'s stream ``s`` runs op ``u`` of a request: the launch of
+        its segment (``launch="graph"``, ``u`` its head; captured first if it never ran
+        for that request) or of the op alone. ``current``: the stream is already the
+        calling thread's current one (a worker's); else each launch makes it so."""
+        stream = self.compute[(d, s)]
         mine = engine.dmem[d]
         calls = engine.calls[mine]
-        order, n, reqs = engine.order, engine.n, engine.reqs
-        pc = time.perf_counter
-        while True:
-            lock.acquire()
-            if not heap:
-                idle.append(wake)
-                lock.release()
-                wake.acquire()
-                continue
-            key = heappop(heap)
-            if key < 0:
-                lock.release()
-                return
-            r, rk = divmod(key, n)
-            u = order[rk]
-            if engine.dynamic:
-                t = engine.price(u, d)
-                engine.queued[d] -= t
-                engine.stream_end[d][s] = pc() - engine.t0 + t
-            st = reqs[r]
-            lock.release()
+        index = engine.specs[d].index
+
+        def run(st: RequestState, u: int, d: int, s: int) -> tuple[int, ...] | None:
             seg = engine.segment_at[u] if engine.segmented else None
             if seg is not None:
-                members = self._launch_segment(engine, st, seg, d, s, stream, calls, mine)
-                if members is None:
-                    return
-            else:
-                if not self._launch_op(engine, st, u, d, s, stream, calls, mine):
-                    return
-                members = (u,)
-            lock.acquire()
-            jobs: list = []
-            for v in members:
-                jobs += engine.finish(st, v, mine)
-            lock.release()
-            if jobs:
-                engine.run_jobs(st, jobs)
+                return self._launch_segment(engine, st, seg, d, s, stream, calls, mine)
+            return (u,) if self._launch_op(engine, st, u, d, s, stream, calls, mine) else None
+
+        if current:
+            return run
+
+        def run_here(st: RequestState, u: int, d: int, s: int) -> tuple[int, ...] | None:
+            with self.dev.using(index, stream):
+                return run(st, u, d, s)
+
+        return run_here
 
     def _inputs(self, st: RequestState, reads: Any, stream: Any, mine: int) -> list[Any]:
         """The values of ``(producer, output)`` pairs in memory ``mine``; ``stream``
@@ -224,7 +217,7 @@ class CudaRuntime:
     def _launch_op(self, engine: Engine, st: RequestState, u: int, d: int, s: int, stream: Any,
                    calls: list[Any], mine: int) -> bool:
         """Launch op ``u`` eagerly (between two timing events in a traced run)."""
-        t_pick = time.perf_counter()
+        t_pick = engine.clock()
         call = calls[u]
         args = call.tmpl.copy()
         r, dev = st.r, self.dev
@@ -236,9 +229,10 @@ class CudaRuntime:
             if ev is not None and ev[1] is not stream:
                 dev.wait(stream, ev[0])
         e0 = e1 = None
-        if self.tracing:
+        if self.tracing:  # the op's device time: launched while a spin holds the stream
             e0 = self._event(("op0", r, u, d), timing=True)
             e1 = self._event(("op1", r, u, d), timing=True)
+            dev.busy(stream, TRACE_LEAD_S)
             dev.record(e0, stream)
         try:
             out = call(args, r)
@@ -249,7 +243,7 @@ class CudaRuntime:
             e1 = self._event(("op", r, u, d))
         if e1 is not None:
             dev.record(e1, stream)
-        t_enq = time.perf_counter()
+        t_enq = engine.clock()
         self.last_launch[engine.dev_names[d]] = engine.names[u]
         st.vals[u] = out
         st.evs[u] = (e1, stream) if e1 is not None else None
@@ -263,7 +257,7 @@ class CudaRuntime:
                         stream: Any, calls: list[Any], mine: int) -> tuple[int, ...] | None:
         """Replay segment ``seg`` for request ``st`` (captured first if it never ran
         for it); its members, or None after a failure (reported to the main thread)."""
-        t_pick = time.perf_counter()
+        t_pick = engine.clock()
         r = st.r
         where = (f"plan {engine.plan_name!r}: the CUDA graph of the segment from node {seg.first!r} "
                  f"({len(seg.members)} ops) on {engine.dev_names[d]!r}")
@@ -271,6 +265,8 @@ class CudaRuntime:
             inputs = self._inputs(st, seg.reads, stream, mine)
             cap = self.graphs.get((seg.id, r))
             if cap is None:
+                if not self.capturing:
+                    raise ExecutionError("not captured during set-up (a capture while workers run could collide)")
                 try:
                     cap = self._capture(seg, calls, inputs, r, stream)
                 except Exception as e:
@@ -288,7 +284,7 @@ class CudaRuntime:
         except BaseException as e:  # noqa: BLE001 - reported to the main thread
             engine.fail(e, where)
             return None
-        t_enq = time.perf_counter()
+        t_enq = engine.clock()
         self.last_launch[engine.dev_names[d]] = seg.name
         evs, vals, outs = st.evs, st.vals, cap.outs
         done = (ev, stream)

@@ -30,6 +30,7 @@ class CudaDevice(Protocol):
     def empty(self, like: Any, device: str) -> Any: ...
     def pinned(self, like: Any) -> Any: ...
     def copy(self, dst: Any, src: Any, stream: Any) -> None: ...
+    def busy(self, stream: Any, seconds: float) -> None: ...
     def capture(self, body: Callable[[], Any], stream: Any) -> tuple[Any, Any]: ...
     def replay(self, graph: Any, stream: Any) -> None: ...
     def synchronize(self, index: int) -> None: ...
@@ -43,6 +44,9 @@ class TorchCuda:
         import torch
 
         self.torch = torch
+        #: GPU -> the stream captured bodies are warmed up on (made once)
+        self.side: dict[Any, Any] = {}
+        self.spin: Any = None
 
     def stream(self, index: int) -> Any:
         """A new CUDA stream on GPU ``index``."""
@@ -82,20 +86,44 @@ class TorchCuda:
         with self.torch.cuda.stream(stream):
             dst.copy_(src, non_blocking=True)
 
+    def busy(self, stream: Any, seconds: float) -> None:
+        """Keep ``stream`` busy for about ``seconds`` (a spin kernel), so that what the
+        host enqueues behind it meanwhile starts when the spin ends, not when the host
+        has launched it."""
+        if self.spin is None:
+            from hetsim.runtime.stream_timer import BusyWait
+
+            self.spin = BusyWait(self.torch.cuda)
+        with self.torch.cuda.stream(stream):
+            self.spin(seconds)
+
     def capture(self, body: Callable[[], Any], stream: Any) -> tuple[Any, Any]:
-        """Warm ``body`` up on a side stream (as torch requires before a capture),
-        then capture it as a CUDA graph on ``stream``; the graph and what the captured
+        """Warm ``body`` up on this GPU's side stream (as torch requires before a
+        capture: cuBLAS handles, cuDNN plans and workspaces are made outside it), then
+        capture it as a CUDA graph on ``stream``; the graph and what the captured
         ``body`` returned (its static outputs, rewritten in place by each replay).
-        The capture is thread-local: other threads' CUDA calls go on meanwhile."""
+
+        The caller captures one segment at a time with no other thread doing CUDA work
+        (entering a capture synchronises the device and empties the caching allocator).
+        The side stream is made once per GPU and kept (``torch.cuda.Stream`` hands out
+        streams round-robin from a fixed pool, so making one per capture aliases them).
+        cuBLAS keeps a workspace per handle and stream: the workspaces are dropped
+        before the capture, so that the graph allocates its own from its private pool,
+        and after it, so that no later work, eager or captured, shares that one; two
+        graphs replayed at once on two streams never share a workspace."""
         torch = self.torch
-        side = torch.cuda.Stream(device=stream.device)
+        side = self.side.get(stream.device)
+        if side is None:
+            side = self.side[stream.device] = torch.cuda.Stream(device=stream.device)
         side.wait_stream(stream)
         with torch.cuda.stream(side):
             body()
         stream.wait_stream(side)
         graph = torch.cuda.CUDAGraph()
+        torch._C._cuda_clearCublasWorkspaces()
         with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
             out = body()
+        torch._C._cuda_clearCublasWorkspaces()
         return graph, out
 
     def replay(self, graph: Any, stream: Any) -> None:

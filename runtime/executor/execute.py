@@ -260,8 +260,10 @@ class Execution:
         events, copies timed): the records of profiling and calibration
         executions, which measure per-op and per-copy times, not makespans.
 
-    With ``launch="graph"``, the first :meth:`run` is preceded by a run of its own
-    that captures every segment (counted neither as warm-up nor as timed).
+    With ``launch="graph"``, set-up ends with a run of its own in the calling thread,
+    before the worker threads start, that captures every segment, one at a time
+    (:meth:`~runtime.executor.run.Engine.capture_segments`; counted neither as warm-up
+    nor as timed).
     """
 
     def __init__(
@@ -314,7 +316,6 @@ class Execution:
         self.gpu_devices = [d for d in active if specs[d].kind == "gpu"]
         self.traced = traced
         self.launch = "eager" if traced and checked.launch else checked.launch
-        self.captured = self.launch != "graph"
         self.notes: list[str] = []
         if self.gpu and not traced:
             self.notes.append(UNTRACED)
@@ -354,6 +355,10 @@ class Execution:
             self.engine.start()
         except BaseException as e:
             self.close()
+            from hetsim.runtime.executor.run import Failure
+
+            if isinstance(e, Failure):  # capturing the segments failed
+                raise translate_error(e.exc, e.where, graph, platform, plan, cost) from e.exc
             if is_oom(e) and not isinstance(e, ExecutionError | BackendError):
                 raise translate_error(e, "setup", graph, platform, plan, cost) from e
             raise
@@ -366,9 +371,6 @@ class Execution:
         The first run is checked against the references."""
         out = []
         with self._closed_on_failure() as engine:
-            if not self.captured:  # a run of its own captures the segments
-                engine.run_once(self.timeout_s)
-                self.captured = True
             for _ in range(n):
                 first = self.warmup + len(self.makespans) == 0
                 span = engine.run_once(self.timeout_s, keep=self.check and first, trace=self.traced)

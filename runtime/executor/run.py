@@ -124,6 +124,8 @@ class Engine:
         self.graph, self.platform, self.plan, self.backend = graph, platform, plan, backend
         self.cost = CachedCost(cost)
         self.cuda = cuda
+        #: the run's clock: the CUDA device's when it keeps one (a virtual-time device), else the host's
+        self.clock = (getattr(cuda.dev, "clock", None) if cuda is not None else None) or time.perf_counter
         self.active = set(active)
         self.n_req = requests
         topo = graph.topological_order()
@@ -248,7 +250,12 @@ class Engine:
 
     # ----------------------------------------------------------------- threads
     def start(self) -> None:
-        """Start one worker thread per device stream (and the CUDA helpers)."""
+        """Create the CUDA streams, capture every GPU segment (:meth:`capture_segments`),
+        then start one worker thread per device stream."""
+        if self.cuda is not None:
+            self.cuda.start(self)
+        if self.segment_tables is not None:
+            self.capture_segments()
         for d, streams in enumerate(self.streams):
             if self.dev_names[d] not in self.active:
                 continue
@@ -260,10 +267,40 @@ class Engine:
                     target, args = self._cpu_worker, (d, s)
                 t = threading.Thread(target=target, args=args, name=f"hetsim-{self.dev_names[d]}-{s}", daemon=True)
                 self.threads.append(t)
-        if self.cuda is not None:
-            self.cuda.start(self)
         for t in self.threads:
             t.start()
+
+    def capture_segments(self) -> None:
+        """Capture every GPU segment of every request, one at a time, in this thread,
+        before any worker thread exists: one run of the plan in launch order, each ready
+        op or segment in turn (the lowest key of any device first), its copies waited
+        for, every GPU synchronised at the end. A capture then never overlaps another
+        thread's CUDA work (a device synchronisation or an allocator flush from another
+        thread invalidates a capture in progress; CUDA_NOTES in the GPU guide)."""
+        self.begin_run(keep=False, trace=False)
+        items = [None if self.dev_names[d] not in self.active else
+                 (self.cuda.segment_item(self, d, 0) if spec.kind == "gpu" else self.cpu_item(d))
+                 for d, spec in enumerate(self.specs)]
+        heaps, order, n = self.heaps, self.order, self.n
+        while self.left and self.error is None:
+            ready = [(heap[0], d) for d, heap in enumerate(heaps) if heap]
+            if not ready:
+                raise ExecutionError(f"plan {self.plan_name!r}: the capture run stopped with nothing ready")
+            _, d = min(ready)
+            key = heappop(heaps[d])
+            r, rk = divmod(key, n)
+            st = self.reqs[r]
+            self.backend.configure(self.specs[d])
+            members = items[d](st, order[rk], d, 0)
+            if members is None:
+                break
+            self.complete(st, members, d, 0)
+        if self.error is not None:
+            exc, where = self.error
+            self.error = None
+            raise Failure(exc, where)
+        self.cuda.end(self)
+        self.cuda.capturing = False
 
     def stop(self) -> None:
         """Stop the workers (each pops a sentinel, lowest key first)."""
@@ -298,18 +335,21 @@ class Engine:
         except BaseException as e:  # noqa: BLE001 - reported to the main thread
             self.fail(e, f"configuring {self.specs[d].name}")
             return
+        self.serve(d, s, self.cpu_item(d), spin=self.spin_s if cores and self.cuda is None else 0.0)
+
+    def serve(self, d: int, s: int, item: Any, *, spin: float = 0.0) -> None:
+        """The loop of the worker of device ``d``'s stream ``s``, CPU and GPU alike: take
+        the lowest ready key of the device's heap (blocking while it is empty, after
+        polling it ``spin`` seconds), run it with ``item(state, op, d, s)`` (the ops it
+        completes, or None after a failure, which ends the worker), then
+        :meth:`complete` them; a negative key stops the worker."""
         lock, heap, idle = self.lock, self.heaps[d], self.idle[d]
         wake = threading.Lock()
         wake.acquire()
-        mine = self.dmem[d]
-        calls = self.calls[mine]
         order, n, reqs = self.order, self.n, self.reqs
-        pc = time.perf_counter
-        recs = self.op_recs
+        pc = self.clock
         dyn = self.dynamic
-        finish, run_jobs = self.finish, self.run_jobs
-        spin = self.spin_s if cores and self.cuda is None else 0.0
-        wait_host = self.cuda.dev.wait_host if self.cuda is not None else None
+        complete = self.complete
         sleep = time.sleep
         while True:
             if spin and not heap and self.left:  # spin-then-block: waking an idle core costs tens of us
@@ -334,6 +374,33 @@ class Engine:
                 self.stream_end[d][s] = pc() - self.t0 + t
             st = reqs[r]
             lock.release()
+            members = item(st, u, d, s)
+            if members is None:
+                return
+            complete(st, members, d, s)
+
+    def complete(self, st: RequestState, members: Sequence[int], d: int, s: int) -> None:
+        """``members`` ran on device ``d``'s stream ``s`` (a CPU op has returned; GPU work
+        is launched): their consumers are one input closer, and the copies that makes
+        necessary start (outside the lock)."""
+        mine = self.dmem[d]
+        with self.lock:
+            if self.dynamic and self.specs[d].kind != "gpu":  # the stream is free from now on
+                self.stream_end[d][s] = self.clock() - self.t0
+            jobs: list = []
+            for v in members:
+                jobs += self.finish(st, v, mine)
+        if jobs:
+            self.run_jobs(st, jobs)
+
+    def cpu_item(self, d: int) -> Any:
+        """How a worker of CPU device ``d`` runs op ``u`` of a request: it waits (on the
+        host) for the copies of its inputs from a GPU, then calls the kernel."""
+        mine = self.dmem[d]
+        calls, recs, pc = self.calls[mine], self.op_recs, self.clock
+        wait_host = self.cuda.dev.wait_host if self.cuda is not None else None
+
+        def run(st: RequestState, u: int, d: int, s: int) -> tuple[int] | None:
             t_pick = pc()
             call = calls[u]
             args = call.tmpl.copy()
@@ -348,23 +415,19 @@ class Engine:
                             wait_host(ev[0])
                         except BaseException as e:  # noqa: BLE001 - a CUDA error surfaces here
                             self.fail(e, f"{self.cuda.describe(self)}, waited on by node {self.names[u]!r}")
-                            return
+                            return None
             t_call = pc()
             try:
-                out = call(args, r)
+                out = call(args, st.r)
             except BaseException as e:  # noqa: BLE001 - reported to the main thread
                 self.fail(e, f"node {self.names[u]!r} on {self.dev_names[d]!r}")
-                return
+                return None
             t_ret = pc()
             vals[u] = out
-            recs.append((u, r, d, s, t_pick, t_call, t_ret))
-            lock.acquire()
-            if dyn:  # the stream is free from now on, not from when u was predicted to end
-                self.stream_end[d][s] = t_ret - self.t0
-            jobs = finish(st, u, mine)
-            lock.release()
-            if jobs:
-                run_jobs(st, jobs)
+            recs.append((u, st.r, d, s, t_pick, t_call, t_ret))
+            return (u,)
+
+        return run
 
     # ---------------------------------------------------------- bookkeeping
     # (all of these run with self.lock held)
@@ -427,7 +490,7 @@ class Engine:
         return jobs
 
     def _place(self, st: RequestState, v: int, jobs: list) -> None:
-        t_start = time.perf_counter()
+        t_start = self.clock()
         self.view.state = st
         d = policy_select(self.policy, self.names[v], self.view, self.dev_index, self.dev_names, ExecutionError)
         st.loc[v] = d
@@ -442,7 +505,7 @@ class Engine:
         st.pending[v] = c
         if c == 0:
             self._ready(st, v)
-        self.decision_times.append(time.perf_counter() - t_start)
+        self.decision_times.append(self.clock() - t_start)
 
     def arrive(self, st: RequestState, key: tuple[int, int, int], value: Any, event: Any) -> None:
         """A copy has reached its memory (lock held)."""
@@ -461,7 +524,7 @@ class Engine:
                 self._ready(st, v)
 
     def _complete(self, st: RequestState) -> None:
-        st.end = time.perf_counter()
+        st.end = self.clock()
         self.left -= 1
         if self.left == 0:
             self.t_end = st.end
@@ -491,13 +554,10 @@ class Engine:
         st.end = math.nan
         return st
 
-    def run_once(self, timeout_s: float | None = None, *, keep: bool = False, trace: bool = False) -> float:
-        """One run of every request; returns the makespan in seconds.
-
-        ``keep``: keep every node's outputs until the run ends (to check them), even
-        where they would be dropped after their last reader. ``trace``: launch every
-        GPU op eagerly between two CUDA timing events (and time the copies), for
-        per-op device times; a run without it records no timing event."""
+    def begin_run(self, *, keep: bool, trace: bool) -> None:
+        """Reset the run state and make the first ops of every request ready (their
+        inputs' copies started): what :meth:`run_once` and :meth:`capture_segments`
+        start with."""
         self.free_early = not keep and len(self.mem_names) == 1 and self.cuda is None
         self.segmented = self.segment_tables is not None and not trace
         self.reads, self.succs, self.npred = self.segment_tables if self.segmented else self.node_tables
@@ -511,33 +571,42 @@ class Engine:
         self.left = self.n_req
         self.done.acquire(blocking=False)
         n = self.n
+        if self.cuda is not None:
+            self.cuda.begin(self, trace=trace)
+        self.t0 = self.clock()
+        started: list[tuple[RequestState, list]] = []
+        with self.lock:
+            for st in self.reqs:
+                jobs: list = []
+                for j, value in enumerate(self.input_values):
+                    st.vals[n + j] = (value,)
+                    jobs += self._finish_input(st, n + j)
+                for v in range(n):
+                    if self.npred[v] == 0:
+                        if self.static[v]:
+                            self._ready(st, v)
+                        else:
+                            self._place(st, v, jobs)
+                if n == 0:
+                    self._complete(st)
+                if jobs:
+                    started.append((st, jobs))
+        for st, jobs in started:
+            self.run_jobs(st, jobs)
+
+    def run_once(self, timeout_s: float | None = None, *, keep: bool = False, trace: bool = False) -> float:
+        """One run of every request; returns the makespan in seconds.
+
+        ``keep``: keep every node's outputs until the run ends (to check them), even
+        where they would be dropped after their last reader. ``trace``: launch every
+        GPU op eagerly between two CUDA timing events (and time the copies), for
+        per-op device times; a run without it records no timing event."""
         switch = sys.getswitchinterval()
         sys.setswitchinterval(1e-4)  # hand the GIL over quickly to a worker that waits
         gc_was = gc.isenabled()
         gc.disable()
         try:
-            if self.cuda is not None:
-                self.cuda.begin(self, trace=trace)
-            self.t0 = time.perf_counter()
-            started: list[tuple[RequestState, list]] = []
-            with self.lock:
-                for st in self.reqs:
-                    jobs: list = []
-                    for j, value in enumerate(self.input_values):
-                        st.vals[n + j] = (value,)
-                        jobs += self._finish_input(st, n + j)
-                    for v in range(n):
-                        if self.npred[v] == 0:
-                            if self.static[v]:
-                                self._ready(st, v)
-                            else:
-                                self._place(st, v, jobs)
-                    if n == 0:
-                        self._complete(st)
-                    if jobs:
-                        started.append((st, jobs))
-            for st, jobs in started:
-                self.run_jobs(st, jobs)
+            self.begin_run(keep=keep, trace=trace)
             if not self.done.acquire(timeout=timeout_s if timeout_s is not None else -1):
                 raise ExecutionError(f"a run did not finish within {timeout_s} s (deadlock?)")
             if self.error is not None:
@@ -548,7 +617,7 @@ class Engine:
                     if self.output_events:  # the host waits for the graph outputs' copies
                         for ev in self.output_events:
                             self.cuda.dev.wait_host(ev)
-                        self.t_end = max(self.t_end, time.perf_counter())
+                        self.t_end = max(self.t_end, self.clock())
                     self.cuda.end(self)
                 except Exception as e:  # a CUDA error of work launched earlier surfaces here
                     raise Failure(e, self.cuda.describe(self)) from e

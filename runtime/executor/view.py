@@ -9,7 +9,6 @@ direction(s) a copy uses the way the simulator does.
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -78,14 +77,14 @@ class RunView:
 
     @property
     def now(self) -> float:
-        return time.perf_counter() - self._e.t0
+        return self._e.clock() - self._e.t0
 
     def device_free_at(self, device: str) -> float:
         e = self._e
         d = e.dev_index.get(device)
         if d is None:
             raise ExecutionError(f"device_free_at: unknown device {device!r}")
-        now = time.perf_counter() - e.t0
+        now = e.clock() - e.t0
         ends = e.stream_end[d]
         if len(ends) == 1:
             start = ends[0] if ends[0] > now else now

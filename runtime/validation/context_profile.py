@@ -36,7 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.backends.tvm_backend import RelaxModel
     from hetsim.sim.platform import Platform
 
-__all__ = ["ContextProfiler", "DeviceProfilers", "calibrate_dispatch", "measure_overhead", "profile_in_context"]
+__all__ = ["ContextProfiler", "DeviceProfilers", "GpuContextRuns", "calibrate_dispatch", "host_costs", "measure_overhead",
+           "profile_in_context"]
 
 
 def _one_device(device: str) -> tuple[Platform, dict[str, str]]:
@@ -205,8 +206,11 @@ class ContextProfiler:
         from hetsim.sim.plan import Plan
 
         plan = Plan(dict.fromkeys(graph.nx, "d"))
+        gpu = self.spec.kind == "gpu"
         ex = Execution(graph, plan, self._one, wire(graph, relax), backend=self.backend, device_map=self._dmap,
-                       model=relax, check=False, traced=True)
+                       model=relax, check=False, traced=not gpu, **({"launch": "eager"} if gpu else {}))
+        if gpu:
+            ex = GpuContextRuns(ex)
         self._live.append((graph, features(graph), ex))
         try:
             ex.run(warmup, timed=False)
@@ -226,6 +230,7 @@ class ContextProfiler:
 
         spec = self.spec
         samples: dict[str, list[float]] = {}
+        launches: dict[str, list[float]] = {}
         first: dict[str, tuple[Graph, Any, str]] = {}
         used: dict[str, set[str]] = {}
         for graph, feats, ex in self._live:
@@ -237,8 +242,12 @@ class ContextProfiler:
                     samples.setdefault(sig, []).append(r["end"] - r["start"])
                     first.setdefault(sig, (graph, feats, r["node"]))
                     used.setdefault(model, set()).add(sig)
-                if ops:  # the run's time outside the kernel calls, per op
+                if ops and spec.kind != "gpu":  # the run's time outside the kernel calls, per op
                     self._overhead.append(max(makespan - sum(r["end"] - r["start"] for r in ops), 0.0) / len(ops))
+            for recs in getattr(ex, "host_runs", ()):  # a GPU's eager runs: the host's cost of each op
+                for node, t in host_costs(recs).items():
+                    launches.setdefault(str(feats.at[node, "signature"]), []).append(t)
+                    self._overhead.append(t)
         self.close()
         if self._overhead:
             self.writer.write_dispatch({spec.name: float(np.median(self._overhead))})
@@ -255,7 +264,8 @@ class ContextProfiler:
                 "model": model, "node": n, "batch": int(graph.meta.get("batch") or 1), "models": model,
                 "time_s": mean, "p10_s": float(np.percentile(ts, 10)), "p90_s": float(np.percentile(ts, 90)),
                 "repeats": len(ts), **{c: feats.at[n, c] for c in ("op", *FEATURE_COLUMNS)},
-                "wall_s": mean, "dispatch_s": 0.0, "timer": "in-context",
+                "wall_s": mean if spec.kind != "gpu" else None, "dispatch_s": 0.0, "timer": "in-context",
+                **({"launch_s": float(np.mean(launches[sig]))} if sig in launches else {}),
                 "threads": spec.cpu_threads() if spec.kind == "cpu" else 0,
                 "granularity": str(graph.meta.get("granularity", "op")),
             })
@@ -280,6 +290,50 @@ class ContextProfiler:
         live, self._live = self._live, []
         for *_, ex in live:
             ex.close()
+
+
+def host_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The host's cost of each GPU op of an eager run, the executor's work included:
+    from its worker's pick of the op to its pick of the next one (the last op: to its
+    launch's return). In an eager run the launching thread never waits for the GPU,
+    so this is what each op costs the host, as the simulator's launch queue charges it."""
+    by_worker: dict[Any, list[Mapping[str, Any]]] = {}
+    for r in records:
+        if r["kind"] == "dispatch":
+            by_worker.setdefault(r["stream"], []).append(r)
+    out: dict[str, float] = {}
+    for recs in by_worker.values():
+        recs.sort(key=lambda r: r["start"])
+        for r, nxt in zip(recs, [*recs[1:], None]):
+            out[r["node"]] = (nxt["start"] if nxt is not None else r["end"]) - r["start"]
+    return out
+
+
+class GpuContextRuns:
+    """A GPU's in-context profiling runs: each round an eager timed run (its dispatch
+    records: the host's cost of each op, :func:`host_costs`) and a traced run (each op
+    launched behind a GPU spin between two CUDA events: its device time alone)."""
+
+    def __init__(self, execution: Any) -> None:
+        self.execution = execution
+        #: the traced runs' records and the eager runs' makespans (what ContextProfiler.write reads)
+        self.runs: list[list[dict[str, Any]]] = []
+        self.makespans: list[float] = []
+        #: the eager timed runs' records
+        self.host_runs: list[list[dict[str, Any]]] = []
+
+    def run(self, n: int = 1, *, timed: bool = True) -> None:
+        """``n`` rounds (timed: kept)."""
+        ex = self.execution
+        for _ in range(n):
+            (span,) = ex.run(1, timed=timed)
+            if timed:
+                self.host_runs.append(ex.runs[-1])
+                self.makespans.append(span)
+                self.runs.append(ex.trace())
+
+    def close(self) -> None:
+        self.execution.close()
 
 
 class DeviceProfilers:
