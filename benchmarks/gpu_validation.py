@@ -11,7 +11,13 @@ Parts, each run in a process of its own with a time budget (a part that fails or
 runs out of time is recorded as such and the others still run; every CSV is
 written as soon as its part ends):
 
-* ``calibration`` -- :func:`runtime.calibrate` of the platform (``calibration/``,
+* ``smoke`` -- first, about 30 s, fail-fast: a mixed CPU+GPU plan in graph mode, in
+  eager mode and traced, and two GPU segments ready together on a GPU with two
+  streams (captured during set-up, replayed on two workers), each checked against
+  the single-device reference; when it fails the check stops with its message
+  (``smoke.log``), since every later part would fail the same way;
+* ``calibration`` -- :func:`runtime.calibrate` of the platform, the GPU's host cost
+  per op measured on googlenet's and resnet18's own ops (``calibration/``,
   ``calibration.csv``);
 * ``replay`` -- all-GPU googlenet and resnet18 at batch 1 through the executor
   (``launch="graph"`` where the executor takes it) against the model's ops replayed
@@ -27,7 +33,7 @@ written as soon as its part ends):
 the figure, the card) and ``parts.csv`` each part's status and time; the targets
 are printed one line each.
 
-    python benchmarks/gpu_validation.py [--out DIR] [--platform h100-server] [--budget-s 470]
+    python benchmarks/gpu_validation.py [--out DIR] [--platform h100-server] [--budget-s 390]
     python benchmarks/gpu_validation.py --dry-run --out out/gpu-dry   # the pipeline on this CPU, tiny sizes
 
 Without ``--out`` the folder is ``$OUT/gpu-validation`` where ``$OUT`` is set, else
@@ -57,8 +63,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the schedulers the check validates (``--schedulers all``: every applicable one)
 SCHEDULERS = "all-cpu,all-gpu,round-robin,heft,cpop,cp-greedy,by-path,dynamic,antichain-dp,refine"
 #: part -> (seconds of the budget it may take at most, share of the budget)
-PARTS = {"calibration": 0.08, "replay": 0.12, "validate-graph-b1": 0.28, "validate-eager-b1": 0.24,
-         "validate-graph-b8": 0.14, "validate-eager-b8": 0.14}
+PARTS = {"smoke": 0.08, "calibration": 0.14, "replay": 0.10, "validate-graph-b1": 0.26, "validate-eager-b1": 0.22,
+         "validate-graph-b8": 0.10, "validate-eager-b8": 0.10}
 
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -68,12 +74,14 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         return {"platform": "cpu2", "device": "cpu0", "replay_models": ["squeezenet1_1"],
                 "models_b1": ["squeezenet1_1"], "models_b8": ["squeezenet1_1"], "batch_big": 2,
                 "model_args": {"squeezenet1_1": tiny}, "schedulers": "all-cpu,heft,dynamic", "repeats": 2,
-                "warmup": 1, "replicas": 1, "host_calibration": "none", "calls": 5, "cal_repeats": 1}
+                "warmup": 1, "replicas": 1, "host_calibration": "none", "calls": 5, "cal_repeats": 1,
+                "cal_models": []}
     return {"platform": args.platform, "device": "gpu", "replay_models": ["googlenet", "resnet18"],
             "models_b1": ["googlenet", "resnet18", "mobilenet_v2", "bert_base"],
             "models_b8": ["googlenet", "resnet18"], "batch_big": 8, "model_args": {"bert_base": {"seq_len": 128}},
             "schedulers": args.schedulers, "repeats": args.repeats, "warmup": 3, "replicas": 1,
-            "host_calibration": None, "calls": 100, "cal_repeats": 9}
+            "host_calibration": None, "calls": 100, "cal_repeats": 9,
+            "cal_models": ["googlenet", "resnet18"]}
 
 
 # ------------------------------------------------------------------ parts (each in its own process)
@@ -81,7 +89,7 @@ def part_calibration(out: Path, s: dict[str, Any]) -> None:
     from hetsim.runtime.calibration import calibrate
 
     cal = calibrate(s["platform"], out=out / "calibration", calls=s["calls"], repeats=s["cal_repeats"],
-                    gpu=None if s["device"] == "cpu0" else 0, progress=False)
+                    gpu=None if s["device"] == "cpu0" else 0, progress=False, models=s["cal_models"])
     print(cal, flush=True)
     rows = [{"key": k, "value": v} for k, v in _flat(cal.measured).items()]
     write_csv(out / "calibration.csv", rows)
@@ -204,9 +212,79 @@ def card(cuda: bool) -> str:
     return f"CPU {cpu_model()} (dry run)"
 
 
+def part_smoke(out: Path, s: dict[str, Any]) -> None:
+    """Fail-fast checks of the GPU path on small synthetic graphs (:func:`smoke_graph`):
+    a mixed plan in graph mode, eager mode and traced, and a fork whose two GPU
+    branches are ready together on a GPU with two streams."""
+    import dataclasses
+
+    from hetsim.runtime.executor.execute import execute_wired
+    from hetsim.sim.plan import Plan
+    from hetsim.sim.platform import Platform
+
+    gpu, host = ("gpu", "cpu") if s["device"] != "cpu0" else ("cpu1", "cpu0")
+    base = Platform.preset("xeon-p2200" if s["device"] != "cpu0" else "cpu2")
+    two = base.replace(devices=tuple(dataclasses.replace(d, streams=2) if d.kind == "gpu" else d
+                                     for d in base.devices))
+    rows = []
+    chain = {"a": [], "b": ["a"], "c": ["b"], "d": ["c"]}
+    fork = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"], "e": ["d"]}
+    checks = [("mixed plan, graph mode", chain, {"a": gpu, "b": gpu, "c": host, "d": gpu}, base, "graph", False),
+              ("mixed plan, eager mode, traced", chain, {"a": gpu, "b": gpu, "c": host, "d": gpu}, base, "eager",
+               True),
+              ("two GPU segments ready together on two streams", fork,
+               {"a": host, "b": gpu, "c": gpu, "d": host, "e": gpu}, two, "graph", False)]
+    for what, edges, placement, platform, launch, trace in checks:
+        graph, wiring = smoke_graph(edges)
+        t0 = time.perf_counter()
+        res = execute_wired(graph, Plan(placement, meta={"scheduler": "smoke"}), platform, wiring, warmup=1,
+                            repeats=3, launch=launch if s["device"] != "cpu0" else None, trace=trace,
+                            device_map={host: "cpu@1"} if s["device"] != "cpu0" else None, pin_threads=False)
+        if res.check["node_error"] > 1.0:
+            raise RuntimeError(f"{what}: outputs differ from the reference ({res.check})")
+        rows.append({"check": what, "launch": res.launch or "", "median_ms": res.median * 1e3,
+                     "seconds": time.perf_counter() - t0, "card": card(s["device"] != "cpu0")})
+        print(f"ok  {what} ({res.median * 1e3:.3f} ms per run)", flush=True)
+        write_csv(out / "smoke.csv", rows)
+
+
+def smoke_graph(edges: dict[str, list[str]], size: int = 64) -> tuple[Any, Any]:
+    """A graph and its wiring from ``node -> predecessors`` (in topological order): a node
+    with one predecessor (or none: the graph input) is a matmul by a fixed weight, one
+    with two an add; the last node is the graph output."""
+    import numpy as np
+
+    from hetsim.graphs.graph import Graph
+    from hetsim.runtime.executor.setup import Wiring
+
+    g = Graph(name="smoke")
+    t = ([8, size], "float32")
+    rng = np.random.default_rng(0)
+    srcs: dict[str, list] = {}
+    first = []
+    for n, preds in edges.items():
+        if len(preds) == 2:
+            g.add_op(n, "add", inputs=[t, t], outputs=[t], flops=8.0 * size)
+            srcs[n] = [("node", (p, 0)) for p in preds]
+        else:
+            g.add_op(n, "matmul", inputs=[t, ([size, size], "float32")], outputs=[t], flops=16.0 * size * size,
+                     param_bytes=4 * size * size)
+            srcs[n] = [("node", (preds[0], 0)) if preds else ("input", "x"), ("const", 0)]
+            first += [] if preds else [n]
+        for p in preds:
+            g.add_edge(p, n)
+    nbytes = 4 * 8 * size
+    g.meta["inputs"] = [{"name": "x", "shape": t[0], "dtype": "float32", "bytes": nbytes, "consumers": first}]
+    g.meta["outputs"] = [{"node": list(edges)[-1], "output": 0, "shape": t[0], "dtype": "float32", "bytes": nbytes}]
+    weight = (rng.standard_normal((size, size)) / size**0.5).astype(np.float32)
+    return g, Wiring(srcs, {0: weight}, {}, {"x": rng.random(t[0], dtype=np.float32)})
+
+
 def run_part(part: str, out: Path, s: dict[str, Any]) -> None:
     """Run one part in this process."""
-    if part == "calibration":
+    if part == "smoke":
+        part_smoke(out, s)
+    elif part == "calibration":
         part_calibration(out, s)
     elif part == "replay":
         part_replay(out, s)
@@ -301,7 +379,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--platform", default="h100-server", help="platform preset or TOML (default h100-server)")
     p.add_argument("--schedulers", default=SCHEDULERS, help=f"validated schedulers, or 'all' (default {SCHEDULERS})")
     p.add_argument("--repeats", type=int, default=10, help="rounds of timed runs per plan (default 10)")
-    p.add_argument("--budget-s", type=float, default=470.0, help="seconds for all parts together (default 470)")
+    p.add_argument("--budget-s", type=float, default=390.0, help="seconds for all parts together (default 390)")
     p.add_argument("--parts", default=",".join(PARTS), help=f"parts to run (default all: {','.join(PARTS)})")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: the dry run (tiny sizes)")
     p.add_argument("--dry-run", action="store_true", help="same as --device cpu")
@@ -351,6 +429,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"   {status} in {log[-1]['seconds']} s {note}", flush=True)
         write_csv(out / "parts.csv", log)
         write_csv(out / "summary.csv", targets(out))
+        if part == "smoke" and status != "ok":
+            print(f"the smoke check failed ({note}); see {out / 'smoke.log'}: the other parts would fail the same way")
+            return 1
     rows = targets(out)
     write_csv(out / "summary.csv", rows)
     for r in rows:

@@ -189,3 +189,19 @@ def test_cli_calibrate_writes_files_and_refuses_bad_input(tmp_path, capsys):
     assert main(["calibrate", "--platform", "cpu2", "--gpu", "none", "--out", str(tmp_path / "file" / "sub"),
                  "--calls", "5", "--repeats", "1"]) == 2
     assert "hetsim calibrate: error: --out" in capsys.readouterr().err
+
+
+def test_apply_calibration_takes_the_gpu_dispatch_from_a_models_ops_where_measured():
+    m = {"cpu": {"op_call_s": {"elementwise": 4e-6}, "thread_wake_s": 3e-5}, "interpreter": {"slowdown": 1.0},
+         "gpu": {"launch_s": {"elementwise": 5e-6, "conv": 7e-6}, "graph_launch_s": 9e-6, "event_record_s": 2e-6,
+                 "event_wait_s": 2e-6, "copy_issue_s": 8e-6, "handoff_gpu_to_cpu_s": 4e-5},
+         "machine": "box | cpu | GPU", "date": "2026-12-07T00:00:00+00:00", "format": FORMAT, "hetsim_version": "0"}
+    assert apply_calibration(Platform.preset("h100-server"), m).device("gpu").dispatch_s == 6e-6
+    m["gpu"]["model_host"] = {"resnet18": {"per_op_s": {"conv2d": 3e-5}, "median_s": 2.9e-5, "ops": 60},
+                              "median_s": 2.9e-5}
+    assert apply_calibration(Platform.preset("h100-server"), m).device("gpu").dispatch_s == 2.9e-5
+
+
+def test_calibrating_with_models_needs_the_gpu(monkeypatch):
+    with pytest.raises(PlatformError, match=r"models=\['resnet18'\] measure their ops' host cost on a GPU"):
+        calibrate("h100-server", out=None, gpu=None, models=["resnet18"], progress=False)

@@ -581,3 +581,21 @@ def test_a_traced_execution_times_every_run(fake_gpu):
     assert sorted(r["node"] for r in res.records if r["kind"] == "op") == ["a", "b", "c", "d"]
     assert len([r for r in res.records if r["kind"] == "transfer"]) == 4
     assert res.device_busy["gpu"] > 0
+
+
+def test_model_host_costs_time_each_gpu_op_in_the_executor_as_it_runs(fake_gpu):
+    """Every op of the graph on the GPU, launched eagerly: each op's host cost from its
+    worker's pick to its next pick, the median over the runs; their summary by op kind."""
+    from hetsim.runtime.calibration.model_host import host_cost_summary, model_host_costs
+
+    g, wiring = _graph({"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]})
+    plan = Plan(dict.fromkeys(g.nx, "gpu"))
+    checked = CheckedPlan(BOX, {"cpu": CPU, "gpu": GPU}, plan_devices(plan, BOX), "eager")
+    per_node = model_host_costs(g, wiring, BOX, device="gpu", warmup=1, runs=3, cuda_device=fake_gpu, checked=checked)
+    assert set(per_node) == {"a", "b", "c", "d"} and all(t > 0 for t in per_node.values())
+    assert fake_gpu.graphs == []  # eager: nothing captured
+    summary = host_cost_summary(g, per_node)
+    assert set(summary["per_op_s"]) == {"matmul", "add"} and summary["ops"] == 4
+    assert min(per_node.values()) <= summary["median_s"] <= max(per_node.values())
+    with pytest.raises(ValueError, match="no GPU op was launched"):
+        host_cost_summary(g, {})

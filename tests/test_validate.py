@@ -581,11 +581,16 @@ def test_the_printed_table_shows_each_plans_spread():
     assert "measured ms: the mean or median of each plan's timed runs" in text
 
 
-def test_validate_warns_for_a_platform_calibrated_on_another_machine():
-    from hetsim.runtime.calibration import CalibrationWarning
-    from hetsim.sim.platform import Platform
+def test_validate_refuses_a_platform_calibrated_on_another_machine_or_gpu():
+    from hetsim.runtime.calibration import machine_name
+    from hetsim.sim.platform import Platform, PlatformError
 
     far = Platform.preset("cpu2").replace(calibration={"machine": "far | CPU Z | no GPU", "date": "2026-01-02",
                                                        "format": "1"})
-    with pytest.warns(CalibrationWarning, match="calibrated on another machine, 'far | CPU Z | no GPU' on 2026-01-02"):
-        assert len(validate_all([], far, cost="roofline")) == 0
+    with pytest.raises(PlatformError, match="calibrated on another machine, 'far | CPU Z | no GPU' on 2026-01-02"):
+        validate_all([], far, cost="roofline")
+    here = machine_name("NVIDIA H200")  # this host and CPU, another GPU than this machine has
+    other_gpu = Platform.preset("h100-server").replace(calibration={"machine": here, "date": "2026-01-02",
+                                                                    "format": "1"})
+    with pytest.raises(PlatformError, match="calibrated with another GPU, .*NVIDIA H200.* not this machine's"):
+        validate_all([], other_gpu, cost="roofline")

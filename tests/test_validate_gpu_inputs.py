@@ -323,12 +323,14 @@ def test_gpu_validation_targets_from_the_parts_csvs(tmp_path):
 def test_gpu_validation_dry_run_writes_its_results_folder(tmp_path, capsys):
     bench = _benchmark()
     out = tmp_path / "res"
-    assert bench.main(["--dry-run", "--out", str(out), "--parts", "calibration,replay,validate-graph-b1",
-                       "--budget-s", "300"]) == 0
+    assert bench.main(["--dry-run", "--out", str(out), "--parts", "smoke,calibration,replay,validate-graph-b1",
+                       "--budget-s", "1200"]) == 0  # a cap: a busy machine must not time a part out
     printed = capsys.readouterr().out
     parts = bench.read_csv(out / "parts.csv")
-    assert [(p["part"], p["status"]) for p in parts] == [("calibration", "ok"), ("replay", "ok"),
+    assert [(p["part"], p["status"]) for p in parts] == [("smoke", "ok"), ("calibration", "ok"), ("replay", "ok"),
                                                          ("validate-graph-b1", "ok")]
+    assert [r["check"] for r in bench.read_csv(out / "smoke.csv")] == [
+        "mixed plan, graph mode", "mixed plan, eager mode, traced", "two GPU segments ready together on two streams"]
     (replay,) = bench.read_csv(out / "replay.csv")
     assert replay["model"] == "squeezenet1_1" and replay["baseline"] == "sequential calls"
     assert float(replay["ratio"]) == pytest.approx(float(replay["executor_ms"]) / float(replay["whole_model_ms"]))
@@ -354,7 +356,7 @@ def test_gpu_validation_dry_run_writes_its_results_folder(tmp_path, capsys):
 def test_host_costs_run_from_a_pick_to_the_workers_next_pick():
     """An eager run's host cost per GPU op: its worker's pick to its next pick (the
     bookkeeping between launches included), the last op to its launch's return."""
-    from hetsim.runtime.validation.context_profile import host_costs
+    from hetsim.runtime.executor.result import host_costs
 
     def rec(node, stream, start, end):
         return {"kind": "dispatch", "node": node, "stream": stream, "start": start, "end": end}

@@ -4,6 +4,8 @@ Examples
 --------
 ``hetsim calibrate --platform h100-server --out out/calibration`` (platform.toml, measurements.json)
 ``hetsim calibrate --platform cpu2`` (no GPU: the CPU parts; writes under out/calibration)
+``hetsim calibrate --platform h100-server --model googlenet --model resnet18`` (the GPU's host cost per op
+measured on those models' ops)
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "worker's wake-up, the interpreter lock between two threads and, with a CUDA GPU, its eager "
         "launches, a CUDA-graph replay, event record and wait, a copy issue and the GPU-to-CPU hand-over. "
         "Writes the platform with these host keys filled and a [calibration] table (DIR/platform.toml) "
-        "and the raw measurements (DIR/measurements.json). Without CUDA the GPU parts are skipped with a "
-        "note. simulate, compare and validate read the platform file as any other.",
+        "and the raw measurements (DIR/measurements.json). With --model, the GPU's host cost per op is "
+        "measured on those models' own ops through the executor. A platform with GPUs on a machine that "
+        "cannot measure them is refused (its host costs would be this machine's); with --gpu none the GPU "
+        "parts are skipped with a note. simulate, compare and validate read the platform file as any other.",
     )
     p.add_argument("--platform", required=True, metavar="NAME|FILE", help="platform preset or TOML file to calibrate")
     p.add_argument("--out", default="out/calibration", metavar="DIR",
@@ -36,6 +40,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--calls", type=positive_int, default=100, help="calls per timed block (default 100)")
     p.add_argument("--repeats", type=positive_int, default=9,
                    help="timed blocks per figure, their median kept (default 9)")
+    p.add_argument("--model", action="append", default=[], metavar="NAME",
+                   help="zoo model (batch 1) whose ops' host cost the executor measures on the GPU, each op "
+                   "launched eagerly, its bookkeeping included; their median becomes the GPU's dispatch_s "
+                   "(repeatable; needs the GPU)")
     return p
 
 
@@ -54,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"--gpu must be a GPU index or 'none', got {args.gpu!r}")
     try:
         cal = calibrate(platform, out=args.out, gpu=gpu, launch=args.launch, calls=args.calls,
-                        repeats=args.repeats, progress=sys.stderr.isatty())
+                        repeats=args.repeats, progress=sys.stderr.isatty(), models=args.model)
     except OSError as e:
         raise CLIError(f"--out {args.out}: {e.strerror or e}") from e
     print(cal)

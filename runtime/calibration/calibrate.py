@@ -21,8 +21,9 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,6 +96,7 @@ def calibrate(
     repeats: int = 9,
     clock: Clock = time.perf_counter,
     progress: bool | Callable[[str], None] = True,
+    models: Sequence[str] = (),
 ) -> Calibration:
     """Measure this machine's host costs and write ``platform`` calibrated with them.
 
@@ -122,6 +124,12 @@ def calibrate(
     progress
         True: a progress bar on stderr (tqdm); a callable: called with each step's
         name; False: silent.
+    models
+        Zoo models (batch 1) whose ops' host cost the executor measures on the GPU
+        (:func:`~runtime.calibration.model_host.model_host_costs`: every op launched
+        eagerly, the executor's bookkeeping included): per op kind and per model in
+        the measurements (``gpu.model_host``), and the median over their ops as the
+        GPU devices' ``dispatch_s`` instead of a tiny op's launch. Needs the GPU.
 
     Returns
     -------
@@ -150,10 +158,13 @@ def calibrate(
             notes.append(f"GPU parts skipped: {why}")
     else:
         dev = gpu
+    if models and dev is None:
+        raise PlatformError(f"calibrate: models={list(models)} measure their ops' host cost on a GPU, and none "
+                            "is measured here")
     steps = ["CPU op call per family", "worker wake-up", "interpreter lock"]
     if dev is not None:
         steps += ["GPU launch per op family", "CUDA-graph replay", "event record and wait", "copy issue",
-                  "GPU-to-CPU hand-over"]
+                  "GPU-to-CPU hand-over", *(f"host cost per op of {m}" for m in models)]
     say, finish = _progress(progress, len(steps))
     try:
         say(steps[0])
@@ -165,6 +176,8 @@ def calibrate(
         interp = interpreter_slowdown(clock=clock)
         gpu_measured = (measure_cuda(dev, calls=calls, repeats=repeats, clock=clock, step=say)
                         if dev is not None else None)
+        if models and gpu_measured is not None:
+            gpu_measured["model_host"] = _model_hosts(base, models, gpu if isinstance(gpu, int) else 0, say)
     finally:
         finish()
     measured = {"format": FORMAT, "machine": machine_name(dev.name if dev is not None else None),
@@ -175,6 +188,27 @@ def calibrate(
     if out is not None:
         result.files = write_calibration(result, out)
     return result
+
+
+def _model_hosts(platform: Platform, models: Sequence[str], index: int, say: Callable[[str], None]) -> dict[str, Any]:
+    """Per model, :func:`~runtime.calibration.model_host.host_cost_summary` of its ops on the
+    platform's first GPU (CUDA device ``index``), and ``"median_s"`` over all their ops."""
+    from hetsim.runtime.backends.relax_model import import_model
+    from hetsim.runtime.calibration.model_host import host_cost_summary, model_host_costs
+    from hetsim.runtime.executor.setup import wire
+
+    gpu = next(d.name for d in platform.devices if d.kind == "gpu")
+    out: dict[str, Any] = {}
+    every: list[float] = []
+    for name in models:
+        say(f"host cost per op of {name}")
+        model = import_model(name, batch=1)
+        per_node = model_host_costs(model.graph, wire(model.graph, model), platform, device=gpu, model=model,
+                                    device_map={gpu: f"cuda:{index}"})
+        out[name] = host_cost_summary(model.graph, per_node)
+        every += per_node.values()
+    out["median_s"] = float(statistics.median(every))
+    return out
 
 
 def write_calibration(cal: Calibration, out: str | os.PathLike[str]) -> dict[str, Path]:

@@ -93,7 +93,8 @@ def apply_calibration(platform: Platform, measured: Mapping[str, Any], *, launch
             d = dataclasses.replace(d, dispatch_s=cpu_dispatch,
                                     handoff_s=float(gpu["handoff_gpu_to_cpu_s"]) if gpu else wake)
         elif gpu:
-            d = dataclasses.replace(d, dispatch_s=float(statistics.median(gpu["launch_s"].values())),
+            host = gpu.get("model_host") or {}  # a model's ops, where measured; else a tiny op's launch
+            d = dataclasses.replace(d, dispatch_s=float(host.get("median_s") or statistics.median(gpu["launch_s"].values())),
                                     launch=d.launch or launch, graph_launch_s=float(gpu["graph_launch_s"]),
                                     event_s=(float(gpu["event_record_s"]) + float(gpu["event_wait_s"])) / 2,
                                     copy_issue_s=float(gpu["copy_issue_s"]), handoff_s=wake)
@@ -103,7 +104,8 @@ def apply_calibration(platform: Platform, measured: Mapping[str, Any], *, launch
                             interpreter_lock=float(measured["interpreter"]["slowdown"]) >= LOCK_SLOWDOWN)
 
 
-def check_calibration(platform: Platform, *, machine: str | None = None) -> str | None:
+def check_calibration(platform: Platform, *, machine: str | None = None, gpu: str | None = None,
+                      refuse: bool = False) -> str | None:
     """What is wrong with reading ``platform``'s calibration here, or None (not
     calibrated, or calibrated on this machine in this format).
 
@@ -114,6 +116,13 @@ def check_calibration(platform: Platform, *, machine: str | None = None) -> str 
     machine
         This machine's :func:`machine_name` (default: computed; only its host name and
         CPU model are compared, so that checking needs no GPU).
+    gpu
+        This machine's GPU name, compared too when given (a platform calibrated with
+        another GPU, or with none, has another GPU's host costs).
+    refuse
+        Raise :class:`~sim.platform.PlatformError` for figures of another machine or
+        GPU instead of returning the text (what runs on this machine, such as
+        ``validate``, cannot use them).
 
     Returns
     -------
@@ -142,11 +151,17 @@ def check_calibration(platform: Platform, *, machine: str | None = None) -> str 
         return (f"platform {platform.name!r} was calibrated in format {fmt} (this hetsim writes {FORMAT}) on "
                 f"{where}: recalibrate (hetsim calibrate --platform ...)")
     here = (machine or machine_name()).split(SEP)[:2]
-    there = cal.get("machine", "").split(SEP)[:2]
-    if here != there:
-        return (f"platform {platform.name!r} was calibrated on another machine, {where}: its host costs are "
+    there = cal.get("machine", "").split(SEP)
+    text = None
+    if here != there[:2]:
+        text = (f"platform {platform.name!r} was calibrated on another machine, {where}: its host costs are "
                 f"that machine's; recalibrate here (hetsim calibrate --platform ...)")
-    return None
+    elif gpu is not None and (there[2:3] or [""])[0] != gpu:
+        text = (f"platform {platform.name!r} was calibrated with another GPU, {where}, not this machine's "
+                f"{gpu!r}: its host costs are that GPU's; recalibrate here (hetsim calibrate --platform ...)")
+    if text is not None and refuse:
+        raise PlatformError(text)
+    return text
 
 
 def load_calibrated(path: str | os.PathLike[str] | Platform, *, machine: str | None = None) -> Platform:

@@ -254,7 +254,9 @@ class Execution:
         this ``device_map``, ``backend`` and ``launch``), not checked again.
     cuda_device
         The CUDA calls (:class:`~runtime.executor.device.CudaDevice`; default
-        ``torch.cuda``).
+        ``torch.cuda``). One with a ``bind(engine)`` method is handed the engine
+        before its workers start (and before the segments are captured); one with a
+        ``clock`` gives the run its timestamps.
     traced
         Make every run a traced run (GPU ops launched eagerly between CUDA timing
         events, copies timed): the records of profiling and calibration
@@ -352,6 +354,9 @@ class Execution:
                 nodes_ref = sequential_reference(graph, self.engine, wiring, bk, specs)
                 module_ref = reference_outputs(graph, model) if model is not None else None
                 self._ref = (nodes_ref, module_ref)
+            bind = getattr(cuda.dev, "bind", None) if cuda is not None else None
+            if bind is not None:  # a device that runs the GPU work itself (a virtual-time one) takes the engine
+                bind(self.engine)
             self.engine.start()
         except BaseException as e:
             self.close()

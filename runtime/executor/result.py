@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["UNTRACED", "RunResult", "median_run"]
+__all__ = ["UNTRACED", "RunResult", "host_costs", "median_run"]
 
 #: the note of a result whose GPU ops have no device times (no traced run)
 UNTRACED = "timed runs record no GPU device time: the GPUs' busy times come from trace=True (--trace)"
@@ -194,3 +195,20 @@ def median_run(makespans: list[float]) -> tuple[int, float]:
     order = sorted(range(len(makespans)), key=makespans.__getitem__)
     i = order[(len(order) - 1) // 2]
     return i, makespans[i]
+
+
+def host_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The host's cost of each GPU op of an eager run, the executor's work included:
+    from its worker's pick of the op to its pick of the next one (the last op: to its
+    launch's return). In an eager run the launching thread never waits for the GPU,
+    so this is what each op costs the host, as the simulator's launch queue charges it."""
+    by_worker: dict[Any, list[Mapping[str, Any]]] = {}
+    for r in records:
+        if r["kind"] == "dispatch":
+            by_worker.setdefault(r["stream"], []).append(r)
+    out: dict[str, float] = {}
+    for recs in by_worker.values():
+        recs.sort(key=lambda r: r["start"])
+        for r, nxt in zip(recs, [*recs[1:], None]):
+            out[r["node"]] = (nxt["start"] if nxt is not None else r["end"]) - r["start"]
+    return out

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim.runtime.executor.result import host_costs
 from hetsim.runtime.executor.setup import Wiring
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.backends.tvm_backend import RelaxModel
     from hetsim.sim.platform import Platform
 
-__all__ = ["ContextProfiler", "DeviceProfilers", "GpuContextRuns", "calibrate_dispatch", "host_costs", "measure_overhead",
+__all__ = ["ContextProfiler", "DeviceProfilers", "GpuContextRuns", "calibrate_dispatch", "measure_overhead",
            "profile_in_context"]
 
 
@@ -189,9 +190,13 @@ class ContextProfiler:
         self._one, self._dmap = _one_device(device)
         manifest = build_manifest(name or self.path.name, backend, [self.spec], granularity=granularity,
                                   settings=MeasureSettings())
-        manifest["timing"] = ("in-context: mean kernel-call time of each signature's nodes over runs of the "
-                              "whole graph by the executor on one worker; dispatch.json: the executor's work "
-                              "around each call")
+        manifest["timing"] = (
+            "in-context: mean kernel-call time of each signature's nodes over runs of the whole graph by the "
+            "executor on one worker; dispatch.json: the executor's work around each call"
+            if self.spec.kind != "gpu" else
+            "in-context: mean device time of each signature's nodes in traced runs of the whole graph by the "
+            "executor (each op launched behind a GPU spin between two CUDA events); launch_s: its mean host cost "
+            "in eager runs (a worker's pick of the op to its next pick); dispatch.json: their median")
         self.writer = ProfileWriter(self.path, manifest, backend=backend).open()
         self._live: list[tuple[Graph, Any, Any]] = []
         self._overhead: list[float] = []
@@ -290,23 +295,6 @@ class ContextProfiler:
         live, self._live = self._live, []
         for *_, ex in live:
             ex.close()
-
-
-def host_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """The host's cost of each GPU op of an eager run, the executor's work included:
-    from its worker's pick of the op to its pick of the next one (the last op: to its
-    launch's return). In an eager run the launching thread never waits for the GPU,
-    so this is what each op costs the host, as the simulator's launch queue charges it."""
-    by_worker: dict[Any, list[Mapping[str, Any]]] = {}
-    for r in records:
-        if r["kind"] == "dispatch":
-            by_worker.setdefault(r["stream"], []).append(r)
-    out: dict[str, float] = {}
-    for recs in by_worker.values():
-        recs.sort(key=lambda r: r["start"])
-        for r, nxt in zip(recs, [*recs[1:], None]):
-            out[r["node"]] = (nxt["start"] if nxt is not None else r["end"]) - r["start"]
-    return out
 
 
 class GpuContextRuns:

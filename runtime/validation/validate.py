@@ -109,11 +109,25 @@ __all__ = [
 
 
 def _platform(platform: Platform | str) -> Platform:
-    """The platform, its calibration checked (:func:`runtime.calibration.load_calibrated`:
-    a warning for another machine's or an older format's figures)."""
-    from hetsim.runtime.calibration import load_calibrated
+    """The platform, its calibration checked (:func:`runtime.calibration.check_calibration`):
+    figures of another machine or another GPU are refused by name (a validation here
+    would set this machine's measurements against them), an older format's warned of."""
+    import warnings
 
-    return load_calibrated(platform)
+    from hetsim.runtime.calibration import CalibrationWarning, check_calibration
+    from hetsim.sim.platform import Platform as _Platform
+
+    plat = _Platform.load(platform)
+    gpu = None
+    if plat.devices_of_kind("gpu") and (plat.calibration or {}).get("machine"):
+        from hetsim.runtime.calibration.cuda_bench import cuda_device
+
+        dev, _ = cuda_device(0)
+        gpu = dev.name if dev is not None else "no GPU"
+    text = check_calibration(plat, gpu=gpu, refuse=True)
+    if text is not None:
+        warnings.warn(text, CalibrationWarning, stacklevel=3)
+    return plat
 
 
 def _cost(cost: Any, platform: Platform) -> tuple[Any, str]:
