@@ -210,6 +210,22 @@ def test_an_event_wait_orders_the_read_and_the_stream_after_it():
     assert dev.clock() >= s2.tail
 
 
+def test_an_output_that_is_an_input_keeps_its_producer():
+    """batch_norm in inference hands its running statistics back: two streams that
+    read the same constant after it are not racing."""
+    dev = _device()
+    s1, s2 = dev.stream(0), dev.stream(0)
+    const, x = torch.ones(2), torch.zeros(2)
+
+    def both(a: list, r: int = 0) -> tuple:
+        return (a[0] + 1, a[1], a[1].view(2))
+
+    with dev.using(0, s1):
+        out, same, view = dev.run_kernel(both, "a", 0, [x, const], 0)
+    assert dev.producer(out).name == "a" and dev.producer(same) is None and dev.producer(view) is None
+    _kernel(dev, "b", s2, const)  # no error: nothing wrote it
+
+
 def test_a_kernel_reading_another_memory_is_an_error():
     dev = VirtualCuda(TWO_GPUS, Flat())
     dev.prices = {("b", "gpu1"): (1e-5, 1e-3), ("a", "gpu0"): (1e-5, 1e-3)}

@@ -91,6 +91,7 @@ class VirtualEvent:
     time: float = 0.0
     host_time: float = 0.0
     recorded: bool = False
+    gpu: int = 0
     vc: dict[int, int] = field(default_factory=dict)
 
 
@@ -135,6 +136,22 @@ def _merge(into: dict[int, int], other: Mapping[int, int]) -> None:
     for k, v in other.items():
         if into.get(k, -1) < v:
             into[k] = v
+
+
+def _aliased(value: Any, args: list[Any]) -> Any:
+    """The argument ``value`` is, or shares its memory with (a view), else None."""
+    ptr = _storage(value)
+    for a in args:
+        if a is value or (ptr and _storage(a) == ptr):
+            return a
+    return None
+
+
+def _storage(value: Any) -> int:
+    try:
+        return int(value.untyped_storage().data_ptr())
+    except (AttributeError, RuntimeError):
+        return 0
 
 
 class VirtualCuda:
@@ -302,6 +319,22 @@ class VirtualCuda:
             return
         self.tags[id(value)] = (ref, producer)
 
+    def tag_outputs(self, out: Any, args: list[Any], producer: Producer) -> None:
+        """Mark the outputs of a call on ``args`` as made by ``producer``, except an
+        output that is (a view of) an argument: it keeps that argument's producer
+        (a kernel that hands back an input, such as batch_norm's running statistics
+        in inference, writes nothing)."""
+        for o in out if isinstance(out, tuple | list) else (out,):
+            src = _aliased(o, args)
+            if src is None:
+                self.tag(o, producer)
+                continue
+            p = self.producer(src)
+            if p is not None:
+                self.tag(o, p)
+            else:
+                self.tags.pop(id(o), None)
+
     def producer(self, value: Any) -> Producer | None:
         entry = self.tags.get(id(value))
         if entry is None or entry[0]() is not value:
@@ -357,19 +390,19 @@ class VirtualCuda:
             ready = max((self._check_read(node, stream, h, a, memory) for a in args), default=0.0)
             dispatch, seconds = self.price(node, device)
             h.clock = max(h.clock, ready) + dispatch
-            out = call(args, request)
+            out = call(list(args), request)
             self._enqueue(h, stream, seconds)
             self.kernels += 1
             self.launches += 1
-            self.tag(out, Producer(node, stream, stream.pos, memory, h.clock))
+            self.tag_outputs(out, args, Producer(node, stream, stream.pos, memory, h.clock))
             return out
 
     def _host_op(self, h: HostThread, call: Any, node: str, device: str, args: list[Any], request: int) -> Any:
         ready = max((self._check_read(node, None, h, a, HOST) for a in args), default=0.0)
         dispatch, seconds = self.price(node, device)
         h.clock = max(h.clock, ready) + dispatch + seconds
-        out = call(args, request)
-        self.tag(out, Producer(node, None, 0, HOST, h.clock))
+        out = call(list(args), request)
+        self.tag_outputs(out, args, Producer(node, None, 0, HOST, h.clock))
         return out
 
     def _capture_kernel(self, h: HostThread, call: Any, node: str, device: str, stream: VirtualStream,
@@ -414,6 +447,7 @@ class VirtualCuda:
             _merge(stream.vc, h.vc)
             event.time = max(stream.tail, h.clock)
             event.host_time = h.clock
+            event.gpu = stream.gpu
             event.vc = dict(stream.vc)
             event.recorded = True
 
@@ -434,8 +468,8 @@ class VirtualCuda:
             h = self.host()
             if h.capturing is not None:
                 raise CudaRuleError("a host wait on an event inside a capture (not capturable)")
-            if event.recorded:
-                h.clock = max(h.clock, event.time, event.host_time)
+            if event.recorded:  # the event, then the wait's return to the host
+                h.clock = max(h.clock, event.time, event.host_time) + float(self.gpus[event.gpu].event_s)
                 _merge(h.vc, event.vc)
 
     def elapsed_s(self, start: VirtualEvent, end: VirtualEvent) -> float:
@@ -536,8 +570,8 @@ class VirtualCuda:
             self._enqueue(h, stream, graph.time_s)
             graph.replays += 1
             self.launches += 1
-            for node, _, _, outs, _ in graph.kernels:
-                self.tag(outs, Producer(node, stream, stream.pos, graph.gpu, h.clock))
+            for node, _, args, outs, _ in graph.kernels:
+                self.tag_outputs(outs, args, Producer(node, stream, stream.pos, graph.gpu, h.clock))
 
     def busy(self, stream: VirtualStream, seconds: float) -> None:
         """Keep ``stream`` busy for ``seconds`` from the host's call (a spin kernel)."""
