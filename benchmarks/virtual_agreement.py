@@ -3,7 +3,8 @@
 Each plan (every applicable scheduler; googlenet, resnet18, mobilenet_v2, bert_base at
 small inputs; a one-stream, a four-stream and a two-GPU platform; graph and eager
 launch) runs through the executor on a :class:`runtime.executor.virtual.device.VirtualCuda`
-and through :func:`sim.simulate`, both given the same costs: the platform's GPUs
+(its outputs checked against the single-device reference) and through
+:func:`sim.simulate`, both given the same costs: the platform's GPUs
 state the launch mode and the host figures the virtual device charges
 (``graph_launch_s``, ``event_s``, ``copy_issue_s``, each op's dispatch time), and one
 cost model prices every op and copy. The executor's makespan is read from the
@@ -78,10 +79,12 @@ def compare(graph, model, wiring, platform: Platform, scheduler: str, launch: st
     predicted = simulate(planned.graph, platform, planned.plan, cost).makespan
     dev = VirtualCuda(platform, cost)
     with dev.execution(planned.graph, planned.plan, wiring if same else None, model=model if same else None,
-                       launch=launch, cost=cost, check=False) as ex:
-        ex.run(1)
-        measured = ex.result().makespans[0]
-    return measured, predicted
+                       launch=launch, cost=cost) as ex:
+        ex.run(1)  # the first run is checked against the single-device reference
+        res = ex.result()
+    if res.check is None or res.check["node_error"] > 1.0 or res.check["error"] > 1.0:
+        raise AssertionError(f"outputs differ from the reference: {res.check}")
+    return res.makespans[0], predicted
 
 
 def main(argv: list[str] | None = None) -> int:
