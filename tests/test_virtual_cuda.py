@@ -120,6 +120,18 @@ def test_a_chain_on_one_gpu_lasts_its_kernels_and_copies():
         assert res.makespans == [pytest.approx(dev.last_makespan, rel=1e-9)]
 
 
+def test_a_traced_run_times_each_gpu_op_on_the_device():
+    """A traced run launches each GPU op behind a spin between two timing events:
+    each op's device time is its priced 1 ms."""
+    g, wiring = _graph(CHAIN)
+    dev = VirtualCuda(ONE_STREAM, Flat())
+    with dev.execution(g, Plan({"a": "gpu", "b": "gpu", "c": "cpu", "d": "gpu"}), wiring, launch="graph") as ex:
+        ex.run(1)
+        records = ex.trace()
+    ops = {r["node"]: r["end"] - r["start"] for r in records if r["kind"] == "op"}
+    assert ops == {n: pytest.approx(1e-3 if n != "c" else 1e-3 + 1e-5, rel=1e-6) for n in "abcd"}
+
+
 def test_eager_host_bound_chain_is_the_sum_of_its_launches():
     """Kernels shorter than their launch: the stream waits for the host, which
     launches one op per dispatch time."""

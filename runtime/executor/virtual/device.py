@@ -241,9 +241,7 @@ class VirtualCuda:
         checked = CheckedPlan(self.platform, specs, active, mode)
         kw.setdefault("pin_threads", False)
         kw.setdefault("backend", VirtualBackend())
-        ex = Execution(graph, plan, self.platform, wiring, checked=checked, cuda_device=self, model=model, **kw)
-        self.bind(ex.engine)
-        return ex
+        return Execution(graph, plan, self.platform, wiring, checked=checked, cuda_device=self, model=model, **kw)
 
     def bind(self, engine: Any) -> None:
         """Time the calls of ``engine`` (an :class:`~runtime.executor.run.Engine` built
