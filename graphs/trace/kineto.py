@@ -26,7 +26,7 @@ from typing import Any
 
 from hetsim.graphs.graph import GraphError
 
-__all__ = ["GPU_KINDS", "KNOWN_CATEGORIES", "Activity", "Annotation", "HostCall", "KinetoTrace",
+__all__ = ["GPU_KINDS", "KNOWN_CATEGORIES", "Activity", "Annotation", "HostCall", "KinetoTrace", "load_trace_json",
            "TraceWarning", "read_kineto"]
 
 
@@ -120,7 +120,7 @@ class KinetoTrace:
         return sum(len(v) for v in self.activities.values())
 
 
-def _load_json(path: str) -> Any:
+def load_trace_json(path: str) -> Any:
     """The JSON document of ``path`` (gzip by its magic bytes), or a one-line GraphError."""
     try:
         with open(path, "rb") as fh:
@@ -186,7 +186,7 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
         Event categories the importer does not know (counted by name).
     """
     path = os.fspath(path)
-    doc = _load_json(path)
+    doc = load_trace_json(path)
     if isinstance(doc, list):
         events, doc = doc, {}
     elif isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):

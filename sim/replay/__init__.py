@@ -3,6 +3,12 @@
 
 from __future__ import annotations
 
-from hetsim.sim.replay.replay import LAUNCH_MODES, ReplayResult, ReplaySettings, replay, traced_records
+from hetsim.sim.replay.replay import (
+    LAUNCH_MODES,
+    ReplayResult,
+    ReplaySettings,
+    replay,
+    traced_records,
+)
 
 __all__ = ["LAUNCH_MODES", "ReplayResult", "ReplaySettings", "replay", "traced_records"]

@@ -40,6 +40,9 @@ class ReplaySettings:
     """What a replay changes of the traced program (the defaults change nothing).
 
     ``host_scale`` multiplies every host time (0.5: a host twice as fast);
+    ``launch_scale`` multiplies, on top, the host time of GPU launches (the work
+    since the thread's previous call and the call; 0: launches cost nothing, the
+    device-bound part of the step);
     ``kernel_scale`` maps a node to the factor of its device time (another GPU,
     :func:`sim.replay.whatif.gpu_scales`); ``launch_latency_s`` and ``queue_gap_s``
     default to the trace's own figures (``graph.meta``); ``graph_launch_s`` is the
@@ -48,6 +51,7 @@ class ReplaySettings:
 
     launch: str = "eager"
     host_scale: float = 1.0
+    launch_scale: float = 1.0
     kernel_scale: Mapping[str, float] | None = None
     launch_latency_s: float | None = None
     queue_gap_s: float | None = None
@@ -56,7 +60,7 @@ class ReplaySettings:
     def __post_init__(self) -> None:
         if self.launch not in LAUNCH_MODES:
             raise GraphError(f"replay: launch must be one of {list(LAUNCH_MODES)}, got {self.launch!r}")
-        for key in ("host_scale", "launch_latency_s", "queue_gap_s", "graph_launch_s"):
+        for key in ("host_scale", "launch_scale", "launch_latency_s", "queue_gap_s", "graph_launch_s"):
             v = getattr(self, key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not v >= 0
                                   or v == float("inf")):
@@ -188,11 +192,12 @@ def replay(graph: Graph, settings: ReplaySettings | None = None, **changes: Any)
             else:
                 issue = t
         else:
-            issue = t + a["host_s"] * hs
-            call = a["call_s"] * hs
+            ls = hs * s.launch_scale
+            issue = t + a["host_s"] * ls
+            call = a["call_s"] * ls
             if a["call_s"] > 0 or a["host_s"] > 0:
                 launches += 1
-            host_busy[th] = host_busy.get(th, 0.0) + (a["host_s"] + a["call_s"]) * hs
+            host_busy[th] = host_busy.get(th, 0.0) + (a["host_s"] + a["call_s"]) * ls
             recs.append(_rec("launch", n, f"host {th}", th, issue, issue + call))
             clock[th] = issue + call
         dur = a["kernel_s"] * scale.get(n, 1.0)
