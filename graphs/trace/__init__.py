@@ -58,7 +58,7 @@ def from_trace(path: str | os.PathLike[str], *, step: str | None = None,
     if execution_trace is not None:
         from hetsim.graphs.trace.execution_trace import add_tensor_edges
 
-        add_tensor_edges(graph, trace, window, execution_trace)
+        add_tensor_edges(graph, execution_trace)
     return validate(graph, source=os.fspath(path))
 
 

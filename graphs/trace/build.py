@@ -134,7 +134,9 @@ class _Builder:
             }
             cpu_op = self.trace.cpu_op_at(th, c.start)
             if cpu_op:
-                attrs["cpu_op"] = cpu_op
+                attrs["cpu_op"] = cpu_op[0]
+                if cpu_op[1] >= 0:
+                    attrs["op_id"] = cpu_op[1]
             if a.kind == "memcpy" and c.end >= a.end - 1e-6:
                 attrs["blocking"] = True
                 attrs["post_s"] = max(0.0, c.end - max(c.start, a.end))

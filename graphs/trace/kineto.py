@@ -92,7 +92,7 @@ class KinetoTrace:
     ``syncs`` a correlation id to the ``cuda_sync`` record's arguments (the stream a
     wait or synchronisation is on, the stream and the record of the event it waits
     for, where the trace says); ``cpu_ops`` the outermost CPU ops per thread
-    (start, end, name).
+    (start, end, name, record-function id).
     """
 
     path: str
@@ -103,16 +103,17 @@ class KinetoTrace:
     activities: dict[int, list[Activity]]
     syncs: dict[int, dict[str, Any]]
     annotations: list[Annotation]
-    cpu_ops: list[list[tuple[float, float, str]]]
+    cpu_ops: list[list[tuple[float, float, str, int]]]
     origin_us: float
     unknown_categories: dict[str, int] = field(default_factory=dict)
 
-    def cpu_op_at(self, thread: int, t: float) -> str | None:
-        """The outermost CPU op of ``thread`` running at time ``t``, or None."""
+    def cpu_op_at(self, thread: int, t: float) -> tuple[str, int] | None:
+        """The outermost CPU op of ``thread`` running at time ``t``: its name and
+        record-function id (what the execution trace calls ``rf_id``; -1: none), or None."""
         ops = self.cpu_ops[thread]
-        i = bisect_right(ops, (t, float("inf"), "")) - 1
+        i = bisect_right(ops, (t, float("inf"), "", 0)) - 1
         if i >= 0 and ops[i][0] <= t <= ops[i][1]:
-            return ops[i][2]
+            return ops[i][2], ops[i][3]
         return None
 
     @property
@@ -221,11 +222,17 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
 
     thread_ids: dict[tuple[Any, Any], int] = {}
     calls: list[list[HostCall]] = []
-    cpu_ops: list[list[tuple[float, float, str]]] = []
+    cpu_ops: list[list[tuple[float, float, str, int]]] = []
     activities: dict[int, list[Activity]] = {}
     syncs: dict[int, dict[str, Any]] = {}
     annotations: list[Annotation] = []
     runtime = "cuda"
+
+    def args_rf(e: dict[str, Any]) -> int:
+        a = e.get("args")
+        if not isinstance(a, dict):
+            return -1
+        return _int(a.get("Record function id", a.get("External id")))
 
     def thread_of(e: dict[str, Any]) -> int:
         key = (e.get("pid"), e.get("tid"))
@@ -246,7 +253,8 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
             if name.startswith("ProfilerStep#"):
                 annotations.append(Annotation(name, thread_of(e), start, end))
             else:
-                cpu_ops[thread_of(e)].append((start, end, name))
+                rf = args_rf(e)
+                cpu_ops[thread_of(e)].append((start, end, name, rf))
             continue
         args = e.get("args")
         if not isinstance(args, dict):
@@ -273,10 +281,10 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
             annotations.append(Annotation(str(name), thread_of(e), start, end))
     for lst in calls:
         lst.sort(key=lambda c: (c.start, -c.end))
-    outer: list[list[tuple[float, float, str]]] = []
+    outer: list[list[tuple[float, float, str, int]]] = []
     for ops in cpu_ops:
         ops.sort(key=lambda o: (o[0], -o[1]))
-        top: list[tuple[float, float, str]] = []
+        top: list[tuple[float, float, str, int]] = []
         for op in ops:
             if not top or op[0] >= top[-1][1]:
                 top.append(op)
