@@ -47,6 +47,8 @@ KNOWN_CATEGORIES = frozenset({
     "cuda_profiler_range", "overhead", "python", "gpu_mem", "cpu_to_gpu", "marker", "kernel_launch",
     "critical_path", "__metadata",
 })
+#: the categories whose events the importer reads
+_READ = frozenset({*GPU_KINDS, *RUNTIME_CATEGORIES, "cpu_op", "user_annotation", "cuda_sync"})
 
 
 @dataclass(slots=True)
@@ -197,22 +199,30 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
     props = doc.get("deviceProperties") or []
     device = props[0].get("name") if props and isinstance(props[0], dict) else None
 
-    xs: list[dict[str, Any]] = []
+    xs: list[tuple[str, dict[str, Any]]] = []
     unknown: Counter[str] = Counter()
     origin = float("inf")
+    norm: dict[Any, str] = {}  # a category as written -> lower case, or "" when it is not read
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
+        raw = e.get("cat", "")
+        cat = norm.get(raw)
+        if cat is None:
+            low = str(raw).lower()
+            cat = norm[raw] = low if low in _READ else ("" if low in KNOWN_CATEGORIES else "?" + low)
+        if not cat:
+            continue
+        if cat[0] == "?":
+            unknown[cat[1:] or "(none)"] += 1
+            continue
         ts, dur = e.get("ts"), e.get("dur", 0)
-        if not isinstance(ts, int | float) or not isinstance(dur, int | float) or isinstance(ts, bool) \
-                or not isinstance(e.get("name", ""), str):
+        if ts.__class__ not in (int, float) or dur.__class__ not in (int, float) \
+                or e.get("name", "").__class__ is not str:
             continue
-        cat = str(e.get("cat", "")).lower()
-        if cat not in KNOWN_CATEGORIES:
-            unknown[cat or "(none)"] += 1
-            continue
-        origin = min(origin, float(ts))
-        xs.append(e)
+        if ts < origin:
+            origin = float(ts)
+        xs.append((cat, e))
     if unknown:
         warnings.warn(TraceWarning(
             f"{path}: left out {sum(unknown.values())} event(s) of unknown categories "
@@ -243,8 +253,7 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
             cpu_ops.append([])
         return i
 
-    for e in xs:
-        cat = str(e.get("cat", "")).lower()
+    for cat, e in xs:
         start = (float(e["ts"]) - origin) * 1e-6
         dur = e.get("dur", 0)
         end = start + (dur * 1e-6 if dur > 0 else 0.0)
