@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from hetsim.graphs.graph import GraphError, load
-from hetsim.graphs.trace import TraceWarning, from_trace, is_trace_file, kernel_class, read_kineto, runtime_role
+from hetsim.graphs.trace import (
+    TraceWarning,
+    from_trace,
+    is_trace_file,
+    kernel_class,
+    read_kineto,
+    runtime_role,
+)
 from hetsim.graphs.trace.trim import trim_trace
 
 DATA = Path(__file__).parent / "data" / "traces"
