@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -117,13 +118,15 @@ def speed(events: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "repeated.json.gz"
         n = repeated_trace(DATA / "trace-diff-v100-train.json.gz", events, path)
-        t = time.perf_counter()
+        load = os.getloadavg()[0]
+        t, c = time.perf_counter(), time.process_time()
         g = from_trace(path, step="all")
         t_import = time.perf_counter() - t
         r = replay(g)
-        total = time.perf_counter() - t
+        total, cpu = time.perf_counter() - t, time.process_time() - c
     print(f"{n:,} events, {len(g):,} nodes: import {t_import:.2f} s, replay {total - t_import:.2f} s, "
-          f"total {total:.2f} s (target < 10 s); simulated step {r.makespan * 1e3:.1f} ms")
+          f"total {total:.2f} s wall, {cpu:.2f} s CPU (target < 10 s; load average {load:.1f} on "
+          f"{os.cpu_count()} CPUs); simulated step {r.makespan * 1e3:.1f} ms")
 
 
 def cuda_graphs() -> None:

@@ -160,6 +160,8 @@ def _fast_loads(raw: bytes) -> Any:
 
 def _int(value: Any, default: int = -1) -> int:
     """An id as Kineto writes it: an int, a numeric string, a ``0x..`` string (HIP)."""
+    if value.__class__ is int:
+        return value
     if isinstance(value, bool):
         return default
     if isinstance(value, int):
@@ -238,12 +240,6 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
     annotations: list[Annotation] = []
     runtime = "cuda"
 
-    def args_rf(e: dict[str, Any]) -> int:
-        a = e.get("args")
-        if not isinstance(a, dict):
-            return -1
-        return _int(a.get("Record function id", a.get("External id")))
-
     def thread_of(e: dict[str, Any]) -> int:
         key = (e.get("pid"), e.get("tid"))
         i = thread_ids.get(key)
@@ -262,7 +258,8 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
             if name.startswith("ProfilerStep#"):
                 annotations.append(Annotation(name, thread_of(e), start, end))
             else:
-                rf = args_rf(e)
+                a = e.get("args")
+                rf = _int(a.get("Record function id", a.get("External id"))) if a.__class__ is dict else -1
                 cpu_ops[thread_of(e)].append((start, end, name, rf))
             continue
         args = e.get("args")
