@@ -19,13 +19,13 @@ def calibrate_from_trace(trace: str | os.PathLike[str], out: str | os.PathLike[s
     """Write ``out/platform.toml`` (``platform``, default the preset of the traced GPU,
     with the trace's figures: :func:`costmodel.trace.calibrated_from_trace`) and
     ``out/measurements.json`` (the figures); return both."""
+    from hetsim.costmodel.trace.devices import traced_preset
     from hetsim.runtime.calibration.toml_text import toml_text
-    from hetsim.sim.replay.whatif import TRACED_GPUS
 
     figures = trace_figures(trace, step=step)
     if platform is None:
         device = figures.device or ""
-        platform = next((preset for key, preset in TRACED_GPUS if key in device), None)
+        platform = traced_preset(device)
         if platform is None:
             from hetsim.costmodel.base import CostModelError
 

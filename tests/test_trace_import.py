@@ -101,7 +101,9 @@ def test_whole_trace_and_graph_json_round_trip(tmp_path):
 
 def test_execution_trace_adds_tensor_edges_between_ops():
     g = quiet(DATA / "simple-add-a100.json.gz", execution_trace=DATA / "simple-add-a100-et.json.gz")
-    assert g.meta["tensor_edges"] == 3  # two rand outputs into the first add, one into the second
+    assert g.meta["tensor_edges"] == 3  # the two rand outputs into the adds (one was in stream order already)
+    # each edge carries its tensors' bytes: 256 x 256 float32
+    assert sorted({d["bytes"] for _, _, d in g.nx.edges(data=True)} - {0}) == [262144]
     with pytest.raises(GraphError, match="not a PyTorch execution trace"):
         quiet(DATA / "simple-add-a100.json.gz", execution_trace=DATA / "simple-add-a100.json.gz")
 

@@ -133,10 +133,15 @@ def test_trace_cost_source_prices_the_graph_with_its_measured_times():
                                      trace_figures(ALEXNET, step=ALEXNET_STEP))
     res = simulate(g, platform, Plan({n: "gpu" for n in g.nx}), cost)
     assert res.makespan == pytest.approx(g.meta["step_time_s"], rel=0.05)
-    # a CPU placement is priced by the fallback, with one named warning
+    # on the CPU the measured time is carried over by the ratio of compute peaks (a GEMM),
+    # said once in a named warning; the host work of the op stays the measured one
     cpu = Platform.preset("a100-40gb-server").device("cpu")
-    with pytest.warns(UserWarning, match="were not measured by the trace; priced by Roofline"):
-        cost.op_time(g, node, cpu)
+    with pytest.warns(UserWarning, match="41 carried from the traced gpu by the ratio of compute peaks"):
+        assert cost.op_time(g, node, cpu) == pytest.approx(a["kernel_s"] * gpu.peak_flops / cpu.peak_flops)
+    assert cost.dispatch_time(g, node, cpu) == a["host_s"] + a["call_s"]
+    # a trace whose GPU no preset describes prices other devices by the roofline
+    amd = TraceCostModel(graph_of("minitoy-mi250-train.json.gz"))
+    assert amd.traced is None and amd.how(next(iter(amd.kernel_s)), cpu) == "fallback"
     with pytest.raises(CostModelError, match="trace cost source: .*nope.json: cannot read trace"):
         from_spec("trace:nope.json")
 

@@ -4,7 +4,9 @@ shows (:func:`trace_figures`, ``hetsim calibrate --from-trace``)."""
 
 from __future__ import annotations
 
+from hetsim.costmodel.trace.devices import TRACED_GPUS, device_ratio, traced_device, traced_preset
 from hetsim.costmodel.trace.figures import TraceFigures, calibrated_from_trace, trace_figures
 from hetsim.costmodel.trace.measured import TraceCostModel
 
-__all__ = ["TraceCostModel", "TraceFigures", "calibrated_from_trace", "trace_figures"]
+__all__ = ["TRACED_GPUS", "TraceCostModel", "TraceFigures", "calibrated_from_trace", "device_ratio", "trace_figures",
+           "traced_device", "traced_preset"]

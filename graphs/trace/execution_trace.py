@@ -19,24 +19,26 @@ from hetsim.graphs.trace.kineto import load_trace_json
 __all__ = ["add_tensor_edges", "op_tensors"]
 
 
-def _tensors(values: Any) -> list[tuple[int, int]]:
-    """The (storage id, offset) of each tensor among an op's inputs or outputs
+def _tensors(values: Any) -> list[tuple[int, int, int]]:
+    """The (storage id, offset, bytes) of each tensor among an op's inputs or outputs
     (tensor lists included)."""
-    out: list[tuple[int, int]] = []
+    out: list[tuple[int, int, int]] = []
     if not isinstance(values, list):
         return out
     for v in values:
         if isinstance(v, list) and len(v) == 6 and all(isinstance(x, int) and not isinstance(x, bool)
                                                        for x in v[:5]) and isinstance(v[5], str):
-            out.append((v[1], v[2]))
+            out.append((v[1], v[2], max(0, v[3] * v[4])))
         elif isinstance(v, list):
             out.extend(_tensors(v))
     return out
 
 
-def op_tensors(path: str | os.PathLike[str]) -> dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
-    """Per ``rf_id``: the tensors the op read and those it wrote (an in-place op,
-    whose schema marks an argument ``(a!)``, writes that input too).
+def op_tensors(path: str | os.PathLike[str]) -> dict[int, tuple[list[tuple[int, int, int]],
+                                                                list[tuple[int, int, int]]]]:
+    """Per ``rf_id``: the tensors the op read and those it wrote, each (storage id,
+    offset, bytes) (an in-place op, whose schema marks an argument ``(a!)``, writes
+    that input too).
 
     Raises
     ------
@@ -47,7 +49,7 @@ def op_tensors(path: str | os.PathLike[str]) -> dict[int, tuple[list[tuple[int, 
     nodes = doc.get("nodes") if isinstance(doc, dict) else None
     if not isinstance(nodes, list):
         raise GraphError(f"{path}: not a PyTorch execution trace (no 'nodes' list)")
-    out: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+    out: dict[int, tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]] = {}
     for n in nodes:
         if not isinstance(n, dict) or not isinstance(n.get("rf_id"), int):
             continue
@@ -63,7 +65,8 @@ def op_tensors(path: str | os.PathLike[str]) -> dict[int, tuple[list[tuple[int, 
 def add_tensor_edges(graph: Graph, path: str | os.PathLike[str]) -> int:
     """Add to ``graph`` an edge from the last GPU node of the op that last wrote a
     tensor to the first GPU node of each later op that reads it, where the measured
-    times allow it (the writer ended before the reader started); return how many
+    times allow it (the writer ended before the reader started), its ``bytes`` the
+    tensors' sizes (what a placement across devices would move); return how many
     edges were added (``meta["tensor_edges"]``)."""
     tensors = op_tensors(path)
     first: dict[int, str] = {}
@@ -82,16 +85,18 @@ def add_tensor_edges(graph: Graph, path: str | os.PathLike[str]) -> int:
         reads, writes = tensors.get(rf, ([], []))
         dst = first[rf]
         start = graph.nodes[dst]["attrs"]["start_s"]
-        for t in reads:
-            w = writer.get(t)
+        for storage, offset, size in reads:
+            w = writer.get((storage, offset))
             if w is None or w == rf:
                 continue
             src = last[w]
-            if not graph.nx.has_edge(src, dst) and graph.nodes[src]["attrs"]["end_s"] <= start + 1e-6:
-                graph.add_edge(src, dst, bytes=0)
+            if graph.nx.has_edge(src, dst):
+                graph.edges[src, dst]["bytes"] += size
+            elif graph.nodes[src]["attrs"]["end_s"] <= start + 1e-6:
+                graph.add_edge(src, dst, bytes=size)
                 added += 1
-        for t in writes:
-            writer[t] = rf
+        for storage, offset, _ in writes:
+            writer[(storage, offset)] = rf
     graph.meta["execution_trace"] = os.path.basename(os.fspath(path))
     graph.meta["tensor_edges"] = added
     return added

@@ -13,55 +13,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.trace.devices import device_ratio, traced_device
 from hetsim.graphs.graph import Graph, GraphError
-from hetsim.graphs.trace.build import COMPUTE_CLASSES
 from hetsim.sim.platform import Device, Platform
 from hetsim.sim.replay.replay import ReplayResult, replay
 
-__all__ = ["TRACED_GPUS", "WhatIfs", "gpu_scales", "traced_gpu", "what_ifs"]
-
-#: a traced device's name (as the trace's deviceProperties give it) to the preset of
-#: that GPU, first match wins
-TRACED_GPUS = (("H200", "h200-server"), ("H100", "h100-server"), ("A100-SXM4-80GB", "a100-server"),
-               ("A100 80GB", "a100-server"), ("A100", "a100-40gb-server"), ("V100", "v100-server"),
-               ("P100", "p100-server"), ("T4", "t4-server"), ("L4", "l4-server"), ("P4", "p4-server"))
-
+__all__ = ["WhatIfs", "gpu_scales", "traced_gpu", "what_ifs"]
 
 def traced_gpu(graph: Graph, platform: str | Platform | None = None) -> Device:
-    """The GPU that ran the trace: ``platform``'s first GPU when given, else the
-    preset whose GPU the trace names (:data:`TRACED_GPUS`).
-
-    Raises
-    ------
-    GraphError
-        A traced device no preset describes (give ``platform``).
-    """
-    if platform is None:
-        name = str(graph.meta.get("device") or "")
-        for key, preset in TRACED_GPUS:
-            if key in name:
-                platform = preset
-                break
-        else:
-            raise GraphError(f"trace {graph.meta.get('trace', graph.name)!r}: no preset describes the traced GPU "
-                             f"{name or '(not named in the trace)'!r}; give the platform it ran on")
-    pl = Platform.load(platform)
-    gpus = pl.devices_of_kind("gpu")
-    if not gpus:
-        raise GraphError(f"platform {pl.name!r} has no GPU to stand for the traced one")
-    return gpus[0]
+    """The GPU that ran the trace (:func:`costmodel.trace.devices.traced_device`); a
+    GraphError where no preset describes it."""
+    try:
+        return traced_device(graph.meta, platform)
+    except CostModelError as e:
+        raise GraphError(str(e)) from None
 
 
 def gpu_scales(graph: Graph, traced: Device, other: Device) -> dict[str, float]:
-    """Per node, the factor of its device time on ``other`` against ``traced``: the
-    ratio of the two GPUs' compute peaks (``peak_flops``) for the compute-bound
-    kernel classes (:data:`graphs.trace.COMPUTE_CLASSES`: convolutions, GEMMs,
-    attention), of their memory bandwidths for every other kernel, copy and fill;
-    the roofline's two regimes, applied to measured times."""
-    compute = traced.peak_flops / other.peak_flops
-    memory = traced.mem_bandwidth_bytes_per_s / other.mem_bandwidth_bytes_per_s
-    return {n: compute if d["op"] in COMPUTE_CLASSES else memory
-            for n, d in graph.nodes(data=True) if d["op"] != "sync"}
+    """Per GPU node, the factor of its device time on ``other`` against ``traced``
+    (:func:`costmodel.trace.devices.device_ratio`)."""
+    return {n: device_ratio(d["op"], traced, other) for n, d in graph.nodes(data=True) if d["op"] != "sync"}
 
 
 @dataclass
