@@ -137,12 +137,12 @@ def cuda_graphs() -> None:
     g = from_trace(DATA / "alexnet-a100-forward.json.gz", step=ALEXNET_STEP)
     w = what_ifs(g, graph_launch_s=gl)
     cg = w.cases["cuda graphs"]
-    excess = w.host_bound_s - cg.segments * gl
+    excess = w.host_bound_s - cg.launches * gl
     bound = w.traced.measured - excess
     print("\n3. CUDA-graph what-if, AlexNet forward on an A100 (all-GPU inference)")
     print(f"traced {w.traced.measured * 1e3:.3f} ms, replay {w.traced.makespan * 1e3:.3f} ms: device-bound part "
           f"{w.device_bound.makespan * 1e3:.3f} ms, host-bound part {w.host_bound_s * 1e3:.3f} ms")
-    print(f"cuda graphs ({cg.segments} launch(es) x {gl * 1e6:g} us): {cg.makespan * 1e3:.3f} ms <= traced - "
+    print(f"cuda graphs ({cg.launches} launch(es) x {gl * 1e6:g} us): {cg.makespan * 1e3:.3f} ms <= traced - "
           f"host-launch excess = {bound * 1e3:.3f} ms: {'yes' if cg.makespan <= bound else 'no'}")
 
 

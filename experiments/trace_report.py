@@ -26,12 +26,12 @@ def replay_rows(w: WhatIfs) -> list[dict[str, Any]]:
     ratio to the traced time, launches."""
     measured = w.traced.measured
     rows = [{"case": "traced schedule", "step_ms": w.traced.makespan * _MS, "measured_ms": measured * _MS,
-             "error": w.traced.error, "launches": w.traced.segments}]
+             "error": w.traced.error, "launches": w.traced.launches}]
     rows.append({"case": "device-bound part", "step_ms": w.device_bound.makespan * _MS,
                  "vs_traced": w.device_bound.makespan / measured if measured else None})
     for label, r in w.cases.items():
         rows.append({"case": label, "step_ms": r.makespan * _MS,
-                     "vs_traced": r.makespan / measured if measured else None, "launches": r.segments})
+                     "vs_traced": r.makespan / measured if measured else None, "launches": r.launches})
     return rows
 
 
@@ -65,14 +65,14 @@ def replay_report(w: WhatIfs, *, graph_launch_s: float | None = None) -> str:
         lines.append(f"{'what-if':28} {'step ms':>10} {'vs traced':>10} {'launches':>9}")
         for label, c in w.cases.items():
             ratio = c.makespan / r.measured if r.measured else float("nan")
-            lines.append(f"{label:28} {c.makespan * _MS:10.3f} {ratio:9.2f}x {c.segments:9d}")
+            lines.append(f"{label:28} {c.makespan * _MS:10.3f} {ratio:9.2f}x {c.launches:9d}")
     cg = w.cases.get("cuda graphs")
     if cg is not None and graph_launch_s is not None:
-        excess = hb - cg.segments * graph_launch_s
+        excess = hb - cg.launches * graph_launch_s
         bound = r.measured - excess
         ok = "yes" if cg.makespan <= bound + 1e-9 else "no"
         lines.append("")
         lines.append(f"check: cuda graphs {cg.makespan * _MS:.3f} ms <= traced {r.measured * _MS:.3f} ms - host-launch "
-                     f"excess {excess * _MS:.3f} ms (host-bound part - {cg.segments} launch(es) x "
+                     f"excess {excess * _MS:.3f} ms (host-bound part - {cg.launches} launch(es) x "
                      f"{graph_launch_s * 1e6:g} us) = {bound * _MS:.3f} ms: {ok}")
     return "\n".join(lines)

@@ -72,7 +72,7 @@ def test_host_scale_and_launch_mode_move_the_step_as_they_should():
     assert replay(g, host_scale=0.5).makespan < base < replay(g, host_scale=2.0).makespan
     free = replay(g, launch_scale=0.0).makespan
     graphs = replay(g, launch="graph", graph_launch_s=10e-6)
-    assert graphs.segments == 1  # one segment: the forward up to its final synchronisation
+    assert graphs.launches == 1  # one segment: the forward up to its final synchronisation
     assert free <= graphs.makespan <= free + 10e-6 + 1e-9
     with pytest.raises(GraphError, match="launch must be one of"):
         ReplaySettings(launch="lazy")
@@ -85,7 +85,7 @@ def test_cuda_graph_what_if_is_within_the_traced_time_less_the_launch_excess():
     gl = 10e-6
     w = what_ifs(g, graph_launch_s=gl)
     cg = w.cases["cuda graphs"]
-    excess = w.host_bound_s - cg.segments * gl
+    excess = w.host_bound_s - cg.launches * gl
     assert w.host_bound_s > 0.8 * w.traced.makespan  # the traced forward waits on its launches
     assert cg.makespan <= w.traced.measured - excess
 

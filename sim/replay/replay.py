@@ -74,8 +74,8 @@ class ReplayResult:
     ``makespan``: the step's simulated time; ``measured``: the trace's;
     ``stream_busy`` / ``measured_stream_busy``: device time per stream;
     ``host_busy`` / ``measured_host_busy``: host time per thread (its calls and the
-    work between them, waits left out); ``segments``: launches (graph mode: one per
-    segment); ``records``: the simulator's record format (kind, name, node, resource,
+    work between them, waits left out); ``launches``: host launches (graph mode: one
+    per segment); ``records``: the simulator's record format (kind, name, node, resource,
     stream, start, end), for :mod:`sim.trace`.
     """
 
@@ -89,7 +89,7 @@ class ReplayResult:
     measured_host_busy: dict[int, float]
     stream_end: dict[int, float]
     measured_stream_end: dict[int, float]
-    segments: int
+    launches: int
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
@@ -131,8 +131,6 @@ def _segments(order: list[tuple[str, dict[str, Any], list[str]]], sync: set[str]
         th = a["thread"]
         if n in sync or a.get("blocking"):
             open_[th] = False
-            if a.get("blocking"):
-                starts.add(n)
             continue
         if not open_.get(th, False):
             starts.add(n)
@@ -224,7 +222,7 @@ def replay(graph: Graph, settings: ReplaySettings | None = None, **changes: Any)
         stream_busy=dict(sorted(stream_busy.items())), measured_stream_busy=m_stream,
         host_busy=dict(sorted(host_busy.items())), measured_host_busy=m_host,
         stream_end={k: stream_free[k] for k in sorted(stream_busy)}, measured_stream_end=m_end,
-        segments=launches, records=recs)
+        launches=launches, records=recs)
 
 
 def _rec(kind: str, node: str, resource: str, stream: int, start: float, end: float) -> dict[str, Any]:
