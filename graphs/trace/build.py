@@ -98,6 +98,18 @@ class _Builder:
         self.latencies: list[float] = []
         self.gaps: list[float] = []
 
+    def add(self, nid: str, op: str, attrs: dict[str, Any], nbytes: int, name: str | None, preds: set[str]) -> None:
+        """Add a node and its in-edges (zero bytes) straight to the networkx graph: the
+        schema is checked once, by ``validate``, when the graph is complete."""
+        data: dict[str, Any] = {"op": op, "inputs": [], "outputs": [], "attrs": attrs, "flops": 0.0,
+                                "bytes": int(nbytes), "param_bytes": 0}
+        if name is not None:
+            data["name"] = name
+        nx_graph = self.g.nx
+        nx_graph.add_node(nid, **data)
+        for p in sorted(preds):
+            nx_graph.add_edge(p, nid, bytes=0, output=0)
+
     def rel(self, t: float) -> float:
         return t - self.w.start
 
@@ -141,9 +153,7 @@ class _Builder:
                 attrs["blocking"] = True
                 attrs["post_s"] = max(0.0, c.end - max(c.start, a.end))
             op = kernel_class(a.name) if a.kind == "kernel" else a.kind
-            self.g.add_op(nid, op, attrs=attrs, bytes=a.bytes, name=a.name[:160])
-            for p in sorted(preds):
-                self.g.add_edge(p, nid, bytes=0)
+            self.add(nid, op, attrs, a.bytes, a.name[:160], preds)
             ready = max([self.end_of[p] for p in preds] + [self.w.start + self.busy.get(a.stream, 0.0)])
             if c.start >= ready:  # launched onto an idle stream: the start waited for the launch only
                 self.latencies.append(a.start - c.start)
@@ -181,13 +191,11 @@ class _Builder:
                  "call_s": c.end - c.start, "post_s": max(0.0, min(c.end - c.start, c.end - max(c.start, waited_until))),
                  "call_start_s": self.rel(c.start), "start_s": self.rel(c.start), "end_s": self.rel(c.end),
                  "call": c.name}
-        self.g.add_op(nid, "sync", attrs=attrs, bytes=0)
         preds = set(nodes)
         prev = self.pending_sync.pop(th, None)
         if prev is not None:
             preds.add(prev)
-        for p in sorted(preds):
-            self.g.add_edge(p, nid, bytes=0)
+        self.add(nid, "sync", attrs, 0, None, preds)
         self.pending_sync[th] = nid
         self.end_of[nid] = c.end
         self.host_acc[th] = 0.0
