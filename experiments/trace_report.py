@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from hetsim.graphs.graph import Graph
 from hetsim.sim.replay.whatif import WhatIfs
 
-__all__ = ["replay_report", "replay_rows", "trace_line"]
+__all__ = ["host_by_op", "replay_report", "trace_line"]
 
 _MS = 1e3
 
@@ -21,18 +19,18 @@ def trace_line(graph: Graph) -> str:
             f"stream(s), {len(graph) - gpu} host sync(s), {len(m.get('host_threads', []))} host thread(s)")
 
 
-def replay_rows(w: WhatIfs) -> list[dict[str, Any]]:
-    """One row per replay (traced, device-bound part, each what-if): step ms, its
-    ratio to the traced time, launches."""
-    measured = w.traced.measured
-    rows = [{"case": "traced schedule", "step_ms": w.traced.makespan * _MS, "measured_ms": measured * _MS,
-             "error": w.traced.error, "launches": w.traced.launches}]
-    rows.append({"case": "device-bound part", "step_ms": w.device_bound.makespan * _MS,
-                 "vs_traced": w.device_bound.makespan / measured if measured else None})
-    for label, r in w.cases.items():
-        rows.append({"case": label, "step_ms": r.makespan * _MS,
-                     "vs_traced": r.makespan / measured if measured else None, "launches": r.launches})
-    return rows
+def host_by_op(graph: Graph, top: int = 5) -> str:
+    """The ``top`` PyTorch ops by measured host time (their launches' calls and the
+    host work before each), with their launch counts."""
+    by: dict[str, list[float]] = {}
+    for _, d in graph.nodes(data=True):
+        a = d["attrs"]
+        if d["op"] != "sync" and a.get("call_s", 0) > 0:
+            row = by.setdefault(a.get("cpu_op", "(no op)"), [0.0, 0])
+            row[0] += a["host_s"] + a["call_s"]
+            row[1] += 1
+    ranked = sorted(by.items(), key=lambda kv: -kv[1][0])[:top]
+    return ", ".join(f"{name} {t * _MS:.3f} ms ({int(n)})" for name, (t, n) in ranked) or "none"
 
 
 def replay_report(w: WhatIfs, *, graph_launch_s: float | None = None) -> str:
@@ -50,6 +48,7 @@ def replay_report(w: WhatIfs, *, graph_launch_s: float | None = None) -> str:
     for th in r.host_busy:
         lines.append(f"{f'host {th} busy':22} {r.measured_host_busy.get(th, 0.0) * _MS:12.3f} "
                      f"{r.host_busy[th] * _MS:13.3f}")
+    lines.append("host time by op (measured, the launch calls and the work before each): " + host_by_op(g))
     m = g.meta
     busy = m.get("stream_busy_s") or {}
     lines.append(f"launch latency {m.get('launch_latency_s', 0) * 1e6:.1f} us, gap between queued kernels "

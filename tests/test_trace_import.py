@@ -171,3 +171,8 @@ def test_trimmed_trace_imports_as_the_step_of_the_whole(tmp_path):
     a, b = quiet(ALEXNET, step=ALEXNET_STEP), quiet(out, step=ALEXNET_STEP)
     assert len(a) == len(b) and a.meta["step_time_s"] == b.meta["step_time_s"]
     assert sorted(a.nx.edges) == sorted(b.nx.edges)
+
+
+def test_cuda_graph_launches_recorded_in_part_are_named():
+    with pytest.warns(TraceWarning, match="4 CUDA-graph launch\\(es\\) whose recorded work leaves the stream idle"):
+        from_trace(DATA / "queue-length-a100-train.json.gz")

@@ -97,6 +97,7 @@ class _Builder:
         self.dropped_waits = 0
         self.latencies: list[float] = []
         self.gaps: list[float] = []
+        self.sparse_graphs = 0
 
     def add(self, nid: str, op: str, attrs: dict[str, Any], nbytes: int, name: str | None, preds: set[str]) -> None:
         """Add a node and its in-edges (zero bytes) straight to the networkx graph: the
@@ -115,6 +116,10 @@ class _Builder:
 
     def add_gpu(self, c: HostCall, acts: list[Activity]) -> None:
         th = c.thread
+        if len(acts) > 1:  # a CUDA-graph launch: did the profiler record the graph's work?
+            span = max(a.end for a in acts) - min(a.start for a in acts)
+            if span > 1e-3 and sum(a.end - a.start for a in acts) < 0.5 * span:
+                self.sparse_graphs += 1
         for j, a in enumerate(sorted(acts, key=lambda x: x.start)):
             nid = f"c{c.correlation}" if len(acts) == 1 else f"c{c.correlation}.{j}"
             if nid in self.g.nx:
@@ -298,6 +303,11 @@ def build_graph(trace: KinetoTrace, window: Window, *, name: str | None = None) 
             f"{trace.path}: {b.guessed_waits} event wait(s) without their stream in the trace (no cuda_sync "
             "records): each is taken to order the thread's next launch after the stream it last launched on, "
             f"where the measured times allow it ({b.dropped_waits} did not)"),
+            stacklevel=3)
+    if b.sparse_graphs:
+        warnings.warn(TraceWarning(
+            f"{trace.path}: {b.sparse_graphs} CUDA-graph launch(es) whose recorded work leaves the stream idle for "
+            "most of the graph's span: the profiler recorded part of the graph, and the replay misses the rest"),
             stacklevel=3)
     ends = [d["attrs"]["end_s"] for _, d in g.nodes(data=True)]
     lat = [max(0.0, x) for x in b.latencies] or [0.0]
