@@ -45,7 +45,7 @@ TARGET = {
 }
 #: checked too, outside the target: file -> (step, what it is)
 OTHER = {
-    "queue-length-a100-train.json.gz": (None, "A100-80GB, training with CUDA graphs and NCCL, 6 streams"),
+    "queue-length-a100-train.json.gz": (None, "A100-80GB, training, CUDA graphs recorded in part (warned), NCCL"),
     "simple-add-a100.json.gz": (None, "A100, whole trace of two adds"),
 }
 
