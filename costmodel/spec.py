@@ -28,8 +28,18 @@ KINDS = ("table", "polynomial", "xgboost")
 #: what a bare profile folder means in :func:`from_spec`: exact measured times where
 #: the profile has the signature, XGBoost elsewhere
 DEFAULT_KIND = "table"
-#: cost sources added by other packages or layers: ``PREFIX:ARG`` -> factory(ARG, platform=...)
-_SOURCES: dict[str, Callable[..., Any]] = {}
+
+
+def _trace_source(arg: str, *, platform: Platform | None = None) -> Any:
+    """``trace:PATH[@STEP]``: the measured times of a profiler trace's step."""
+    from hetsim.costmodel.trace.measured import trace_source
+
+    return trace_source(arg, platform=platform)
+
+
+#: cost sources by prefix: ``PREFIX:ARG`` -> factory(ARG, platform=...); ``trace`` is
+#: built in, other packages or layers add theirs (:func:`register_cost_source`)
+_SOURCES: dict[str, Callable[..., Any]] = {"trace": _trace_source}
 
 
 def register_cost_source(prefix: str, factory: Callable[..., Any]) -> None:
@@ -192,6 +202,10 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
         transfers from that profile's link fit); unnamed devices as ``"default"``
         (:class:`~costmodel.composite.PlatformCostModel`).
 
+    ``trace:PATH`` or ``trace:PATH@STEP``
+        The kernel and launch times a PyTorch profiler trace measured, for the graph
+        read from that trace (:class:`~costmodel.trace.measured.TraceCostModel`; the
+        roofline for what it did not measure).
     ``aiconfigurator-GPU``
         GPU GEMM and attention times measured by NVIDIA AIConfigurator on ``GPU``
         (``h100_sxm``, ``h200_sxm``, ``a100_sxm``, ``l40s``), the roofline for the rest

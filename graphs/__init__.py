@@ -2,7 +2,8 @@
 and transforms.
 
 ``from_torch``, ``from_onnx`` and ``from_relax`` import TVM on first use, so that
-``import hetsim.graphs`` stays fast.
+``import hetsim.graphs`` stays fast; ``from_trace`` reads a PyTorch profiler trace
+(:mod:`graphs.trace`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ __all__ = [
     "from_onnx",
     "from_relax",
     "from_torch",
+    "from_trace",
     "load",
     "load_model_spec",
     "parse_input_spec",
@@ -71,6 +73,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "from_trace":
+        from hetsim.graphs.trace import from_trace
+
+        return from_trace
     if name in _LAZY:
         from hetsim.graphs import relax_import
 

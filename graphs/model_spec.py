@@ -275,7 +275,9 @@ def load_model_spec(
     if ms.kind in ("zoo", "graph") and specs:
         raise GraphError(f"model {ms.target!r}: input shapes are for ONNX and file.py:Class models only")
     if ms.kind == "graph":
-        return load(ms.target)
+        from hetsim.graphs.trace import from_trace, is_trace_file
+
+        return from_trace(ms.target) if is_trace_file(ms.target) else load(ms.target)
     if ms.kind == "zoo":
         return zoo.load(ms.target, batch=batch, granularity=granularity, seed=seed, cache=cache, **options)
     record = {

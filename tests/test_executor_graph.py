@@ -25,7 +25,7 @@ from hetsim.runtime.backends.torch_backend import TorchBackend  # noqa: E402
 from hetsim.runtime.executor import execute as executor_execute  # noqa: E402
 from hetsim.runtime.executor.execute import Execution, execute_wired  # noqa: E402
 from hetsim.runtime.executor.result import UNTRACED  # noqa: E402
-from hetsim.runtime.executor.segments import gpu_segments, launch_order  # noqa: E402
+from hetsim.runtime.executor.launches import gpu_segments, launch_order  # noqa: E402
 from hetsim.runtime.executor.setup import CheckedPlan, Wiring, plan_devices, resolve_launch  # noqa: E402
 from hetsim.sim import Plan, PlanError, Platform  # noqa: E402
 

@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 API = Path(__file__).resolve().parent / "api"
 #: the documented packages, in the order of the layers
-PACKAGES = ["graphs", "graphs.zoo", "graphs.llm", "costmodel", "sim", "schedulers", "runtime",
-            "runtime.backends", "experiments.sweep"]
+PACKAGES = ["graphs", "graphs.zoo", "graphs.llm", "graphs.trace", "costmodel", "costmodel.trace", "sim",
+            "sim.replay", "schedulers", "runtime", "runtime.backends", "experiments.sweep"]
 
 
 def page(package: str, seen: dict[int, str]) -> str:

@@ -30,7 +30,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "cannot measure them is refused (its host costs would be this machine's); with --gpu none the GPU "
         "parts are skipped with a note. simulate, compare and validate read the platform file as any other.",
     )
-    p.add_argument("--platform", required=True, metavar="NAME|FILE", help="platform preset or TOML file to calibrate")
+    p.add_argument("--platform", metavar="NAME|FILE",
+                   help="platform preset or TOML file to calibrate (required, except with --from-trace: the preset "
+                   "of the traced GPU)")
+    p.add_argument("--from-trace", metavar="TRACE",
+                   help="take the GPU's host figures (launch, latency, event, copy issue) from a PyTorch profiler "
+                   "trace instead of measuring this machine")
+    p.add_argument("--step", metavar="NAME", help="the trace's step (with --from-trace; default the last ProfilerStep)")
     p.add_argument("--out", default="out/calibration", metavar="DIR",
                    help="folder of platform.toml and measurements.json (default out/calibration)")
     p.add_argument("--gpu", default="0", metavar="K|none",
@@ -53,6 +59,15 @@ def run(args: argparse.Namespace) -> int:
     from hetsim.runtime.calibration import calibrate
     from hetsim.sim.platform import Platform
 
+    if args.from_trace:
+        from hetsim.experiments.trace_calibrate import calibrate_from_trace
+
+        figures, cal = calibrate_from_trace(args.from_trace, args.out, platform=args.platform, step=args.step)
+        print(figures)
+        print(f"wrote {args.out}/platform.toml ({cal.name}) and {args.out}/measurements.json")
+        return 0
+    if args.platform is None:
+        raise CLIError("--platform is required (or --from-trace TRACE)")
     platform = Platform.load(args.platform)  # a mistyped platform is reported before any measurement
     if args.gpu == "none":
         gpu = None

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from hetsim.graphs.graph import GraphError
 
 #: subcommand modules, in the order ``hetsim --help`` lists them
-SUBCOMMANDS = ["graph", "simulate", "compare", "profile", "profile_import", "costmodel", "calibrate", "validate", "sweep",
+SUBCOMMANDS = ["graph", "replay", "simulate", "compare", "profile", "profile_import", "costmodel", "calibrate", "validate", "sweep",
                "plot",
                "llm"]
 
