@@ -6,6 +6,7 @@ single-device reference.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -170,6 +171,32 @@ def test_the_clock_is_each_threads_own():
     t.start()
     t.join()
     assert dev.clock() == pytest.approx(float(ONE_STREAM.device("gpu").event_s)) and seen == [0.0]
+
+
+@pytest.mark.xfail(strict=True, reason="the executor counts a GPU-to-CPU copy as arrived when it is issued: "
+                                       "the CPU worker takes b and blocks on its copy while c's input is there")
+def test_a_cpu_worker_runs_an_op_whose_input_has_arrived():
+    """a (1 ms) and e (0.1 ms) run on two GPU streams; b reads a, c reads e, both on
+    the CPU, b ranked first. The simulator's CPU worker runs c while a's output is on
+    its way (3.14 ms); the executor's takes b, whose copy is only issued, and blocks."""
+    from hetsim.sim import simulate
+
+    class Cost(Flat):
+        def op_time(self, graph: Any, node: str, device: Any) -> float:
+            return {"a": 1e-3, "e": 1e-4}.get(node, 1e-3)
+
+    g, wiring = _graph({"e": [], "a": [], "b": ["a"], "c": ["e"], "d": ["b", "c"]})
+    plan = Plan({"e": "gpu", "a": "gpu", "b": "cpu", "c": "cpu", "d": "cpu"}, {"a": 0, "e": 1, "b": 2, "c": 3, "d": 4})
+    platform = FOUR_STREAMS.replace(devices=tuple(
+        dataclasses.replace(d, launch="eager", event_s=0.0, copy_issue_s=0.0) if d.kind == "gpu" else d
+        for d in FOUR_STREAMS.devices))
+    predicted = simulate(g, platform, plan, Cost()).makespan
+    dev = VirtualCuda(platform, Cost())
+    with dev.execution(g, plan, wiring, launch="eager") as ex:
+        ex.run(1)
+        measured = ex.result().makespans[0]
+    assert predicted == pytest.approx(3.141e-3, rel=1e-3)
+    assert measured == pytest.approx(predicted, rel=0.02)
 
 
 # ------------------------------------------------------------------- ordering
