@@ -17,6 +17,9 @@ Three protocols (:mod:`costmodel.gpu.evaluate`), on the call times the data set 
 * leave one GPU out, kernel model: the kernel model's constants
   (:mod:`costmodel.gpu.kernel`) fitted on every other GPU price every row of the
   held-out GPU, every family, from its spec sheet;
+* h100-torch: the kernel model, as the cost model prices a kernel (the device's
+  ``launch_overhead_s`` as its floor), against the GPU times of ``profiles/h100-torch``
+  (zoo operators measured on an H100 by ``hetsim profile``), per kernel family;
 * first run: ``hetsim simulate resnet50 --platform h100-server --scheduler heft`` in
   a fresh cache (graph import included), timed in a subprocess;
 * zoo kernels: the measured kernel sums of zoo models in
@@ -113,6 +116,44 @@ def targets(points: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def h100_torch() -> pd.DataFrame:
+    """The kernel model on ``h100-server``'s GPU against the GPU rows of
+    ``profiles/h100-torch``: per family, rows, median and mean absolute error (%) and
+    the median ratio predicted / measured."""
+    import warnings
+
+    import numpy as np
+
+    from hetsim.costmodel.gpu.features import gpu_ops
+    from hetsim.costmodel.gpu.kernel import KernelGPU, kernel_times, shipped_constants
+    from hetsim.costmodel.gpu.roofline import views
+    from hetsim.costmodel.learned.xgb_features import moved_bytes
+    from hetsim.costmodel.profile_reader import read_profile
+    from hetsim.sim import Platform
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # format 1: its GPU times are taken as device times
+        prof = read_profile(Path(__file__).resolve().parents[1] / "profiles" / "h100-torch")
+    rows = prof.ops[prof.ops["device_kind"] == "gpu"].reset_index(drop=True)
+    rows = rows[~views(rows)].reset_index(drop=True)
+    measured = rows["time_s"].to_numpy(float)
+    ops = gpu_ops(rows)
+    dtypes = ["bfloat16" if "bfloat16" in s else "float16" if "float16" in s else "float32"
+              for s in rows["signature"].astype(str)]
+    device = Platform.preset("h100-server").device("gpu")
+    pred = kernel_times(ops, KernelGPU.from_device(device), shipped_constants(), dtypes=dtypes,
+                        moved=moved_bytes(rows), floor_s=device.launch_overhead_s)
+    frame = pd.DataFrame({"family": np.where(ops["family"] == "", "other", ops["family"]),
+                          "ape_pct": 100 * np.abs(pred - measured) / measured, "ratio": pred / measured,
+                          "measured_us": measured * 1e6})
+    out = frame.groupby("family").agg(n=("ape_pct", "size"), median_ape_pct=("ape_pct", "median"),
+                                      mean_ape_pct=("ape_pct", "mean"), median_ratio=("ratio", "median"),
+                                      median_measured_us=("measured_us", "median")).reset_index()
+    print("kernel model against profiles/h100-torch (device times):")
+    print(out.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    return out
+
+
 def first_run() -> pd.DataFrame:
     """Wall time of :data:`FIRST_RUN` in a fresh ``HETSIM_CACHE`` (a subprocess), against
     :data:`FIRST_RUN_S`; ``mape_pct`` holds the seconds."""
@@ -167,8 +208,9 @@ def published_targets(published: pd.DataFrame) -> pd.DataFrame:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", help="comma-separated GPUs to evaluate (default: every built-in GPU)")
-    ap.add_argument("--protocols", default="held-out,cv,logo,kernel-logo,published,zoo,first-run",
-                    help="held-out, cv, logo, kernel-logo, published, zoo and/or first-run (default all)")
+    ap.add_argument("--protocols", default="held-out,cv,logo,kernel-logo,published,zoo,h100-torch,first-run",
+                    help="held-out, cv, logo, kernel-logo, published, zoo, h100-torch and/or first-run "
+                         "(default all)")
     ap.add_argument("--published-costs", default="default,roofline,kernel",
                     help="cost models of the published-latency protocol (default: default,roofline,kernel)")
     ap.add_argument("--out", help="folder for gpu_eval.csv, gpu_eval_points.csv.gz and the scatter plot")
@@ -203,6 +245,7 @@ def main() -> None:
     frames = []
     if "first-run" in args.protocols:
         checks.append(first_run())
+    torch_rows = h100_torch() if "h100-torch" in args.protocols else None
     protocols = args.protocols.split(",")
     bank = GPUBank.builtin() if any(p in protocols for p in ("held-out", "cv", "logo", "kernel-logo")) else None
     if "held-out" in args.protocols:
@@ -233,6 +276,8 @@ def main() -> None:
         if "zoo" in args.protocols:
             zoo.to_csv(res / "zoo.csv", index=False, float_format="%.6g")
         check.to_csv(res / "targets.csv", index=False, float_format="%.4g")
+        if torch_rows is not None:
+            torch_rows.to_csv(res / "h100_torch.csv", index=False, float_format="%.4g")
         print(f"wrote {res}")
     if args.out and frames:
         out = Path(args.out)

@@ -88,4 +88,4 @@ def test_a_built_in_gpu_is_priced_without_fitting_or_reading_a_profile() -> None
     times = [model.op_time(g, n, gpu) for n in ("mm", "c")]
     assert all(t > gpu.launch_overhead_s for t in times)
     assert list(model.sources(g, gpu)) == ["own:gemm", "cross-gpu:conv"]
-    assert all(d._loaded is None for d in bank.gpus.values())  # no profile read, nothing fitted
+    assert not any(d.loaded for d in bank.gpus.values())  # no profile read, nothing fitted

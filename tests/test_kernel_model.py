@@ -92,8 +92,9 @@ def test_tiles_run_in_waves_over_the_sms() -> None:
     # one tile more costs far more than its 1/132 share (the best tile shape for 133
     # rows of tiles is 128 x 64 in three waves of half the time: 1.5/1.333 of one wave)
     assert t2 / t1 == pytest.approx(1.125, rel=1e-6)
-    small = _ops(_mm("s", 128, 128, k))       # one tile: split along k, down to the sub-wave floor
-    assert kernel_times(small, h, c)[0] == pytest.approx(c.subwave * t1, rel=1e-4)
+    small = _ops(_mm("s", 128, 128, k))       # under one wave: split along k, down to the sub-wave floor
+    # the best of the small tiles: 64 x 32, 8 tiles, a wave of them an eighth of t1
+    assert kernel_times(small, h, c)[0] == pytest.approx(c.subwave * t1 / 8, rel=1e-4)
 
 
 def test_what_fits_in_the_l2_moves_faster() -> None:
@@ -150,3 +151,14 @@ def test_constants_fit_on_measured_gpus_in_seconds(tmp_path: Path) -> None:
         return float(np.median(np.concatenate(out)))
 
     assert error(fitted) < error(start)
+
+
+def test_a_newer_process_sustains_more_flops_per_watt() -> None:
+    gens = {p: _gpu(p).generation() for p in ("h200-server", "l4-server", "a100-server", "t4-server", "p4-server")}
+    assert gens == {"h200-server": "fp8", "l4-server": "fp8", "a100-server": "tf32", "t4-server": "older",
+                    "p4-server": "older"}
+    c = KernelConstants(fp32_flops_per_watt=5e10, watt_scale_fp8=2.0, launch_floor_s=1e-9)
+    big = _ops(_mm("mm", 8192, 8192, 8192))
+    l4 = _gpu("l4-server")  # 72 W: power-bound on its CUDA cores
+    older = dataclasses.replace(l4, tensor_flops={"fp16": 1e14})
+    assert kernel_times(big, older, c)[0] == pytest.approx(2.0 * kernel_times(big, l4, c)[0], rel=0.02)

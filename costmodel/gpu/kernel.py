@@ -7,16 +7,18 @@ measurements (the NeuSight profiles of eight GPUs). A kernel's device time is::
 
     t = launch_floor_s + max(t_compute, t_memory)
 
-* ``launch_floor_s``: what the smallest kernel costs the GPU (a few microseconds:
-  the grid's launch, its blocks' start, the write-back).
+* ``launch_floor_s``: what the smallest kernel costs (a few microseconds: the
+  grid's launch, its blocks' start, the write-back).
 * GEMMs and convolutions (as the implicit GEMM cuDNN runs) compute in output tiles,
   one thread block each: ``tiles = b x ceil(m / TM) x ceil(n / TN)`` spread over the
   SMs in ``waves = ceil(tiles / SMs)``. A grid smaller than one wave is split along
-  ``k`` to fill the idle SMs (split-K), down to a sub-wave floor: ``subwave`` of one
-  wave of the 128 x 128 tile. A tile's time is ``2 TM TN k`` FLOPs at the SM's sustained rate, the GPU's
+  ``k`` to fill the idle SMs (split-K), down to a sub-wave floor of ``subwave`` of a
+  wave. A tile's time is ``2 TM TN k`` FLOPs at the SM's sustained rate, the GPU's
   peak of the math mode times ``compute_efficiency`` (``tile_efficiency`` for
   the 64-wide tiles of small problems), on the CUDA cores capped by the board power
-  (``fp32_flops_per_watt x tdp_w``: a 70 W T4 sustains half its FP32 peak). The
+  (``fp32_flops_per_watt x tdp_w``: a 70 W T4 sustains half its FP32 peak), a newer
+  process doing more per watt (``watt_scale_fp8`` for the GPUs with FP8 tensor cores,
+  Ada and Hopper; ``watt_scale_tf32`` for Ampere; :meth:`KernelGPU.generation`). The
   tile shape is the fastest of :data:`TILES`, as cuBLAS's heuristics pick.
 * The math mode is PyTorch's (:mod:`costmodel.math_mode`): FP32 convolutions in
   TF32 on a GPU with TF32 tensor cores (cuDNN's default), FP32 matmuls in FP32
@@ -31,8 +33,11 @@ measurements (the NeuSight profiles of eight GPUs). A kernel's device time is::
 
 The time PyTorch reports for one call adds the host's launch path (the NeuSight
 data: the smallest call of a GPU, 12-39 us, set by its host); the fit takes each
-GPU's floor from its own smallest calls (the host's part), and the cost model charges
-the kernel time alone, the host's launch being the simulator's dispatch.
+GPU's floor from its own smallest calls (the host's part), and ``launch_floor_s``
+holds what the data set's calls pay above that floor (7 us: the events around each
+call as well as the launch). The cost model (:mod:`costmodel.gpu.kernel_cost`)
+charges the device's own ``launch_overhead_s`` (a few microseconds) as the floor
+instead, the host's launch being the simulator's dispatch.
 
 The fitted constants ship as ``costmodel/data/gpu-kernel.json``
 (:func:`shipped_constants`); :func:`fit_constants` refits them from a
@@ -83,6 +88,8 @@ class KernelConstants:
     reduction_passes: float = 2.0
     conv_speedup: float = 1.5
     launch_floor_s: float = 5e-6
+    watt_scale_fp8: float = 2.0
+    watt_scale_tf32: float = 1.0
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -144,6 +151,19 @@ class KernelGPU:
         return cls.from_spec(device.name, {k: getattr(device, k, None) for k in KERNEL_FIELDS},
                              tensor_flops=device.tensor_flops, matmul_precision=device.matmul_precision)
 
+    def generation(self) -> str:
+        """The GPU's process generation as its tensor cores tell it: ``fp8`` (Ada,
+        Hopper and later: 4-5 nm), ``tf32`` (Ampere: 7-8 nm) or ``older`` (Turing,
+        Volta, Pascal: 12-16 nm)."""
+        table = self.tensor_flops or {}
+        return "fp8" if "fp8" in table else "tf32" if "tf32" in table else "older"
+
+    def watt_scale(self, constants: KernelConstants) -> float:
+        """How many more FP32 FLOP per watt the GPU's generation sustains than the
+        oldest (``watt_scale_fp8``, ``watt_scale_tf32``; ``older``: 1)."""
+        gen = self.generation()
+        return constants.watt_scale_fp8 if gen == "fp8" else constants.watt_scale_tf32 if gen == "tf32" else 1.0
+
     def mode_peak(self, mode: str) -> float:
         """Peak FLOP/s of a math mode. FP32 is ``peak_flops``; TF32 on a GPU without
         it is FP32 (PyTorch falls back); an FP16/BF16 (or other) mode the GPU lacks is
@@ -184,12 +204,14 @@ def _modes(ops: pd.DataFrame, dtypes: Sequence[str] | np.ndarray, gpu: KernelGPU
 
 
 def kernel_times(ops: pd.DataFrame, gpu: KernelGPU, constants: KernelConstants, *,
-                 dtypes: Sequence[str] | np.ndarray | None = None, moved: np.ndarray | None = None) -> np.ndarray:
+                 dtypes: Sequence[str] | np.ndarray | None = None, moved: np.ndarray | None = None,
+                 floor_s: float | None = None) -> np.ndarray:
     """Device time (seconds, with the per-launch floor) of each row of ``ops``
     (:func:`~costmodel.gpu.features.gpu_ops` rows) on ``gpu``.
 
     ``dtypes``: each row's tensor dtype (default ``float32``); ``moved``: the bytes
-    each row moves (default ``ops["bytes"]``).
+    each row moves (default ``ops["bytes"]``); ``floor_s``: the per-launch floor
+    (default ``constants.launch_floor_s``).
     """
     c = constants
     n = len(ops)
@@ -209,7 +231,7 @@ def kernel_times(ops: pd.DataFrame, gpu: KernelGPU, constants: KernelConstants, 
         on = modes == mode
         peak = gpu.mode_peak(mode)
         if mode == "fp32" or mode == "tf32" and peak == gpu.peak_flops:
-            rate[on] = min(peak * c.compute_efficiency, c.fp32_flops_per_watt * gpu.tdp_w)
+            rate[on] = min(peak * c.compute_efficiency, c.fp32_flops_per_watt * gpu.watt_scale(c) * gpu.tdp_w)
         else:
             rate[on] = peak * c.tensor_efficiency
     t_comp = ops["flops"].to_numpy(float) / rate
@@ -220,15 +242,13 @@ def kernel_times(ops: pd.DataFrame, gpu: KernelGPU, constants: KernelConstants, 
         best = np.full(int(mm.sum()), np.inf)
         for tm, tn in TILES:
             tiles = b * np.ceil(m / tm) * np.ceil(nn / tn)
-            waves = np.where(tiles >= sms, np.ceil(tiles / sms), tiles / sms)
+            # a grid under one wave is split along k over the idle SMs, down to `subwave`
+            # of a wave (the partial sums' reduction, each SM's pipeline fill)
+            waves = np.where(tiles >= sms, np.ceil(tiles / sms), np.maximum(tiles / sms, c.subwave))
             eff = c.tile_efficiency if (tm, tn) in _SMALL_TILES else 1.0
             best = np.minimum(best, waves * 2.0 * tm * tn * np.maximum(k, 1.0) / (per_sm * eff))
-        # the sub-wave floor: a grid split along k still takes `subwave` of one wave of
-        # the large tile (the partial sums' reduction, each SM's pipeline fill)
-        tm, tn = TILES[0]
-        best = np.maximum(best, c.subwave * 2.0 * tm * tn * np.maximum(k, 1.0) / per_sm)
         t_comp[mm] = np.where(fam[mm] == "conv", best / c.conv_speedup, best)
-    return c.launch_floor_s + np.maximum(t_comp, t_mem)
+    return (c.launch_floor_s if floor_s is None else floor_s) + np.maximum(t_comp, t_mem)
 
 
 # --------------------------------------------------------------------------- fitting
@@ -236,7 +256,7 @@ def kernel_times(ops: pd.DataFrame, gpu: KernelGPU, constants: KernelConstants, 
 FITTED = {"compute_efficiency": (0.2, 1.0), "tensor_efficiency": (0.1, 1.0), "tile_efficiency": (0.3, 1.0),
           "fp32_flops_per_watt": (1e10, 5e11), "subwave": (0.02, 1.0), "dram_fraction": (0.3, 1.0),
           "l2_speedup": (1.0, 6.0), "reduction_passes": (1.0, 6.0), "conv_speedup": (0.5, 4.0),
-          "launch_floor_s": (5e-7, 5e-5)}
+          "launch_floor_s": (5e-7, 5e-5), "watt_scale_fp8": (0.5, 8.0), "watt_scale_tf32": (0.5, 8.0)}
 
 
 def bank_gpus(bank: GPUBank) -> dict[str, KernelGPU]:

@@ -27,8 +27,8 @@ __all__ = ["KernelCostModel"]
 class KernelCostModel:
     """A :class:`~costmodel.base.CostModel` of GPU devices from their spec sheets.
 
-    ``op_time`` = the kernel model's device time, its per-launch floor included
-    (views: 0); ``dispatch_time`` = ``device.dispatch_s`` (views: 0);
+    ``op_time`` = the kernel model's device time, with the device's
+    ``launch_overhead_s`` as its per-launch floor (views: 0); ``dispatch_time`` = ``device.dispatch_s`` (views: 0);
     ``transfer_time`` = the link's latency + bytes / bandwidth.
 
     Parameters
@@ -73,7 +73,8 @@ class KernelCostModel:
             gpu = KernelGPU.from_device(device)
             X = features(graph)
             dtypes = np.array([node_dtype(graph.nodes[n]) for n in X.index], dtype=object)
-            t = kernel_times(gpu_ops(X), gpu, self.constants, dtypes=dtypes, moved=moved_bytes(X))
+            t = kernel_times(gpu_ops(X), gpu, self.constants, dtypes=dtypes, moved=moved_bytes(X),
+                             floor_s=device.launch_overhead_s)
             view = views(X)
             hit = (weakref.ref(graph), {n: i for i, n in enumerate(X.index)}, np.where(view, 0.0, t), view)
             self._graphs[key] = hit

@@ -177,6 +177,11 @@ class GPUData:
     digest: str
     _loaded: tuple[pd.DataFrame, pd.DataFrame, np.ndarray] | None = field(default=None, repr=False)
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the profile has been read."""
+        return self._loaded is not None
+
     def load(self) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
         """``(profile rows, gpu_ops of them, call times)``, read once."""
         if self._loaded is None:
@@ -481,7 +486,7 @@ class GPUBank:
 
     def _reading(self, gpus: list[str], desc: str) -> Iterable[str]:
         """``gpus``, with a progress bar while their profiles are read (those not read yet)."""
-        unread = [g for g in gpus if self.gpus[g]._loaded is None]
+        unread = [g for g in gpus if not self.gpus[g].loaded]
         if len(unread) < 2:
             return gpus
         from tqdm import tqdm
