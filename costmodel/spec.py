@@ -67,7 +67,7 @@ def register_cost_source(prefix: str, factory: Callable[..., Any]) -> None:
     import re
 
     if not isinstance(prefix, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", prefix) \
-            or prefix in ("default", "roofline", "cross-gpu") or prefix.startswith("gpu-"):
+            or prefix in ("default", "roofline", "cross-gpu", "kernel") or prefix.startswith("gpu-"):
         raise CostModelError(f"cost source prefix {prefix!r}: need a lowercase name that is not a built-in form")
     if not callable(factory):
         raise CostModelError(f"cost source {prefix!r}: factory {factory!r} is not callable")
@@ -193,6 +193,10 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
         A built-in GPU profile (:func:`costmodel.builtin_profiles`: ``gpu-t4``,
         ``gpu-a100-80gb``, ``gpu-h100``...): that GPU's models, the cross-GPU models
         for kernel families it has no rows of.
+    ``"kernel"``
+        Every GPU priced from its spec sheet by the kernel model (waves of tiles,
+        achieved bandwidth, L2, PyTorch's math modes; :mod:`costmodel.gpu.kernel`), with
+        the constants fitted on the built-in GPUs that ship with hetsim.
     ``"cross-gpu"``
         Every GPU priced from its published figures (``sm_count``, ``clock_hz``,
         ``peak_flops``, ``mem_bandwidth_bytes_per_s``, ``l2_bytes``, ``tdp_w``) by the models
@@ -211,7 +215,7 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
         (``h100_sxm``, ``h200_sxm``, ``a100_sxm``, ``l40s``), the roofline for the rest
         (:class:`~costmodel.gpu.aiconfigurator.AIConfiguratorCostModel`).
 
-    A single GPU source (``gpu-a100-80gb``, ``cross-gpu``, a GPU profile) given with
+    A single GPU source (``gpu-a100-80gb``, ``cross-gpu``, ``kernel``, a GPU profile) given with
     a ``platform`` that has other devices prices its GPUs; the others keep their default.
     ``allow_uncovered``: a measured profile prices graphs it measured none of, instead
     of refusing them (:class:`~costmodel.learned.measured.MeasuredCostModel`).
@@ -239,9 +243,10 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
         links = items.pop("link", None)
         return PlatformCostModel(items, links=links, platform=platform)
     model = single_source(spec, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
+    from hetsim.costmodel.gpu.kernel_cost import KernelCostModel
     from hetsim.costmodel.gpu.model import GPUCostModel
 
-    if isinstance(model, GPUCostModel) and platform is not None and any(d.kind != "gpu" for d in platform.devices):
+    if isinstance(model, GPUCostModel | KernelCostModel) and platform is not None and any(d.kind != "gpu" for d in platform.devices):
         return PlatformCostModel({"gpu": model}, platform=platform)
     return model
 
@@ -282,6 +287,10 @@ def single_source(spec: str, *, platform: Platform | None = None,
         from hetsim.costmodel.gpu.model import GPUCostModel
 
         return GPUCostModel(builtin_bank(), None)
+    if spec == "kernel":
+        from hetsim.costmodel.gpu.kernel_cost import KernelCostModel
+
+        return KernelCostModel()
     if spec.startswith("aiconfigurator-"):
         from hetsim.costmodel.gpu.aiconfigurator import AIConfiguratorCostModel
 
@@ -333,7 +342,7 @@ def _unknown_spec(spec: str) -> CostModelError:
     from hetsim.costmodel.builtin import builtin_profiles
 
     return CostModelError(
-        f"cost model spec {spec!r}: expected 'default', 'roofline', 'cross-gpu', a profile folder, "
+        f"cost model spec {spec!r}: expected 'default', 'roofline', 'cross-gpu', 'kernel', a profile folder, "
         f"PROFILE:KIND (KIND in {list(KINDS)}), a saved model file, a built-in profile "
         f"({', '.join(builtin_profiles())}), aiconfigurator-GPU, {''.join(f'{p}:ARG, ' for p in _SOURCES)}"
         f"or DEVICE=SPEC,...; nothing of that name exists"
@@ -376,7 +385,7 @@ def check_spec(spec: str | None) -> None:
         return
     prefix, colon, _ = spec.partition(":")
     head, sep, kind = spec.rpartition(":")
-    if (spec in ("roofline", "cross-gpu") or spec.startswith("aiconfigurator-") or (colon and prefix in _SOURCES)
+    if (spec in ("roofline", "cross-gpu", "kernel") or spec.startswith("aiconfigurator-") or (colon and prefix in _SOURCES)
             or Path(spec).exists() or (sep and kind in KINDS and Path(head).is_dir()) or spec in builtin_profiles()):
         return
     raise _unknown_spec(spec)

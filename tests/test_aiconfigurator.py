@@ -99,3 +99,23 @@ def test_shipped_tables_and_spec() -> None:
     assert 10e-6 < m.gemm_time(1, 4096, 4096) < 20e-6
     with pytest.raises(CostModelError, match="unknown AIConfigurator GPU 'b200'; known: h100_sxm"):
         AIConfiguratorCostModel("b200")
+
+
+def test_a_table_in_an_unknown_format_is_named_with_its_column(tmp_path: Path) -> None:
+    import gzip
+    import shutil
+
+    folder = tmp_path / "h100_sxm"
+    shutil.copytree(DATA / "h100_sxm", folder)
+    gemm = folder / "gemm.csv.gz"
+    with gzip.open(gemm, "wt") as fh:
+        fh.write("m,n,kk,latency_ms\n1,1,1,0.01\n")
+    with pytest.raises(CostModelError, match=r"gemm.csv.gz: unknown table format: column 3 is 'kk', expected 'k'"):
+        AIConfiguratorCostModel("h100_sxm", data=folder)
+    with gzip.open(gemm, "wt") as fh:
+        fh.write("m,n,k,latency_ms\n1,1,1,fast\n")
+    with pytest.raises(CostModelError, match=r"gemm.csv.gz: row 2, column 'latency_ms': 'fast' is not a number"):
+        AIConfiguratorCostModel("h100_sxm", data=folder)
+    gemm.write_text("m,n,k,latency_ms\n")  # not gzip
+    with pytest.raises(CostModelError, match=r"gemm.csv.gz: not a gzip CSV table"):
+        AIConfiguratorCostModel("h100_sxm", data=folder)

@@ -121,12 +121,30 @@ def _write(path: Path, header: list[str], rows: np.ndarray) -> Path:
     return path
 
 
-def _read(path: Path) -> tuple[list[str], np.ndarray]:
+def _read(path: Path, header: list[str]) -> tuple[list[str], np.ndarray]:
+    """A converted table whose columns are ``header``; any other format is an error
+    naming the file and the column (or the row and column of a cell that is no number)."""
     if not path.is_file():
         raise CostModelError(f"{path}: no such AIConfigurator table (convert it with costmodel.gpu.aiconfigurator.convert)")
-    with gzip.open(path, "rt", newline="") as fh:
-        rows = list(csv.reader(fh))
-    return rows[0], np.array(rows[1:], dtype=float)
+    try:
+        with gzip.open(path, "rt", newline="") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as e:
+        raise CostModelError(f"{path}: not a gzip CSV table ({type(e).__name__}: {e})") from None
+    got = rows[0] if rows else []
+    if got != header:
+        wrong = next((f"column {i + 1} is {c!r}, expected {h!r}" for i, (c, h) in enumerate(zip(got, header))
+                      if c != h), f"columns {got}, expected {header}")
+        raise CostModelError(f"{path}: unknown table format: {wrong}")
+    for i, row in enumerate(rows[1:], start=2):
+        for name, cell in zip(header, row):
+            try:
+                float(cell)
+            except ValueError:
+                raise CostModelError(f"{path}: row {i}, column {name!r}: {cell!r} is not a number") from None
+        if len(row) != len(header):
+            raise CostModelError(f"{path}: row {i} has {len(row)} cells, the columns are {header}")
+    return got, np.array(rows[1:], dtype=float).reshape(-1, len(header))
 
 
 # --------------------------------------------------------------- interpolation
@@ -222,11 +240,11 @@ class AIConfiguratorCostModel:
             fallback = Roofline()
         self.gpu, self.fallback = gpu, fallback
         folder = Path(data) if data is not None else DATA / gpu
-        _, g = _read(folder / "gemm.csv.gz")
+        _, g = _read(folder / "gemm.csv.gz", ["m", "n", "k", "latency_ms"])
         self.gemm = GridTable(g[:, :3], g[:, 3] * 1e-3)
         self.attention: dict[str, dict[tuple[int, int, int], GridTable]] = {}
         for name in ("generation_attention", "context_attention"):
-            _, a = _read(folder / f"{name}.csv.gz")
+            _, a = _read(folder / f"{name}.csv.gz", [*_ATTN_KEYS, "latency_ms"])
             tables: dict[tuple[int, int, int], GridTable] = {}
             for key in {tuple(int(v) for v in r[2:5]) for r in a}:
                 rows = a[(a[:, 2] == key[0]) & (a[:, 3] == key[1]) & (a[:, 4] == key[2])]

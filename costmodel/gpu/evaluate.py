@@ -26,6 +26,10 @@ Three protocols, all on the call times the data set measured:
     platform's launch and dispatch figures when it prices an op);
     ``floor="others"`` takes the median of the other GPUs' floors instead
     (protocol ``leave one GPU out, floor of the others``).
+``leave one GPU out, kernel model`` (:func:`kernel_logo_predictions`)
+    The kernel model's constants (:mod:`costmodel.gpu.kernel`) are fitted on every
+    other GPU and price all the held-out GPU's rows of every family from its spec
+    sheet, with its own floor as above.
 
 :func:`summarize` gives, per protocol, GPU and family (and ``ALL`` families), the
 number of rows and the mean (MAPE), median and 90th-percentile absolute percentage
@@ -49,7 +53,7 @@ from hetsim.costmodel.gpu.model import holdout, shape_fold
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.gpu.model import GPUBank
 
-__all__ = ["GPU_POINT_COLUMNS", "GPU_EVAL_COLUMNS", "cv_predictions", "format_gpu_eval", "logo_predictions", "plot_gpu_eval",
+__all__ = ["GPU_POINT_COLUMNS", "GPU_EVAL_COLUMNS", "cv_predictions", "kernel_logo_predictions", "format_gpu_eval", "logo_predictions", "plot_gpu_eval",
            "split_predictions", "summarize_gpu"]
 
 GPU_POINT_COLUMNS = ["protocol", "gpu", "family", "source_op", "signature", "split", "measured_s",
@@ -57,6 +61,7 @@ GPU_POINT_COLUMNS = ["protocol", "gpu", "family", "source_op", "signature", "spl
 GPU_EVAL_COLUMNS = ["protocol", "gpu", "family", "n", "mape_pct", "median_ape_pct", "p90_ape_pct"]
 HELD_OUT, LOGO, LOGO_FLOOR = "held-out shapes", "leave one GPU out", "leave one GPU out, floor of the others"
 SHAPE_CV = "shape cross-validation"
+KERNEL_LOGO = "leave one GPU out, kernel model"
 
 
 def _points(protocol: str, gpu: str, family: str, rows: pd.DataFrame, measured: np.ndarray,
@@ -149,6 +154,30 @@ def logo_predictions(bank: GPUBank, gpus: Iterable[str] | None = None,
             frames.append(_points(LOGO if floor == "own" else LOGO_FLOOR, g, family, rows[on], t[on], pred))
     if not frames:
         raise CostModelError(f"no rows of {list(families)} to hold out on {names}")
+    return pd.concat(frames, ignore_index=True)[GPU_POINT_COLUMNS]
+
+
+def kernel_logo_predictions(bank: GPUBank, gpus: Iterable[str] | None = None,
+                            families: Sequence[str] = GPU_FAMILIES, *, progress: bool = False) -> pd.DataFrame:
+    """:data:`KERNEL_LOGO` predictions of ``gpus`` (default: every GPU of ``bank``)."""
+    from hetsim.costmodel.gpu.kernel import bank_gpus, fit_constants, kernel_times
+
+    names = list(gpus) if gpus is not None else list(bank.gpus)
+    if len(bank.gpus) < 3:
+        raise CostModelError(f"leave one GPU out needs at least 3 GPUs in the bank, has {list(bank.gpus)}")
+    specs = bank_gpus(bank)
+    frames = []
+    for g in _progress(names, progress, "leave one GPU out, kernel model"):
+        constants = fit_constants(bank, [o for o in bank.gpus if o != g])
+        rows, ops, t = bank.gpus[g].load()
+        fam, via = ops["family"].to_numpy(), ops["via"].to_numpy()
+        for family in families:
+            on = (fam == family) & (via == "own")
+            if on.any():
+                pred = bank.floor(g) + kernel_times(ops[on], specs[g], constants)
+                frames.append(_points(KERNEL_LOGO, g, family, rows[on], t[on], pred))
+    if not frames:
+        raise CostModelError(f"no rows of {list(families)} on {names}")
     return pd.concat(frames, ignore_index=True)[GPU_POINT_COLUMNS]
 
 

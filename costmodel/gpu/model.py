@@ -18,10 +18,12 @@ A :class:`GPUBank` holds the profiles of measured GPUs (the data set's, imported
 * the **calibrated roofline** of each GPU (:mod:`costmodel.gpu.roofline`) for the
   ops no family covers.
 
-Fitted models are cached on disk (``$HETSIM_CACHE/gpu-models``, else
-``~/.cache/hetsim/gpu-models``), keyed by the content of the profiles they were
-fitted on and their parameters, so that a preset's first run fits and later runs
-load.
+Fitted models are stored (:mod:`costmodel.gpu.store`) under a key made of the content
+of the profiles they were fitted on and their parameters: the models of the built-in
+profiles ship with the package, so that the built-in GPUs' presets fit nothing; what
+a bank fits (other profiles, other parameters, the evaluation's held-out fits) goes to
+the user's cache (``$HETSIM_CACHE/gpu-models``, else ``~/.cache/hetsim/gpu-models``),
+with a progress bar when it takes more than two seconds.
 
 :class:`GPUCostModel` is the :class:`~costmodel.base.CostModel` over a bank: one GPU
 of the bank (``gpu="a100-80gb"``), or any GPU from its Device's published figures
@@ -38,7 +40,7 @@ import hashlib
 import json
 import os
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,11 +51,20 @@ import pandas as pd
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.gpu.features import GPU_FAMILIES, SPEC_KEYS, design, gpu_ops, spec_roofline
 from hetsim.costmodel.gpu.roofline import (
+    MIN_FIT_ROWS,
     CalibratedRoofline,
     fit_calibrated_roofline,
     fits_bandwidth,
     views,
 )
+from hetsim.costmodel.gpu.store import (
+    MODEL_VERSION,
+    SHIPPED,
+    ModelStore,
+    cache_dir,
+    store_key,
+)
+from hetsim.costmodel.gpu.trees import TreeEnsemble, fit_trees
 from hetsim.costmodel.learned.xgb_features import sum_fit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,8 +74,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["GPUBank", "GPUCostModel", "GPUData", "FamilyModel", "MODEL_VERSION", "device_spec", "holdout",
            "parse_fold", "shape_fold"]
 
-#: bump when the features or the fitting change: cached models are then refitted
-MODEL_VERSION = 2
 #: rows a family needs on a GPU for its own model
 MIN_FAMILY_ROWS = 50
 #: one row in this many of a GPU's convolutions is held out for evaluation (the data
@@ -125,14 +134,14 @@ class FamilyModel:
     bytes/B``) or ``"cross"`` (``coef = [flops_per_watt, bandwidth_fraction]`` of
     ``t0 = floor + max(flops / min(peak, flops_per_watt x tdp), bytes / (bandwidth x
     fraction))`` from the GPU's figures: its power-limited roofline).
-    ``booster``: the XGBoost booster of ``log(t / t0)``.
+    ``trees``: the boosted trees of ``log(t / t0)`` (fitted by XGBoost).
     """
 
     family: str
     mode: str
     coef: list[float]
     columns: list[str]
-    booster: Any
+    trees: TreeEnsemble | None
     n_rows: int
     gpus: list[str] = field(default_factory=list)
 
@@ -146,27 +155,15 @@ class FamilyModel:
 
     def predict(self, ops: pd.DataFrame, spec: Mapping[str, float], floor: float) -> np.ndarray:
         """Call times (seconds) of ``ops`` rows of this family on a GPU with figures ``spec``."""
-        import xgboost
-
+        if self.trees is None:
+            raise CostModelError(f"{self.mode} model of {self.family!r} has no trees")
         M, _ = design(ops, self.family, spec, with_spec=self.mode == "cross")
-        z = self.booster.predict(xgboost.DMatrix(M))
-        return np.exp(z) * self.baseline(ops, spec, floor)
+        return np.exp(self.trees.predict(M)) * self.baseline(ops, spec, floor)
 
-
-def _train(M: np.ndarray, target: np.ndarray, params: Mapping[str, Any]) -> Any:
-    # OpenMP threads that spin while they wait for each other make XGBoost's training
-    # 10-20x slower on a host whose cores are busy with other work (measured here: a
-    # GPU bank's held-out fits took 40 min with spinning threads, 2 min without).
-    # Effective when this is the first import of XGBoost in the process.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    import xgboost
-
-    p = {"objective": "reg:squarederror", "tree_method": "hist", "max_depth": int(params["max_depth"]),
-         "eta": float(params["learning_rate"]), "subsample": float(params["subsample"]),
-         "colsample_bytree": float(params["colsample_bytree"]),
-         "min_child_weight": float(params["min_child_weight"]), "seed": int(params["seed"]),
-         "nthread": int(params.get("n_jobs") or os.cpu_count() or 1)}
-    return xgboost.train(p, xgboost.DMatrix(M, label=target), num_boost_round=int(params["n_estimators"]))
+    def describe(self) -> dict[str, Any]:
+        """What :mod:`costmodel.gpu.store` keeps beside the trees."""
+        return {"empty": False, "family": self.family, "mode": self.mode, "coef": self.coef,
+                "columns": self.columns, "n_rows": self.n_rows, "gpus": self.gpus}
 
 
 # -------------------------------------------------------------------------- bank
@@ -179,6 +176,11 @@ class GPUData:
     path: Path
     digest: str
     _loaded: tuple[pd.DataFrame, pd.DataFrame, np.ndarray] | None = field(default=None, repr=False)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the profile has been read."""
+        return self._loaded is not None
 
     def load(self) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
         """``(profile rows, gpu_ops of them, call times)``, read once."""
@@ -205,11 +207,6 @@ def _digest(folder: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _cache_dir() -> Path:
-    env = os.environ.get("HETSIM_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "hetsim") / "gpu-models"
-
-
 class GPUBank:
     """Measured GPUs and the models fitted on them (see the module docstring).
 
@@ -223,7 +220,8 @@ class GPUBank:
         ``min_child_weight``, ``cross_rows_per_gpu``, ``seed``, ``n_jobs``).
     cache
         Folder of fitted models; ``None``: ``$HETSIM_CACHE/gpu-models`` (else
-        ``~/.cache/hetsim/gpu-models``); ``False``: no disk cache.
+        ``~/.cache/hetsim/gpu-models``); ``False``: no disk cache. The models shipped
+        with the package (:data:`~costmodel.gpu.store.SHIPPED`) are read after it.
 
     Examples
     --------
@@ -242,8 +240,10 @@ class GPUBank:
         if unknown:
             raise CostModelError(f"GPU bank: unknown parameter(s) {unknown}; known: {sorted(DEFAULT_PARAMS)}")
         self.params = {**DEFAULT_PARAMS, **dict(params or {})}
-        self.cache = None if cache is False else (_cache_dir() if cache in (None, True) else Path(cache))
+        self.cache = None if cache is False else (cache_dir() if cache in (None, True) else Path(cache))
+        self.store = ModelStore([*([self.cache] if self.cache is not None else []), SHIPPED], self.cache)
         self._models: dict[str, FamilyModel | None] = {}
+        self._summaries: dict[str, dict[str, Any]] = {}
         self._roofs: dict[str, CalibratedRoofline] = {}
 
     def __repr__(self) -> str:
@@ -303,8 +303,29 @@ class GPUBank:
 
     def families(self, gpu: str) -> dict[str, int]:
         """Rows per family of ``gpu``."""
-        _, ops, _ = self.gpu_data(gpu).load()
-        return {f: int(n) for f, n in ops["family"].value_counts().items() if f}
+        return dict(self.summary(gpu)["families"])
+
+    def summary(self, gpu: str) -> dict[str, Any]:
+        """``{"families": rows per family, "roofline": calibrated roofline}`` of ``gpu``,
+        stored with the models (keyed by the bank's profiles: a GPU without element-wise
+        rows takes the others' bandwidth fraction), so that pricing with stored models
+        reads no profile."""
+        if gpu not in self._summaries:
+            data = self.gpu_data(gpu)
+            key = self._summary_key(gpu)
+            got = self.store.get(key)
+            if got is not None and isinstance(got[0].get("roofline"), dict):
+                meta = got[0]
+            else:
+                _, ops, t = data.load()
+                fraction = None if fits_bandwidth(ops) else self.bandwidth_fraction(exclude=gpu)
+                roof = fit_calibrated_roofline(ops, t, data.spec, fraction=fraction)
+                meta = {"families": {f: int(n) for f, n in ops["family"].value_counts().items() if f},
+                        "roofline": roof.to_dict()}
+                self.store.put(key, meta)
+            self._summaries[gpu] = {"key": key, "families": meta["families"],
+                                    "roofline": CalibratedRoofline(**meta["roofline"])}
+        return self._summaries[gpu]
 
     def roofline(self, gpu: str | None, spec: Mapping[str, float] | None = None) -> CalibratedRoofline:
         """The calibrated roofline of ``gpu`` (``None``: of a GPU with figures ``spec``)."""
@@ -317,56 +338,47 @@ class GPUBank:
                 bandwidth_bytes_per_s=float(spec["mem_bandwidth_bytes_per_s"]) * fraction,
                 flops_per_s=min(float(spec["peak_flops"]), per_watt * float(spec["tdp_w"])),
                 source=f"power-limited roofline of {len(self.gpus)} GPUs")
-        if gpu not in self._roofs:
-            data = self.gpu_data(gpu)
-            _, ops, t = data.load()
-            fraction = None if fits_bandwidth(ops) else self.bandwidth_fraction(exclude=gpu)
-            self._roofs[gpu] = fit_calibrated_roofline(ops, t, data.spec, fraction=fraction)
-        return self._roofs[gpu]
+        return self.summary(gpu)["roofline"]
 
     def bandwidth_fraction(self, exclude: str | None = None) -> float:
         """Median achieved / published bandwidth over the GPUs with element-wise rows
         (``exclude`` left out). Kept in the bank's cache, keyed by the profiles it is
         computed from: a GPU without element-wise rows (the H100) would otherwise read
         every other GPU's profile on first use (16 s of a 20 s HEFT plan on h100-server)."""
-        path = None
-        if self.cache is not None:
-            blob = json.dumps({"v": MODEL_VERSION, "what": "bandwidth-fraction",
-                               "gpus": {g: d.digest for g, d in sorted(self.gpus.items()) if g != exclude}},
-                              sort_keys=True)
-            path = self.cache / f"bandwidth-{hashlib.sha1(blob.encode()).hexdigest()[:20]}.json"
-            if path.is_file():
-                try:
-                    return float(json.loads(path.read_text())["bandwidth_fraction"])
-                except (OSError, ValueError, KeyError, TypeError):
-                    pass  # a damaged cache entry is computed again
+        key = self._bandwidth_key(exclude)
+        got = self.store.get(key)
+        if got is not None:
+            try:
+                return float(got[0]["bandwidth_fraction"])
+            except (KeyError, TypeError, ValueError):
+                pass  # a damaged entry is computed again
         value = self._bandwidth_fraction(exclude)
-        if path is not None:
-            from hetsim.graphs.graph import atomic_write
-
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, lambda fh: fh.write(json.dumps({"bandwidth_fraction": value}) + "\n"))
+        self.store.put(key, {"bandwidth_fraction": value})
         return value
 
     def _bandwidth_fraction(self, exclude: str | None) -> float:
         fr = []
-        for g, data in self.gpus.items():
-            if g == exclude:
-                continue
-            _, ops, _ = data.load()
-            if fits_bandwidth(ops):
+        for g in self._reading([g for g in self.gpus if g != exclude], "GPU bandwidths"):
+            data = self.gpus[g]
+            if self.families(g).get("elementwise", 0) >= MIN_FIT_ROWS:
                 fr.append(self.roofline(g).bandwidth_bytes_per_s / data.spec["mem_bandwidth_bytes_per_s"])
         if not fr:
             raise CostModelError("no GPU of the bank has element-wise rows to calibrate a bandwidth on")
         return float(np.median(fr))
 
     # ----------------------------------------------------------------- fitting
+    def _summary_key(self, gpu: str) -> str:
+        return store_key({"what": "gpu-summary", "gpu": gpu, "digest": self.gpus[gpu].digest,
+                          "bank": {g: d.digest for g, d in sorted(self.gpus.items())}})
+
+    def _bandwidth_key(self, exclude: str | None) -> str:
+        return store_key({"what": "bandwidth-fraction",
+                          "gpus": {g: d.digest for g, d in sorted(self.gpus.items()) if g != exclude}})
+
     def _key(self, mode: str, family: str, gpus: Sequence[str], subset: str) -> str:
-        blob = json.dumps({"v": MODEL_VERSION, "mode": mode, "family": family, "subset": subset,
-                           "gpus": {g: self.gpus[g].digest for g in sorted(gpus)},
-                           "params": {k: v for k, v in sorted(self.params.items()) if k != "n_jobs"}},
-                          sort_keys=True)
-        return hashlib.sha1(blob.encode()).hexdigest()[:20]
+        return store_key({"mode": mode, "family": family, "subset": subset,
+                          "gpus": {g: self.gpus[g].digest for g in sorted(gpus)},
+                          "params": {k: v for k, v in sorted(self.params.items()) if k != "n_jobs"}})
 
     def own(self, gpu: str, family: str, *, subset: str = "all") -> FamilyModel | None:
         """The own model of ``family`` on ``gpu`` (None: fewer than :data:`MIN_FAMILY_ROWS`
@@ -410,7 +422,8 @@ class GPUBank:
         a, c1, c2 = sum_fit(sub["flops"].to_numpy(float), sub["bytes"].to_numpy(float), ts)
         model = FamilyModel(family, "own", [float(a), float(c1), float(c2)], [], None, int(on.sum()), [gpu])
         M, model.columns = design(sub, family, data.spec)
-        model.booster = _train(M, np.log(ts / model.baseline(sub, data.spec, 0.0)), self.params)
+        model.trees = fit_trees(M, np.log(ts / model.baseline(sub, data.spec, 0.0)), self.params,
+                             f"fitting {gpu} {family} model ({len(ts)} kernels)")
         return model
 
     def power_constants(self, gpus: Sequence[str]) -> list[float]:
@@ -418,10 +431,9 @@ class GPUBank:
         ``gpus``: the median of their achieved GEMM FLOP/s per watt of board power, and
         of their achieved / published bandwidth."""
         per_watt, fraction = [], []
-        for g in gpus:
+        for g in self._reading(list(gpus), "GPU rooflines"):
             data = self.gpus[g]
-            _, ops, _ = data.load()
-            fams = set(ops["family"])
+            fams = set(self.families(g))
             if "gemm" in fams:
                 per_watt.append(self.roofline(g).flops_per_s / data.spec["tdp_w"])
             if "elementwise" in fams:
@@ -437,7 +449,7 @@ class GPUBank:
         mats, targets, n = [], [], 0
         columns: list[str] = []
         samples = []
-        for g in gpus:
+        for g in self._reading(list(gpus), f"reading GPU profiles for the cross-GPU {family} model"):
             _, ops, _ = self.gpus[g].load()
             idx = np.flatnonzero((ops["family"].to_numpy() == family) & (ops["via"].to_numpy() == "own"))
             if len(idx) >= MIN_FAMILY_ROWS:
@@ -454,21 +466,55 @@ class GPUBank:
             targets.append(np.log(t[idx] / model.baseline(sub, data.spec, self.floor(g))))
             n += len(idx)
         model.columns, model.n_rows = columns, n
-        model.booster = _train(np.vstack(mats), np.concatenate(targets), self.params)
+        model.trees = fit_trees(np.vstack(mats), np.concatenate(targets), self.params,
+                             f"fitting the cross-GPU {family} model ({n} kernels of {len(samples)} GPUs)")
         return model
 
-    def _cached(self, key: str, fit: Any) -> FamilyModel | None:
-        if self.cache is not None:
-            meta_path = self.cache / f"{key}.json"
-            if meta_path.is_file():
-                try:
-                    return _load_model(meta_path)
-                except (OSError, ValueError, KeyError, CostModelError):
-                    pass  # a damaged cache entry is refitted
+    def _cached(self, key: str, fit: Callable[[], FamilyModel | None]) -> FamilyModel | None:
+        got = self.store.get(key)
+        if got is not None:
+            meta, trees = got
+            if meta.get("empty") is True:
+                return None
+            if trees is not None:
+                return FamilyModel(meta["family"], meta["mode"], list(meta["coef"]), list(meta["columns"]), trees,
+                                   int(meta["n_rows"]), list(meta["gpus"]))
         model = fit()
-        if self.cache is not None:
-            _save_model(self.cache / f"{key}.json", model)
+        self.store.put(key, {"empty": True} if model is None else model.describe(), None if model is None
+                       else model.trees)
         return model
+
+    def _reading(self, gpus: list[str], desc: str) -> Iterable[str]:
+        """``gpus``, with a progress bar while their profiles are read (those not read yet)."""
+        unread = [g for g in gpus if not self.gpus[g].loaded]
+        if len(unread) < 2:
+            return gpus
+        from tqdm import tqdm
+
+        return tqdm(gpus, desc=desc, unit="gpu", delay=2.0, leave=False)
+
+    def model_keys(self) -> list[str]:
+        """The store keys of everything this bank prices with: each GPU's summary
+        (:meth:`summary`), its own model of each family, the cross-GPU model of each
+        family and the bandwidth fraction without each GPU."""
+        keys = []
+        for g in self.gpus:
+            keys.append(self._summary_key(g))
+            keys += [self._key("own", family, [g], "all") for family in GPU_FAMILIES]
+            keys.append(self._bandwidth_key(exclude=g))
+        return keys + [self._key("cross", family, list(self.gpus), "all") for family in GPU_FAMILIES]
+
+    def fit_all(self) -> list[str]:
+        """Fit (or find) everything of :meth:`model_keys` (what
+        :func:`~costmodel.gpu.store.ship` writes); its keys."""
+        for g in self.gpus:
+            self.summary(g)
+            self.bandwidth_fraction(exclude=g)
+            for family in GPU_FAMILIES:
+                self.own(g, family)
+        for family in GPU_FAMILIES:
+            self.cross(family)
+        return self.model_keys()
 
     # ------------------------------------------------------------ prediction
     def predict(self, X: pd.DataFrame, *, gpu: str | None = None, spec: Mapping[str, float] | None = None,
@@ -503,36 +549,6 @@ class GPUBank:
             via = ops["via"].to_numpy()[on]
             src[on] = [label if v == "own" else f"{label}+{v}" for v in via]
         return t, src
-
-
-def _save_model(path: Path, model: FamilyModel | None) -> None:
-    from hetsim.graphs.graph import atomic_write
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    meta: dict[str, Any] = {"hetsim_gpu_model": MODEL_VERSION, "empty": model is None}
-    if model is not None:
-        raw = bytes(model.booster.save_raw(raw_format="ubj"))
-        (path.with_suffix(".ubj")).write_bytes(raw)
-        meta.update(family=model.family, mode=model.mode, coef=model.coef, columns=model.columns,
-                    n_rows=model.n_rows, gpus=model.gpus, booster_sha1=hashlib.sha1(raw).hexdigest())
-    atomic_write(path, lambda fh: fh.write(json.dumps(meta) + "\n"))
-
-
-def _load_model(path: Path) -> FamilyModel | None:
-    import xgboost
-
-    meta = json.loads(path.read_text())
-    if meta.get("hetsim_gpu_model") != MODEL_VERSION:
-        raise CostModelError(f"{path}: another model version")
-    if meta["empty"]:
-        return None
-    raw = path.with_suffix(".ubj").read_bytes()
-    if hashlib.sha1(raw).hexdigest() != meta["booster_sha1"]:
-        raise CostModelError(f"{path}: booster file does not match")
-    booster = xgboost.Booster()
-    booster.load_model(bytearray(raw))
-    return FamilyModel(meta["family"], meta["mode"], list(meta["coef"]), list(meta["columns"]), booster,
-                       int(meta["n_rows"]), list(meta["gpus"]))
 
 
 # -------------------------------------------------------------------- cost model

@@ -33,7 +33,7 @@ import pandas as pd
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.learned.xgb_features import copies_column, moved_bytes, sum_fit
 
-__all__ = ["CalibratedRoofline", "fit_calibrated_roofline", "fits_bandwidth", "views"]
+__all__ = ["MIN_FIT_ROWS", "CalibratedRoofline", "fit_calibrated_roofline", "fits_bandwidth", "views"]
 
 #: call times below this percentile set a GPU's floor when it has no element-wise rows
 FLOOR_PERCENTILE = 1.0

@@ -293,10 +293,16 @@ def load(
 
 
 def _import(name: str, *, batch: int, granularity: str, seed: int, kw: dict[str, Any]) -> Graph:
+    from tqdm import tqdm
+
     from hetsim.graphs.relax_import import from_torch
 
-    module, inputs = build(name, batch=batch, seed=seed, **kw)
-    graph = from_torch(module, inputs, granularity=granularity, name=name)
+    # an import takes seconds to a minute (torch.export, then TVM Relax): say so on stderr
+    with tqdm(total=2, desc=f"importing {name} (torch.export, TVM Relax)", unit="step", leave=False) as bar:
+        module, inputs = build(name, batch=batch, seed=seed, **kw)
+        bar.update(1)
+        graph = from_torch(module, inputs, granularity=granularity, name=name)
+        bar.update(1)
     if name in RECURRENT:
         graph = tag_steps(graph)
     graph.meta["model"] = name

@@ -1,0 +1,336 @@
+"""A GPU kernel's time from the GPU's physics, for a GPU that nobody measured.
+
+Each GPU is described by its spec sheet (:class:`KernelGPU`: SMs, peak FLOP/s per
+math mode, DRAM bandwidth, L2, board power); a handful of constants
+(:class:`KernelConstants`), the same for every GPU, are fitted on the public kernel
+measurements (the NeuSight profiles of eight GPUs). A kernel's device time is::
+
+    t = launch_floor_s + max(t_compute, t_memory)
+
+* ``launch_floor_s``: what the smallest kernel costs (a few microseconds: the
+  grid's launch, its blocks' start, the write-back).
+* GEMMs and convolutions (as the implicit GEMM cuDNN runs) compute in output tiles,
+  one thread block each: ``tiles = b x ceil(m / TM) x ceil(n / TN)`` spread over the
+  SMs in ``waves = ceil(tiles / SMs)``. A grid smaller than one wave is split along
+  ``k`` to fill the idle SMs (split-K), down to a sub-wave floor of ``subwave`` of a
+  wave. A tile's time is ``2 TM TN k`` FLOPs at the SM's sustained rate, the GPU's
+  peak of the math mode times ``compute_efficiency`` (``tile_efficiency`` for
+  the 64-wide tiles of small problems), on the CUDA cores capped by the board power
+  (``fp32_flops_per_watt x tdp_w``: a 70 W T4 sustains half its FP32 peak), a newer
+  process doing more per watt (``watt_scale_fp8`` for the GPUs with FP8 tensor cores,
+  Ada and Hopper; ``watt_scale_tf32`` for Ampere; :meth:`KernelGPU.generation`). The
+  tile shape is the fastest of :data:`TILES`, as cuBLAS's heuristics pick.
+* The math mode is PyTorch's (:mod:`costmodel.math_mode`): FP32 convolutions in
+  TF32 on a GPU with TF32 tensor cores (cuDNN's default), FP32 matmuls in FP32
+  unless ``matmul_precision`` says otherwise, FP16/BF16 on tensor cores; a GPU that
+  lacks the mode an op needs (BF16 on a T4) is an error, not a silent FP32.
+* ``t_memory``: the bytes the kernel moves at the achieved DRAM bandwidth
+  (``dram_fraction`` of the published one); a kernel whose bytes fit in half the L2
+  runs from the L2, ``l2_speedup`` times faster. Layer norm and softmax read their
+  input ``reduction_passes`` times.
+* cuDNN runs 3x3 stride-1 convolutions with Winograd or FFT kernels that do fewer
+  multiplications than the implicit GEMM counts: ``conv_speedup`` on their compute.
+
+The time PyTorch reports for one call adds the host's launch path (the NeuSight
+data: the smallest call of a GPU, 12-39 us, set by its host); the fit takes each
+GPU's floor from its own smallest calls (the host's part), and ``launch_floor_s``
+holds what the data set's calls pay above that floor (7 us: the events around each
+call as well as the launch). The cost model (:mod:`costmodel.gpu.kernel_cost`)
+charges the device's own ``launch_overhead_s`` (a few microseconds) as the floor
+instead, the host's launch being the simulator's dispatch.
+
+The fitted constants ship as ``costmodel/data/gpu-kernel.json``
+(:func:`shipped_constants`); :func:`fit_constants` refits them from a
+:class:`~costmodel.gpu.model.GPUBank` in seconds once its profiles are read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.math_mode import math_mode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.gpu.model import GPUBank
+    from hetsim.sim.platform import Device
+
+__all__ = ["FITTED", "KERNEL_FIELDS", "TILES", "KernelConstants", "KernelGPU", "bank_gpus", "fit_constants",
+           "kernel_times", "shipped_constants", "training_rows", "write_constants"]
+
+#: the spec-sheet fields the kernel model prices a GPU from
+KERNEL_FIELDS = ("sm_count", "peak_flops", "mem_bandwidth_bytes_per_s", "l2_bytes", "tdp_w")
+#: output tile shapes (rows x cols) of cuBLAS / cuDNN GEMM kernels; the last two are the
+#: small tiles (``tile_efficiency``)
+TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32))
+_SMALL_TILES = {(64, 64), (64, 32)}
+_FILE = "gpu-kernel.json"
+
+
+@dataclass(frozen=True)
+class KernelConstants:
+    """The fitted constants of the kernel model (see the module docstring)."""
+
+    compute_efficiency: float = 0.8
+    tensor_efficiency: float = 0.6
+    tile_efficiency: float = 0.7
+    fp32_flops_per_watt: float = 6e10
+    subwave: float = 0.3
+    dram_fraction: float = 0.85
+    l2_speedup: float = 2.0
+    reduction_passes: float = 2.0
+    conv_speedup: float = 1.5
+    launch_floor_s: float = 5e-6
+    watt_scale_fp8: float = 2.0
+    watt_scale_tf32: float = 1.0
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "kernel constants") -> KernelConstants:
+        names = [f.name for f in fields(cls)]
+        missing = [n for n in names if n not in data]
+        unknown = sorted(set(data) - set(names))
+        if missing or unknown:
+            raise CostModelError(f"{where}: missing {missing}, unknown {unknown} (known: {names})")
+        values = {}
+        for n in names:
+            v = data[n]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v <= 0:
+                raise CostModelError(f"{where}: {n} must be a positive number, got {v!r}")
+            values[n] = float(v)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class KernelGPU:
+    """A GPU as its spec sheet describes it.
+
+    ``tensor_flops``: peak FLOP/s per tensor-core mode (``tf32``, ``fp16``, ``bf16``...;
+    empty: none); ``matmul_precision``: PyTorch's for FP32 matmuls (None: ``highest``).
+    """
+
+    name: str
+    sm_count: float
+    peak_flops: float
+    mem_bandwidth_bytes_per_s: float
+    l2_bytes: float
+    tdp_w: float
+    tensor_flops: Mapping[str, float] | None = None
+    matmul_precision: str | None = None
+
+    @classmethod
+    def from_spec(cls, name: str, spec: Mapping[str, Any], *, tensor_flops: Mapping[str, float] | None = None,
+                  matmul_precision: str | None = None) -> KernelGPU:
+        """From a mapping of :data:`KERNEL_FIELDS`; a missing or non-positive field is a
+        :class:`CostModelError` naming it and the GPU."""
+        values = {}
+        for key in KERNEL_FIELDS:
+            v = spec.get(key)
+            if v is None:
+                raise CostModelError(f"GPU {name!r} has no {key!r}: the kernel model prices a GPU from "
+                                     f"{', '.join(KERNEL_FIELDS)} (add it to the GPU's [[devices]] entry)")
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+                raise CostModelError(f"GPU {name!r}: {key} must be a positive number, got {v!r}")
+            values[key] = float(v)
+        return cls(name=name, tensor_flops=dict(tensor_flops or {}), matmul_precision=matmul_precision, **values)
+
+    @classmethod
+    def from_device(cls, device: Device) -> KernelGPU:
+        """The GPU of a platform :class:`~sim.platform.Device`."""
+        if device.kind != "gpu":
+            raise CostModelError(f"the kernel model prices GPUs, not {device.kind} device {device.name!r}")
+        return cls.from_spec(device.name, {k: getattr(device, k, None) for k in KERNEL_FIELDS},
+                             tensor_flops=device.tensor_flops, matmul_precision=device.matmul_precision)
+
+    def generation(self) -> str:
+        """The GPU's process generation as its tensor cores tell it: ``fp8`` (Ada,
+        Hopper and later: 4-5 nm), ``tf32`` (Ampere: 7-8 nm) or ``older`` (Turing,
+        Volta, Pascal: 12-16 nm)."""
+        table = self.tensor_flops or {}
+        return "fp8" if "fp8" in table else "tf32" if "tf32" in table else "older"
+
+    def watt_scale(self, constants: KernelConstants) -> float:
+        """How many more FP32 FLOP per watt the GPU's generation sustains than the
+        oldest (``watt_scale_fp8``, ``watt_scale_tf32``; ``older``: 1)."""
+        gen = self.generation()
+        return constants.watt_scale_fp8 if gen == "fp8" else constants.watt_scale_tf32 if gen == "tf32" else 1.0
+
+    def mode_peak(self, mode: str) -> float:
+        """Peak FLOP/s of a math mode. FP32 is ``peak_flops``; TF32 on a GPU without
+        it is FP32 (PyTorch falls back); an FP16/BF16 (or other) mode the GPU lacks is
+        a :class:`CostModelError`."""
+        table = self.tensor_flops or {}
+        if mode == "fp32":
+            return self.peak_flops
+        if mode in table:
+            return float(table[mode])
+        if mode == "tf32":
+            return self.peak_flops
+        raise CostModelError(f"GPU {self.name!r} has no {mode} math (its tensor_flops: "
+                             f"{sorted(table) or 'none'}): an op in that precision cannot run on it")
+
+
+def shipped_constants() -> KernelConstants:
+    """The constants fitted on the built-in profiles (``costmodel/data/gpu-kernel.json``)."""
+    path = resources.files("hetsim.costmodel") / "data" / _FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CostModelError(f"{_FILE}: cannot read the kernel model's constants ({e})") from None
+    return KernelConstants.from_dict(data.get("constants", {}), where=_FILE)
+
+
+def _modes(ops: pd.DataFrame, dtypes: Sequence[str] | np.ndarray, gpu: KernelGPU) -> np.ndarray:
+    """The math mode of each row (``fp32`` for non-GEMM families)."""
+    fam = ops["family"].to_numpy()
+    conv = (ops["via"].to_numpy() == "conv-as-gemm") | (fam == "conv")
+    out = np.full(len(ops), "fp32", dtype=object)
+    cache: dict[tuple[bool, str], str] = {}
+    for i in np.flatnonzero((fam == "gemm") | (fam == "conv")):
+        key = (bool(conv[i]), str(dtypes[i]))
+        if key not in cache:
+            cache[key] = math_mode("conv2d" if key[0] else "matmul", key[1], gpu.matmul_precision)
+        out[i] = cache[key]
+    return out
+
+
+def kernel_times(ops: pd.DataFrame, gpu: KernelGPU, constants: KernelConstants, *,
+                 dtypes: Sequence[str] | np.ndarray | None = None, moved: np.ndarray | None = None,
+                 floor_s: float | None = None) -> np.ndarray:
+    """Device time (seconds, with the per-launch floor) of each row of ``ops``
+    (:func:`~costmodel.gpu.features.gpu_ops` rows) on ``gpu``.
+
+    ``dtypes``: each row's tensor dtype (default ``float32``); ``moved``: the bytes
+    each row moves (default ``ops["bytes"]``); ``floor_s``: the per-launch floor
+    (default ``constants.launch_floor_s``).
+    """
+    c = constants
+    n = len(ops)
+    dtypes = np.full(n, "float32", dtype=object) if dtypes is None else np.asarray(dtypes, dtype=object)
+    nbytes = ops["bytes"].to_numpy(float) if moved is None else np.asarray(moved, dtype=float)
+    fam = ops["family"].to_numpy()
+    sms = gpu.sm_count
+    # memory: DRAM, or the L2 for what fits in half of it
+    bw = gpu.mem_bandwidth_bytes_per_s * c.dram_fraction
+    bw = np.where(nbytes <= 0.5 * gpu.l2_bytes, bw * c.l2_speedup, bw)
+    passes = np.where((fam == "norm") | (fam == "softmax"), c.reduction_passes, 1.0)
+    t_mem = passes * nbytes / bw
+    # compute: GEMM-like rows in tiles and waves; the rest at the CUDA cores' rate
+    modes = _modes(ops, dtypes, gpu)
+    rate = np.empty(n)
+    for mode in set(modes):
+        on = modes == mode
+        peak = gpu.mode_peak(mode)
+        if mode == "fp32" or mode == "tf32" and peak == gpu.peak_flops:
+            rate[on] = min(peak * c.compute_efficiency, c.fp32_flops_per_watt * gpu.watt_scale(c) * gpu.tdp_w)
+        else:
+            rate[on] = peak * c.tensor_efficiency
+    t_comp = ops["flops"].to_numpy(float) / rate
+    mm = (fam == "gemm") | (fam == "conv")
+    if mm.any():
+        b, m, nn, k = (ops[col].to_numpy(float)[mm] for col in ("b", "m", "n", "k"))
+        per_sm = rate[mm] / sms
+        best = np.full(int(mm.sum()), np.inf)
+        for tm, tn in TILES:
+            tiles = b * np.ceil(m / tm) * np.ceil(nn / tn)
+            # a grid under one wave is split along k over the idle SMs, down to `subwave`
+            # of a wave (the partial sums' reduction, each SM's pipeline fill)
+            waves = np.where(tiles >= sms, np.ceil(tiles / sms), np.maximum(tiles / sms, c.subwave))
+            eff = c.tile_efficiency if (tm, tn) in _SMALL_TILES else 1.0
+            best = np.minimum(best, waves * 2.0 * tm * tn * np.maximum(k, 1.0) / (per_sm * eff))
+        t_comp[mm] = np.where(fam[mm] == "conv", best / c.conv_speedup, best)
+    return (c.launch_floor_s if floor_s is None else floor_s) + np.maximum(t_comp, t_mem)
+
+
+# --------------------------------------------------------------------------- fitting
+#: the constants the fit moves (the rest stay at their defaults), and their bounds
+FITTED = {"compute_efficiency": (0.2, 1.0), "tensor_efficiency": (0.1, 1.0), "tile_efficiency": (0.3, 1.0),
+          "fp32_flops_per_watt": (1e10, 5e11), "subwave": (0.02, 1.0), "dram_fraction": (0.3, 1.0),
+          "l2_speedup": (1.0, 6.0), "reduction_passes": (1.0, 6.0), "conv_speedup": (0.5, 4.0),
+          "launch_floor_s": (5e-7, 5e-5), "watt_scale_fp8": (0.5, 8.0), "watt_scale_tf32": (0.5, 8.0)}
+
+
+def bank_gpus(bank: GPUBank) -> dict[str, KernelGPU]:
+    """The bank's GPUs with the tensor-core peaks of their presets (the preset whose
+    default cost is the GPU's profile, ``gpu-NAME``); a GPU without a preset has none."""
+    from hetsim.sim.platform import Platform
+
+    tables: dict[str, tuple[Any, Any]] = {}
+    for name in Platform.presets():
+        for d in Platform.preset(name).devices:
+            if d.kind == "gpu" and d.cost and d.cost.startswith("gpu-"):
+                tables.setdefault(d.cost[4:], (d.tensor_flops, d.matmul_precision))
+    return {g: KernelGPU.from_spec(g, bank.spec(g), tensor_flops=tables.get(g, (None, None))[0],
+                                   matmul_precision=tables.get(g, (None, None))[1]) for g in bank.gpus}
+
+
+def training_rows(bank: GPUBank, gpus: Sequence[str], *, per_family: int = 1500,
+                  seed: int = 0) -> list[tuple[str, pd.DataFrame, np.ndarray]]:
+    """Up to ``per_family`` rows of each family of each GPU: ``(gpu, gpu_ops rows, call times)``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for g in gpus:
+        _, ops, t = bank.gpus[g].load()
+        fam = ops["family"].to_numpy()
+        pick = []
+        for family in ("gemm", "conv", "norm", "softmax", "elementwise"):
+            idx = np.flatnonzero((fam == family) & (ops["via"].to_numpy() == "own"))
+            pick.append(np.sort(rng.choice(idx, per_family, replace=False)) if len(idx) > per_family else idx)
+        idx = np.concatenate(pick)
+        out.append((g, ops.iloc[idx], t[idx]))
+    return out
+
+
+def fit_constants(bank: GPUBank, gpus: Sequence[str] | None = None, *,
+                  start: KernelConstants | None = None) -> KernelConstants:
+    """Fit :data:`FITTED` on the call times of ``gpus`` of ``bank`` (default: all):
+    least squares on ``log(floor + t_kernel) - log(t)``, each GPU's floor its own
+    smallest calls, a robust loss so that a throttled campaign does not pull."""
+    from scipy.optimize import least_squares
+
+    names = list(gpus) if gpus is not None else list(bank.gpus)
+    specs = bank_gpus(bank)
+    rows = training_rows(bank, names)
+    floors = {g: bank.floor(g) for g in names}
+    start = start or KernelConstants()
+    keys = list(FITTED)
+    lo = np.log([FITTED[k][0] for k in keys])
+    hi = np.log([FITTED[k][1] for k in keys])
+    x0 = np.clip(np.log([getattr(start, k) for k in keys]), lo + 1e-9, hi - 1e-9)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        c = KernelConstants(**{**start.to_dict(), **dict(zip(keys, np.exp(x)))})
+        res = []
+        for g, ops, t in rows:
+            pred = floors[g] + kernel_times(ops, specs[g], c)
+            res.append(np.log(pred) - np.log(t))
+        return np.concatenate(res)
+
+    fit = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.2, diff_step=1e-3)
+    return KernelConstants(**{**start.to_dict(), **dict(zip(keys, np.exp(fit.x).tolist()))})
+
+
+def write_constants(bank: GPUBank, path: Any = None) -> KernelConstants:
+    """Fit the constants on every GPU of ``bank`` and write them, with what they were
+    fitted on, to ``path`` (default: the shipped ``costmodel/data/gpu-kernel.json``)."""
+    from pathlib import Path
+
+    from hetsim.graphs.graph import atomic_write
+
+    constants = fit_constants(bank)
+    out = Path(path) if path is not None else Path(__file__).resolve().parents[1] / "data" / _FILE
+    doc = {"constants": {k: float(f"{v:.6g}") for k, v in constants.to_dict().items()},
+           "fitted_on": sorted(bank.gpus),
+           "method": "least squares on log call times (soft L1), up to 1500 kernels per family and GPU "
+                     "of the NeuSight profiles, each GPU's floor its own smallest calls"}
+    atomic_write(out, lambda fh: fh.write(json.dumps(doc, indent=1) + "\n"))
+    return KernelConstants.from_dict(doc["constants"])

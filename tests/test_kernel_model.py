@@ -1,0 +1,164 @@
+"""The kernel model: a GPU kernel's time from the GPU's spec sheet and fitted constants."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hetsim.costmodel import CostModelError, from_spec
+from hetsim.costmodel.gpu.features import gpu_ops
+from hetsim.costmodel.gpu.kernel import (
+    KernelConstants,
+    KernelGPU,
+    fit_constants,
+    kernel_times,
+    shipped_constants,
+)
+from hetsim.costmodel.gpu.kernel_cost import KernelCostModel
+from hetsim.costmodel.gpu.model import GPUBank
+from hetsim.costmodel.gpu.neusight import import_neusight
+from hetsim.graphs import Graph
+from hetsim.graphs.features import features
+from hetsim.sim import Platform
+
+SAMPLE = Path(__file__).parent / "data" / "neusight-sample"
+F32 = "float32"
+
+
+def _gpu(preset: str) -> KernelGPU:
+    return KernelGPU.from_device(Platform.preset(preset).device("gpu"))
+
+
+def _ops(*nodes: tuple[str, str, list, list, float, dict]) -> pd.DataFrame:
+    g = Graph(name="k")
+    for name, op, ins, outs, flops, attrs in nodes:
+        g.add_op(name, op, inputs=[(s, F32) for s in ins], outputs=[(s, F32) for s in outs], flops=flops,
+                 attrs=attrs)
+    return gpu_ops(features(g))
+
+
+def _mm(name: str, m: int, n: int, k: int) -> tuple[str, str, list, list, float, dict]:
+    return (name, "matmul", [[m, k], [k, n]], [[m, n]], 2.0 * m * n * k, {})
+
+
+def test_a_gpu_spec_without_a_field_is_refused_naming_field_and_gpu() -> None:
+    dev = Platform.preset("h200-server").device("gpu")
+    with pytest.raises(CostModelError, match=r"GPU 'gpu' has no 'l2_bytes'"):
+        KernelGPU.from_device(dataclasses.replace(dev, l2_bytes=None))
+    with pytest.raises(CostModelError, match=r"GPU 'x': tdp_w must be a positive number"):
+        KernelGPU.from_spec("x", {"sm_count": 10, "peak_flops": 1e12, "mem_bandwidth_bytes_per_s": 1e11,
+                                  "l2_bytes": 1e6, "tdp_w": 0})
+    with pytest.raises(CostModelError, match="not cpu device 'cpu'"):
+        KernelGPU.from_device(Platform.preset("h200-server").device("cpu"))
+
+
+def test_a_precision_the_gpu_lacks_is_an_error_not_a_silent_fp32() -> None:
+    t4, a100 = _gpu("t4-server"), _gpu("a100-server")
+    ops = _ops(_mm("mm", 1024, 1024, 1024))
+    c = KernelConstants()
+    with pytest.raises(CostModelError, match=r"GPU 'gpu' has no bf16 math"):
+        kernel_times(ops, t4, c, dtypes=["bfloat16"])
+    half = kernel_times(ops, t4, c, dtypes=["float16"])
+    assert half[0] < kernel_times(ops, t4, c)[0]  # FP16 tensor cores beat its FP32 pipes
+    assert kernel_times(ops, a100, c, dtypes=["bfloat16"])[0] > 0
+
+
+def test_fp32_convolutions_run_in_tf32_where_the_gpu_has_it() -> None:
+    conv = ("c", "conv2d", [[8, 256, 28, 28], [256, 256, 3, 3]], [[8, 256, 28, 28]], 2.0 * 8 * 256 * 28 * 28 * 256 * 9,
+            {"strides": [1, 1], "padding": [1, 1, 1, 1], "groups": 1})
+    ops = _ops(conv, _mm("mm", 8 * 784, 256, 2304))
+    c = KernelConstants(tensor_efficiency=0.5, compute_efficiency=0.8, conv_speedup=1.0, launch_floor_s=1e-9)
+    a100 = _gpu("a100-server")
+    t = kernel_times(ops, a100, c)
+    assert t[0] < 0.5 * t[1]  # the same GEMM: the conv in TF32, the matmul in FP32 (highest)
+    high = kernel_times(ops, dataclasses.replace(a100, matmul_precision="high"), c)
+    assert high[1] == pytest.approx(t[0], rel=0.05)
+    v100 = _gpu("v100-server")  # no TF32: both FP32
+    tv = kernel_times(ops, v100, c)
+    assert tv[0] == pytest.approx(tv[1], rel=0.05)
+
+
+def test_tiles_run_in_waves_over_the_sms() -> None:
+    h = _gpu("h200-server")  # 132 SMs
+    c = KernelConstants(launch_floor_s=1e-9, tile_efficiency=1.0)
+    k = 4096
+    one = _ops(_mm("a", 128 * 132, 128, k))   # 132 tiles of 128 x 128: one wave
+    more = _ops(_mm("b", 128 * 133, 128, k))  # one tile more: a second wave
+    t1, t2 = kernel_times(one, h, c)[0], kernel_times(more, h, c)[0]
+    # one tile more costs far more than its 1/132 share (the best tile shape for 133
+    # rows of tiles is 128 x 64 in three waves of half the time: 1.5/1.333 of one wave)
+    assert t2 / t1 == pytest.approx(1.125, rel=1e-6)
+    small = _ops(_mm("s", 128, 128, k))       # under one wave: split along k, down to the sub-wave floor
+    # the best of the small tiles: 64 x 32, 8 tiles, a wave of them an eighth of t1
+    assert kernel_times(small, h, c)[0] == pytest.approx(c.subwave * t1 / 8, rel=1e-4)
+
+
+def test_what_fits_in_the_l2_moves_faster() -> None:
+    h = _gpu("h200-server")
+    c = KernelConstants(launch_floor_s=1e-9, l2_speedup=3.0)
+    small = _ops(("a", "add", [[1024, 1024], [1024, 1024]], [[1024, 1024]], 1024.0 * 1024, {}))
+    big = _ops(("b", "add", [[16384, 4096], [16384, 4096]], [[16384, 4096]], 16384.0 * 4096, {}))
+    ts, tb = kernel_times(small, h, c)[0], kernel_times(big, h, c)[0]
+    per_byte_small = ts / small["bytes"].iloc[0]
+    per_byte_big = tb / big["bytes"].iloc[0]
+    assert per_byte_big / per_byte_small == pytest.approx(3.0, rel=1e-2)  # the floor aside
+
+
+def test_constants_are_checked_and_the_shipped_ones_load() -> None:
+    c = shipped_constants()
+    assert 0 < c.compute_efficiency <= 1 and 1e-7 < c.launch_floor_s < 1e-4
+    with pytest.raises(CostModelError, match=r"missing \['subwave'\]"):
+        KernelConstants.from_dict({k: v for k, v in c.to_dict().items() if k != "subwave"})
+    with pytest.raises(CostModelError, match="dram_fraction must be a positive number"):
+        KernelConstants.from_dict({**c.to_dict(), "dram_fraction": "fast"})
+
+
+def test_the_kernel_cost_model_prices_a_preset_gpu_from_its_spec_sheet() -> None:
+    platform = Platform.preset("h200-server")
+    g = Graph(name="two")
+    g.add_op("mm", "matmul", inputs=[([512, 1024], F32), ([1024, 1024], F32)], outputs=[([512, 1024], F32)],
+             flops=2.0 * 512 * 1024 * 1024)
+    g.add_op("r", "reshape", inputs=[([512, 1024], F32)], outputs=[([1024, 512], F32)], flops=0.0)
+    g.add_edge("mm", "r", bytes=512 * 1024 * 4)
+    cost = from_spec("kernel", platform=platform)
+    gpu = platform.device("gpu")
+    assert cost.op_time(g, "mm", gpu) > shipped_constants().launch_floor_s
+    assert cost.op_time(g, "r", gpu) == 0.0 and cost.dispatch_time(g, "r", gpu) == 0.0
+    assert cost.dispatch_time(g, "mm", gpu) == gpu.dispatch_s
+    assert from_spec("cpu=roofline,gpu=kernel", platform=platform).describe() == "cpu=roofline,gpu=kernel"
+    assert KernelCostModel().kernel_times(g, gpu)["r"] == 0.0
+
+
+def test_constants_fit_on_measured_gpus_in_seconds(tmp_path: Path) -> None:
+    bank = GPUBank.from_profiles(import_neusight(SAMPLE, tmp_path / "profiles"), cache=tmp_path / "cache")
+    start = KernelConstants(compute_efficiency=0.3, dram_fraction=0.4)
+    fitted = fit_constants(bank, start=start)
+
+    def error(c: KernelConstants) -> float:
+        from hetsim.costmodel.gpu.kernel import bank_gpus
+
+        specs = bank_gpus(bank)
+        out = []
+        for g in bank.gpus:
+            _, ops, t = bank.gpus[g].load()
+            on = ops["via"].to_numpy() == "own"
+            on &= ops["family"].to_numpy() != ""
+            out.append(np.abs(np.log((bank.floor(g) + kernel_times(ops[on], specs[g], c)) / t[on])))
+        return float(np.median(np.concatenate(out)))
+
+    assert error(fitted) < error(start)
+
+
+def test_a_newer_process_sustains_more_flops_per_watt() -> None:
+    gens = {p: _gpu(p).generation() for p in ("h200-server", "l4-server", "a100-server", "t4-server", "p4-server")}
+    assert gens == {"h200-server": "fp8", "l4-server": "fp8", "a100-server": "tf32", "t4-server": "older",
+                    "p4-server": "older"}
+    c = KernelConstants(fp32_flops_per_watt=5e10, watt_scale_fp8=2.0, launch_floor_s=1e-9)
+    big = _ops(_mm("mm", 8192, 8192, 8192))
+    l4 = _gpu("l4-server")  # 72 W: power-bound on its CUDA cores
+    older = dataclasses.replace(l4, tensor_flops={"fp16": 1e14})
+    assert kernel_times(big, older, c)[0] == pytest.approx(2.0 * kernel_times(big, l4, c)[0], rel=0.02)
