@@ -34,7 +34,7 @@ from pathlib import Path
 from hetsim import schedulers
 from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs import zoo
-from hetsim.runtime.executor.setup import load_model, wire
+from hetsim.runtime.executor.setup import load_model, plan_devices, wire
 from hetsim.runtime.executor.virtual.device import VirtualCuda
 from hetsim.sim import Platform, simulate
 
@@ -72,9 +72,18 @@ def applicable(name: str, launch: str) -> bool:
     return name not in SKIP and not (name == "dynamic" and launch == "graph")
 
 
-def compare(graph, model, wiring, platform: Platform, scheduler: str, launch: str, cost) -> tuple[float, float]:
-    """(executor's virtual makespan, simulated makespan) of one plan."""
+def uses_gpu(plan, platform: Platform) -> bool:
+    """Whether ``plan`` may run an op on a GPU (a plan that does not runs no GPU path)."""
+    return any(platform.device(d).kind == "gpu" for d in plan_devices(plan, platform))
+
+
+def compare(graph, model, wiring, platform: Platform, scheduler: str, launch: str,
+            cost) -> tuple[float, float] | None:
+    """(executor's virtual makespan, simulated makespan) of one plan; None for a plan
+    that places nothing on a GPU."""
     planned = schedulers.get(scheduler).run(graph, platform, cost, simulate=False)
+    if not uses_gpu(planned.plan, platform):
+        return None
     same = planned.graph is graph
     predicted = simulate(planned.graph, platform, planned.plan, cost).makespan
     dev = VirtualCuda(platform, cost)
@@ -113,12 +122,16 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     t = time.perf_counter()
                     try:
-                        measured, predicted = compare(graph, model, wiring, platform, sched, launch, cost)
+                        pair = compare(graph, model, wiring, platform, sched, launch, cost)
                     except Exception as e:  # noqa: BLE001 - a plan that fails is reported, the rest go on
                         print(f"{name:13s} {pname:12s} {launch:5s} {sched:18s} FAILED {type(e).__name__}: "
                               f"{str(e).splitlines()[0][:200]}", flush=True)
                         rows.append((name, pname, launch, sched, None, None, None))
                         continue
+                    if pair is None:
+                        print(f"{name:13s} {pname:12s} {launch:5s} {sched:18s} no GPU work (not compared)", flush=True)
+                        continue
+                    measured, predicted = pair
                     diff = (measured - predicted) / predicted
                     rows.append((name, pname, launch, sched, measured, predicted, diff))
                     print(f"{name:13s} {pname:12s} {launch:5s} {sched:18s} executor {measured * 1e6:9.1f} us  "

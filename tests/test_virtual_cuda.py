@@ -20,7 +20,7 @@ from hetsim.costmodel.roofline import Roofline  # noqa: E402
 from hetsim.graphs.graph import Graph  # noqa: E402
 from hetsim.runtime import ExecutionError  # noqa: E402
 from hetsim.runtime.executor.cuda import CudaRuntime  # noqa: E402
-from hetsim.runtime.executor.setup import Wiring  # noqa: E402
+from hetsim.runtime.executor.setup import Wiring, plan_devices  # noqa: E402
 from hetsim.runtime.executor.virtual.device import CudaRuleError, Producer, VirtualCuda  # noqa: E402
 from hetsim.sim import Plan, Platform  # noqa: E402
 
@@ -405,6 +405,8 @@ def check_plan_runs(zoo_models, model: str, platform: str, scheduler: str, launc
     plat = PLATFORMS[platform]
     cost = Roofline()
     planned = schedulers.get(scheduler).run(g, plat, cost, simulate=False)
+    if not any(plat.device(d).kind == "gpu" for d in plan_devices(planned.plan, plat)):
+        pytest.skip(f"{scheduler} places nothing of {model} on a GPU of {platform}")
     same = planned.graph is g
     dev = VirtualCuda(plat, cost)
     with dev.execution(planned.graph, planned.plan, wiring if same else None, model=model_ir if same else None,
