@@ -378,11 +378,15 @@ def static_fanouts(
 ) -> list[Fanout | None]:
     """:func:`build_fanout` of every node the plan places (None for the others).
 
-    The common case (every reader static on the producer's own device, not a graph
-    output) is built inline; the rest by :func:`build_fanout`.
+    The common case (an op of one output, not a graph output, every reader placed by
+    the plan) is built inline, each (route, size)'s hop times priced once; the rest by
+    :func:`build_fanout`.
     """
     loc, succs, out_size, n_ops = prep.loc0, prep.succs, prep.out_size, prep.n_ops
     graph_outputs, n_dev, n_out = prep.graph_outputs, len(prep.dev_names), prep.n_out
+    rank, domain_same = prep.rank, prep.domain_same
+    handoff_s = [float(d.handoff_s) if d.handoff_s > 0.0 else 0.0 for d in platform.devices]
+    priced: dict[tuple[int, int, int], tuple[tuple[int, ...], tuple[float, ...]]] = {}
     out: list[Fanout | None] = []
     append = out.append
     for u, lst in enumerate(succs):
@@ -390,34 +394,62 @@ def static_fanouts(
         if du < 0:
             append(None)
             continue
-        if u < n_ops and u not in graph_outputs:
-            local = []
-            for v, _ in lst:
-                if loc[v] != du:
-                    break
+        sizes = out_size[u]
+        if u >= n_ops or u in graph_outputs or len(sizes) != 1:
+            append(build_fanout(prep, platform, transfer_time, u, du, loc))
+            continue
+        [(k0, size)] = sizes.items()
+        local: list[int] = []
+        handoff: list[tuple[int, float]] | tuple = EMPTY
+        groups: dict[int, Group] | None = None
+        same = domain_same[du]
+        nref = 0
+        for v, k in lst:
+            dv = loc[v]
+            if k != k0 or dv < 0:  # another output, or a reader the policy places
+                break
+            if dv == du:
                 local.append(v)
-            else:  # every reader on u's own device: no transfer, no handoff
-                sizes = out_size[u]
-                base = u * n_out * n_dev + du  # + k * n_dev: the buffer of output k
-                if not local:
-                    total = sum(sizes.values())
-                    append(Fanout(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, total, total))
-                elif len(sizes) == 1:
-                    for k, size in sizes.items():
-                        alloc = [(base + k * n_dev, size, len(local))]
-                        append(Fanout(alloc, EMPTY, local, EMPTY, EMPTY, EMPTY, size, 0))
+                nref += 1
+            elif same[dv]:
+                nref += 1
+                h = handoff_s[dv]
+                if h > 0.0:
+                    if not handoff:
+                        handoff = []
+                    handoff.append((v, h))
                 else:
-                    refs: dict[int, int] = {}
-                    for _, k in lst:
-                        refs[k] = refs.get(k, 0) + 1
-                    alloc, dead = [], 0
-                    for k in sorted(sizes):
-                        if k in refs:
-                            alloc.append((base + k * n_dev, sizes[k], refs[k]))
-                        else:
-                            dead += sizes[k]
-                    append(Fanout(alloc, EMPTY, local, EMPTY, EMPTY, EMPTY, sum(sizes.values()), dead))
-                continue
+                    local.append(v)
+            else:
+                if groups is None:
+                    groups = {}
+                g = groups.get(dv)
+                if g is None:
+                    key = (du, dv, size)
+                    hit = priced.get(key)
+                    if hit is None:
+                        hops, times, _ = priced_route(prep, platform, transfer_time, u, k0, du, dv)
+                        hit = priced[key] = (hops, times)
+                    g = groups[dv] = Group(k0, dv, hit[0], hit[1], size, [v], False, rank[v])
+                    nref += 1  # the transfer reads the source copy
+                else:
+                    g.consumers.append(v)
+                    if rank[v] < g.rank:
+                        g.rank = rank[v]
+        else:
+            if nref:
+                alloc = [((u * n_out + k0) * n_dev + du, size, nref)]
+                dead = 0
+            else:
+                alloc, dead = EMPTY, size
+            if groups is None:
+                ordered: list[Group] | tuple = EMPTY
+            elif len(groups) == 1:
+                ordered = list(groups.values())
+            else:
+                ordered = [groups[dv] for dv in sorted(groups)]
+            append(Fanout(alloc, EMPTY, local, handoff, EMPTY, ordered, size, dead))
+            continue
         append(build_fanout(prep, platform, transfer_time, u, du, loc))
     return out
 
