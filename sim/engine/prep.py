@@ -396,7 +396,10 @@ def static_fanouts(
             continue
         sizes = out_size[u]
         if u >= n_ops or u in graph_outputs or len(sizes) != 1:
-            append(build_fanout(prep, platform, transfer_time, u, du, loc))
+            if not lst and not sizes and u < n_ops and u not in graph_outputs:  # no outputs at all
+                append(Fanout(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, 0, 0))
+            else:
+                append(build_fanout(prep, platform, transfer_time, u, du, loc))
             continue
         [(k0, size)] = sizes.items()
         local: list[int] = []
