@@ -20,8 +20,9 @@ time of the process (``time.process_time``, best of ``--repeats``):
   directions, no memory, no records; each node's duration is priced untimed by
   :func:`naive_inputs`);
 
-and the ratios ``naive s / simulate s`` and ``naive s / re-run s`` (how many times
-the naive replay's ops/s each reaches), and the growth of each from 10k to 100k nodes.
+each beside the naive replay of its plan, with the ratio ``x naive`` (the naive
+replay's CPU time over the call's: the call's ops/s over the naive replay's), and the
+growth of each from 10k to 100k nodes.
 
 ``--scaling``: the scaling table of random layered DAGs (:func:`layered_dag`, 1k ...
 1M nodes, placed in blocks of 50 by :func:`block_plan`): the whole call with
@@ -381,17 +382,18 @@ def main(argv: list[str] | None = None) -> None:
 
 def versus_naive(sizes: list[int], repeats: int, trees: list[tuple[str, Path]]) -> None:
     """The default run: :func:`measure_naive` per size and tree, the ratios, the growth."""
-    print(f"{'tree':>6} {'nodes':>8} {'simulate s':>10} {'ops/s':>8} {'re-run s':>8} {'ops/s':>8} "
-          f"{'naive s':>8} {'ops/s':>8} {'x naive':>7} {'re-run x naive':>14}")
+    print(f"{'tree':>6} {'nodes':>8} {'simulate s':>10} {'ops/s':>8} {'naive s':>8} {'ops/s':>8} {'x naive':>7} "
+          f"{'re-run s':>8} {'ops/s':>8} {'naive s':>8} {'ops/s':>8} {'x naive':>7}")
     results: dict[tuple[str, int], dict[str, Any]] = {}
     for n in sizes:
         for label, tree in trees:
             r = run_worker("sim_speed.py", tree, [str(n), "--repeats", str(repeats)])
             assert r is not None
             results[(label, n)] = r
-            print(f"{label:>6} {n:>8} {r['simulate_s']:>10.3f} {n / r['simulate_s']:>8.0f} {r['rerun_s']:>8.3f} "
-                  f"{n / r['rerun_s']:>8.0f} {r['naive_s']:>8.3f} {n / r['naive_s']:>8.0f} "
-                  f"{r['naive_s'] / r['simulate_s']:>7.2f} {r['naive_rerun_s'] / r['rerun_s']:>14.2f}", flush=True)
+            print(f"{label:>6} {n:>8} {r['simulate_s']:>10.3f} {n / r['simulate_s']:>8.0f} {r['naive_s']:>8.3f} "
+                  f"{n / r['naive_s']:>8.0f} {r['naive_s'] / r['simulate_s']:>7.2f} {r['rerun_s']:>8.3f} "
+                  f"{n / r['rerun_s']:>8.0f} {r['naive_rerun_s']:>8.3f} {n / r['naive_rerun_s']:>8.0f} "
+                  f"{r['naive_rerun_s'] / r['rerun_s']:>7.2f}", flush=True)
     for label, _ in trees:
         for a, b in zip(sizes, sizes[1:]):
             ra, rb = results[(label, a)], results[(label, b)]
