@@ -24,7 +24,10 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
+from itertools import chain
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from hetsim.graphs.graph import DTYPE_BYTES, check_io, tensor_bytes
 
@@ -114,6 +117,11 @@ class Prepared:
     res_names: list[str]  # link-direction resources
     res_links: list[Link]
     n_out: int = 1  # outputs per node in buffer numbering (largest output index + 1)
+    # the ops' out-edges in CSR form (GraphTables): each op's readers, one per edge, and
+    # each edge's producer and reader as arrays
+    readers: list[list[int]] = field(default_factory=list)
+    edge_src: np.ndarray | None = None
+    edge_dst: np.ndarray | None = None
     routes: dict[tuple[int, int], tuple[tuple[int, ...], tuple[Link, ...]]] = field(
         default_factory=dict
     )
@@ -233,6 +241,9 @@ class GraphTables:
     params: list[int]  # nodes, then 0 per graph input
     node_data: list[dict[str, Any]]
     n_out: int
+    readers: list[list[int]]  # op -> the reader of each of its out-edges (graph inputs not included)
+    edge_src: np.ndarray  # the ops' out-edges in that order: producer, reader
+    edge_dst: np.ndarray
 
 
 def index_graph(graph: Graph) -> GraphTables:
@@ -294,9 +305,13 @@ def index_graph(graph: Graph) -> GraphTables:
             out_size[i][k] = int(spec.get("bytes", 0))
             n_out = max(n_out, k + 1)
     params += [0] * (n_all - n)
+    readers = [[v for v, _ in lst] for lst in succs[:n]]
+    degree = np.fromiter(map(len, readers), dtype=np.int64, count=n)
+    edge_src = np.repeat(np.arange(n, dtype=np.int64), degree)
+    edge_dst = np.fromiter(chain.from_iterable(readers), dtype=np.int64, count=len(edge_src))
     return GraphTables(topo=topo, names=names, index=index, preds=preds, succs=succs,
                        out_size=out_size, graph_outputs=graph_outputs, params=params,
-                       node_data=data, n_out=n_out)
+                       node_data=data, n_out=n_out, readers=readers, edge_src=edge_src, edge_dst=edge_dst)
 
 
 def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
@@ -350,6 +365,9 @@ def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
         res_names=[name for name, _ in resources],
         res_links=[link for _, link in resources],
         n_out=tables.n_out,
+        readers=tables.readers,
+        edge_src=tables.edge_src,
+        edge_dst=tables.edge_dst,
     )
 
 
@@ -387,6 +405,8 @@ def static_fanouts(
     rank, domain_same = prep.rank, prep.domain_same
     handoff_s = [float(d.handoff_s) if d.handoff_s > 0.0 else 0.0 for d in platform.devices]
     priced: dict[tuple[int, int, int], tuple[tuple[int, ...], tuple[float, ...]]] = {}
+    readers = prep.readers
+    home = _home(prep)
     out: list[Fanout | None] = []
     append = out.append
     for u, lst in enumerate(succs):
@@ -395,6 +415,11 @@ def static_fanouts(
             append(None)
             continue
         sizes = out_size[u]
+        if home[u] and len(sizes) == 1 and u not in graph_outputs:  # every reader on du: no loop
+            [(k0, size)] = sizes.items()
+            append(Fanout([((u * n_out + k0) * n_dev + du, size, len(lst))], EMPTY, readers[u], EMPTY, EMPTY,
+                          EMPTY, size, 0))
+            continue
         if u >= n_ops or u in graph_outputs or len(sizes) != 1:
             if not lst and not sizes and u < n_ops and u not in graph_outputs:  # no outputs at all
                 append(Fanout(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, 0, 0))
@@ -455,6 +480,17 @@ def static_fanouts(
             continue
         append(build_fanout(prep, platform, transfer_time, u, du, loc))
     return out
+
+
+def _home(prep: Prepared) -> list[bool]:
+    """Whether each op placed by the plan has readers, all of them on its own device
+    (one numpy pass over the edges; False for the graph inputs)."""
+    n = prep.n_ops
+    loc = np.fromiter(prep.loc0, dtype=np.int64, count=len(prep.loc0))[:n]
+    src, dst = prep.edge_src, prep.edge_dst
+    away = np.bincount(src[loc[dst] != loc[src]], minlength=n)
+    has = np.bincount(src, minlength=n)
+    return ((away == 0) & (has > 0) & (loc >= 0)).tolist() + [False] * (len(prep.loc0) - n)
 
 
 def build_fanout(
