@@ -7,7 +7,10 @@ tensor to devices, the buffers each op reads) is computed here, in one pass over
 the nodes and one over the edges (O(V + E); no sort when the graph's insertion
 order is already topological, as importers and builders write it): what depends on
 the graph alone once per :class:`sim.engine.simulator.Simulator` (:func:`index_graph`), the
-rest once per simulation (:func:`prepare`).
+rest once per simulation (:func:`prepare`). The ops' out-edges are also kept in CSR
+form (each op's readers, each edge's producer and reader as arrays), so that the ops
+whose readers all sit on their own device, the common case, are found in one numpy
+pass per plan and share their reader list (:func:`static_fanouts`).
 
 Node numbering: ops ``0..n_ops-1`` in the graph's deterministic topological order,
 then one pseudo-node per graph input (``n_ops..``), placed on the platform host and
