@@ -7,7 +7,10 @@ tensor to devices, the buffers each op reads) is computed here, in one pass over
 the nodes and one over the edges (O(V + E); no sort when the graph's insertion
 order is already topological, as importers and builders write it): what depends on
 the graph alone once per :class:`sim.engine.simulator.Simulator` (:func:`index_graph`), the
-rest once per simulation (:func:`prepare`).
+rest once per simulation (:func:`prepare`). The ops' out-edges are also kept in CSR
+form (each op's readers, each edge's producer and reader as arrays), so that the ops
+whose readers all sit on their own device, the common case, are found in one numpy
+pass per plan and share their reader list (:func:`static_fanouts`).
 
 Node numbering: ops ``0..n_ops-1`` in the graph's deterministic topological order,
 then one pseudo-node per graph input (``n_ops..``), placed on the platform host and
@@ -24,7 +27,10 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
+from itertools import chain
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from hetsim.graphs.graph import DTYPE_BYTES, check_io, tensor_bytes
 
@@ -114,6 +120,11 @@ class Prepared:
     res_names: list[str]  # link-direction resources
     res_links: list[Link]
     n_out: int = 1  # outputs per node in buffer numbering (largest output index + 1)
+    # the ops' out-edges in CSR form (GraphTables): each op's readers, one per edge, and
+    # each edge's producer and reader as arrays
+    readers: list[list[int]] = field(default_factory=list)
+    edge_src: np.ndarray | None = None
+    edge_dst: np.ndarray | None = None
     routes: dict[tuple[int, int], tuple[tuple[int, ...], tuple[Link, ...]]] = field(
         default_factory=dict
     )
@@ -233,6 +244,9 @@ class GraphTables:
     params: list[int]  # nodes, then 0 per graph input
     node_data: list[dict[str, Any]]
     n_out: int
+    readers: list[list[int]]  # op -> the reader of each of its out-edges (graph inputs not included)
+    edge_src: np.ndarray  # the ops' out-edges in that order: producer, reader
+    edge_dst: np.ndarray
 
 
 def index_graph(graph: Graph) -> GraphTables:
@@ -294,9 +308,13 @@ def index_graph(graph: Graph) -> GraphTables:
             out_size[i][k] = int(spec.get("bytes", 0))
             n_out = max(n_out, k + 1)
     params += [0] * (n_all - n)
+    readers = [[v for v, _ in lst] for lst in succs[:n]]
+    degree = np.fromiter(map(len, readers), dtype=np.int64, count=n)
+    edge_src = np.repeat(np.arange(n, dtype=np.int64), degree)
+    edge_dst = np.fromiter(chain.from_iterable(readers), dtype=np.int64, count=len(edge_src))
     return GraphTables(topo=topo, names=names, index=index, preds=preds, succs=succs,
                        out_size=out_size, graph_outputs=graph_outputs, params=params,
-                       node_data=data, n_out=n_out)
+                       node_data=data, n_out=n_out, readers=readers, edge_src=edge_src, edge_dst=edge_dst)
 
 
 def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
@@ -350,6 +368,9 @@ def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
         res_names=[name for name, _ in resources],
         res_links=[link for _, link in resources],
         n_out=tables.n_out,
+        readers=tables.readers,
+        edge_src=tables.edge_src,
+        edge_dst=tables.edge_dst,
     )
 
 
@@ -378,11 +399,17 @@ def static_fanouts(
 ) -> list[Fanout | None]:
     """:func:`build_fanout` of every node the plan places (None for the others).
 
-    The common case (every reader static on the producer's own device, not a graph
-    output) is built inline; the rest by :func:`build_fanout`.
+    The common case (an op of one output, not a graph output, every reader placed by
+    the plan) is built inline, each (route, size)'s hop times priced once; the rest by
+    :func:`build_fanout`.
     """
     loc, succs, out_size, n_ops = prep.loc0, prep.succs, prep.out_size, prep.n_ops
     graph_outputs, n_dev, n_out = prep.graph_outputs, len(prep.dev_names), prep.n_out
+    rank, domain_same = prep.rank, prep.domain_same
+    handoff_s = [float(d.handoff_s) if d.handoff_s > 0.0 else 0.0 for d in platform.devices]
+    priced: dict[tuple[int, int, int], tuple[tuple[int, ...], tuple[float, ...]]] = {}
+    readers = prep.readers
+    home = _home(prep)
     out: list[Fanout | None] = []
     append = out.append
     for u, lst in enumerate(succs):
@@ -390,36 +417,83 @@ def static_fanouts(
         if du < 0:
             append(None)
             continue
-        if u < n_ops and u not in graph_outputs:
-            local = []
-            for v, _ in lst:
-                if loc[v] != du:
-                    break
+        sizes = out_size[u]
+        if home[u] and len(sizes) == 1 and u not in graph_outputs:  # every reader on du: no loop
+            [(k0, size)] = sizes.items()
+            append(Fanout([((u * n_out + k0) * n_dev + du, size, len(lst))], EMPTY, readers[u], EMPTY, EMPTY,
+                          EMPTY, size, 0))
+            continue
+        if u >= n_ops or u in graph_outputs or len(sizes) != 1:
+            if not lst and not sizes and u < n_ops and u not in graph_outputs:  # no outputs at all
+                append(Fanout(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, 0, 0))
+            else:
+                append(build_fanout(prep, platform, transfer_time, u, du, loc))
+            continue
+        [(k0, size)] = sizes.items()
+        local: list[int] = []
+        handoff: list[tuple[int, float]] | tuple = EMPTY
+        groups: dict[int, Group] | None = None
+        same = domain_same[du]
+        nref = 0
+        for v, k in lst:
+            dv = loc[v]
+            if k != k0 or dv < 0:  # another output, or a reader the policy places
+                break
+            if dv == du:
                 local.append(v)
-            else:  # every reader on u's own device: no transfer, no handoff
-                sizes = out_size[u]
-                base = u * n_out * n_dev + du  # + k * n_dev: the buffer of output k
-                if not local:
-                    total = sum(sizes.values())
-                    append(Fanout(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, total, total))
-                elif len(sizes) == 1:
-                    for k, size in sizes.items():
-                        alloc = [(base + k * n_dev, size, len(local))]
-                        append(Fanout(alloc, EMPTY, local, EMPTY, EMPTY, EMPTY, size, 0))
+                nref += 1
+            elif same[dv]:
+                nref += 1
+                h = handoff_s[dv]
+                if h > 0.0:
+                    if not handoff:
+                        handoff = []
+                    handoff.append((v, h))
                 else:
-                    refs: dict[int, int] = {}
-                    for _, k in lst:
-                        refs[k] = refs.get(k, 0) + 1
-                    alloc, dead = [], 0
-                    for k in sorted(sizes):
-                        if k in refs:
-                            alloc.append((base + k * n_dev, sizes[k], refs[k]))
-                        else:
-                            dead += sizes[k]
-                    append(Fanout(alloc, EMPTY, local, EMPTY, EMPTY, EMPTY, sum(sizes.values()), dead))
-                continue
+                    local.append(v)
+            else:
+                if groups is None:
+                    groups = {}
+                g = groups.get(dv)
+                if g is None:
+                    key = (du, dv, size)
+                    hit = priced.get(key)
+                    if hit is None:
+                        hops, times, _ = priced_route(prep, platform, transfer_time, u, k0, du, dv)
+                        hit = priced[key] = (hops, times)
+                    g = groups[dv] = Group(k0, dv, hit[0], hit[1], size, [v], False, rank[v])
+                    nref += 1  # the transfer reads the source copy
+                else:
+                    g.consumers.append(v)
+                    if rank[v] < g.rank:
+                        g.rank = rank[v]
+        else:
+            if nref:
+                alloc = [((u * n_out + k0) * n_dev + du, size, nref)]
+                dead = 0
+            else:
+                alloc, dead = EMPTY, size
+            if groups is None:
+                ordered: list[Group] | tuple = EMPTY
+            elif len(groups) == 1:
+                ordered = list(groups.values())
+            else:
+                ordered = [groups[dv] for dv in sorted(groups)]
+            append(Fanout(alloc, EMPTY, local, handoff, EMPTY, ordered, size, dead))
+            continue
         append(build_fanout(prep, platform, transfer_time, u, du, loc))
     return out
+
+
+def _home(prep: Prepared) -> list[bool]:
+    """Whether each op placed by the plan has readers, all of them on its own device
+    (one numpy pass over the edges; False for the graph inputs)."""
+    n = prep.n_ops
+    loc = np.fromiter(prep.loc0, dtype=np.int64, count=len(prep.loc0))[:n]
+    src, dst = prep.edge_src, prep.edge_dst
+    away = np.bincount(src[loc[dst] != loc[src]], minlength=n)
+    has = np.bincount(src, minlength=n)
+    return ((away == 0) & (has > 0) & (loc >= 0)).tolist() + [False] * (len(prep.loc0) - n)
 
 
 def build_fanout(

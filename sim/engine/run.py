@@ -84,7 +84,7 @@ class EngineRun:
         self.contention = (Contention(self.env, platform, prep.dev_names, prep.res_names)
                            if platform.memory_domains else None)
         n_dev = len(prep.dev_names)
-        self.n_dev = n_dev
+        self.n_dev, self.n_out = n_dev, prep.n_out
         self.dev_index = {d: i for i, d in enumerate(prep.dev_names)}
         self.handoff = [float(d.handoff_s) for d in platform.devices]
         self.decision = float(getattr(platform, "decision_s", 0.0))
@@ -331,30 +331,44 @@ class EngineRun:
 
     def transfer_started(self, x: Transfer) -> None:
         x.started = True
-        req = x.req
+        req, dst = x.req, x.dst
         pin = self.dynamic and req.unplaced.get((x.p, x.k), 0) > 0
         if pin:  # readers of this tensor still to be placed may need this copy
-            req.pinned.setdefault((x.p, x.k), []).append(x.dst)
-        req.refs[self.prep.buffer(x.p, x.k, x.dst)] = len(x.consumers) + x.is_output + pin
-        self._alloc(x.dst, x.nbytes, req, "transfer", x)
+            req.pinned.setdefault((x.p, x.k), []).append(dst)
+        req.refs[(x.p * self.n_out + x.k) * self.n_dev + dst] = len(x.consumers) + x.is_output + pin
+        mem = self.mem
+        m = mem[dst] + x.nbytes  # self._alloc, inline: once per transfer
+        mem[dst] = m
+        if m > self.peak[dst]:
+            self.peak[dst] = m
+            if m > self.prep.capacity[dst] and dst not in self.overflowed:
+                self.overflow(dst, m, req, "transfer", x)
 
     def transfer_done(self, x: Transfer) -> None:
-        req = x.req
+        req, p, k = x.req, x.p, x.k
         if self.dynamic:
-            req.xfers.pop((x.p, x.k, x.dst), None)
-        self._decref(req, self.prep.buffer(x.p, x.k, x.src))
+            req.xfers.pop((p, k, x.dst), None)
+        refs = req.refs
+        key = (p * self.n_out + k) * self.n_dev + x.src  # the source copy: self._decref, inline
+        c = refs[key] - 1
+        if c:
+            refs[key] = c
+        else:
+            del refs[key]
+            self.mem[x.src] -= self.prep.out_size[p][k]
         pend = req.pending
         if self.arrival_delay is not None and (h := self.arrival_delay[x.src][x.dst]) > 0.0:
             for v in x.consumers:  # a GPU's tensor handed over to a CPU worker
                 self.env.timeout(h).callbacks.append(lambda _e, v=v: self.handed(req, v))
         else:
+            ready = self.ready
             for v in x.consumers:
                 c = pend[v] - 1
                 pend[v] = c
                 if c == 0:
-                    self.ready(req, v)
+                    ready(req, v)
         if x.is_output:
-            req.held.append(self.prep.buffer(x.p, x.k, x.dst))
+            req.held.append((p * self.n_out + k) * self.n_dev + x.dst)
             req.remaining -= 1
             if req.remaining == 0:
                 self.complete(req)

@@ -231,6 +231,7 @@ def _link(run: EngineRun, ri: int) -> None:
     mu, sigma = -(run.sigma**2) / 2, run.sigma
     contention = run.contention
     draws = contention.link[ri] if contention is not None else None
+    transfer_started, transfer_done, zero, drain = run.transfer_started, run.transfer_done, run.zero, run.drain
     x: Any = None
     h = 0
     t = t0 = 0.0
@@ -251,7 +252,7 @@ def _link(run: EngineRun, ri: int) -> None:
         if rng is not None:
             t *= float(rng.lognormal(mu, sigma))
         if h == 0:
-            run.transfer_started(x)
+            transfer_started(x)
         t0 = env.now
         if draws is None:
             due.callbacks = moved_cbs
@@ -273,8 +274,9 @@ def _link(run: EngineRun, ri: int) -> None:
         if x.hop < len(x.hops):
             run.queue_hop(x)
         else:
-            run.transfer_done(x)
-            run.drain()
+            transfer_done(x)
+            if zero:
+                drain()
         pull()
 
     pull_cbs, moved_cbs = (pull,), (moved,)

@@ -11,12 +11,9 @@ Model
   (:mod:`sim.engine.servers`). (One server per resource rather than a
   ``simpy.Resource`` request per op, and callbacks rather than processes: a
   request/release pair costs ~11 us per op, a generator resume ~0.3 us per event.
-  The whole call runs about 130 000-140 000 ops/s at 100 000 nodes, 113 000-125 000
-  with records (kept as tuples: ``SimResult.records`` makes the dicts on first
-  access), on the project's 2-core VM on a quiet hour (half that on a busy one):
-  ``python benchmarks/sim_speed.py``; 10x a bare heapq replay of the same plan;
-  about 60 % of the call is preparation: plan validation, pricing and the integer
-  tables.)
+  Records are kept as tuples: ``SimResult.records`` makes the dicts on first access.
+  The whole call's speed, and a prepared :class:`Simulator`'s, beside a naive heapq
+  replay of the same plan: ``python benchmarks/sim_speed.py``.)
 * An op is ready when every input tensor is on its device. A tensor crossing memory
   domains is a transfer over the links of ``platform.route(src, dst)``, hop by hop
   (store and forward); a tensor ``(producer, output)`` moves once per destination
