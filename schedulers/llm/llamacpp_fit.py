@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from hetsim.costmodel.llamacpp import (
     AchievedRates,
+    BackendRates,
     LlamaCppRun,
     Machine,
     Placement,
@@ -54,16 +55,23 @@ class RunEvaluation:
 
 
 def _fits(pl: Placement, machine: Machine, reserve: int) -> bool:
-    return not machine.has_gpu or pl.memory["gpu"] + reserve <= machine.gpu_memory
+    if not machine.has_gpu:
+        return True
+    if machine.unified_memory and machine.host_memory and pl.memory["gpu"] + pl.memory["host"] > machine.host_memory:
+        return False  # one pool: the GPU's share and the host's together
+    return pl.memory["gpu"] + reserve <= machine.gpu_memory
 
 
-def evaluate_run(model: ModelWeights, machine: Machine, run: LlamaCppRun, *, context: int, rates: AchievedRates,
+def evaluate_run(model: ModelWeights, machine: Machine, run: LlamaCppRun, *, context: int,
+                 rates: AchievedRates | BackendRates,
                  prompt: int = 512, generate: int = 128, reserve: int = DEFAULT_RESERVE_BYTES) -> RunEvaluation:
-    """Price ``run`` (pp of ``prompt`` and tg of ``generate`` tokens) with a KV cache of ``context``."""
+    """Price ``run`` with a KV cache of ``context``: pp of ``prompt`` tokens after ``run.depth``
+    cached ones, and tg of ``generate`` tokens at the depth that prompt leaves."""
     pl = place(model, run, context, has_gpu=machine.has_gpu, gpus=machine.gpu_count)
     run = replace(run, context=context)
     return RunEvaluation(run, pl, predict(model, machine, run, "pp", prompt, rates, pl),
-                         predict(model, machine, run, "tg", generate, rates, pl), reserve, _fits(pl, machine, reserve))
+                         predict(model, machine, replace(run, depth=run.depth + prompt), "tg", generate, rates, pl),
+                         reserve, _fits(pl, machine, reserve))
 
 
 def fitting_runs(model: ModelWeights, machine: Machine, *, context: int, base: LlamaCppRun | None = None,
@@ -74,12 +82,10 @@ def fitting_runs(model: ModelWeights, machine: Machine, *, context: int, base: L
     Raises
     ------
     SchedulerError
-        a context beyond the model's maximum; nothing fits (needed and available memory).
+        nothing fits (needed and available memory).
     """
     base = base or LlamaCppRun()
     n = model.arch.layers
-    if context > model.arch.max_context:
-        raise SchedulerError(f"context {context} exceeds {model.arch.name!r}'s maximum {model.arch.max_context}")
     if not machine.has_gpu:
         return [replace(base, ngl=0)]
     candidates = []
@@ -102,7 +108,7 @@ def fitting_runs(model: ModelWeights, machine: Machine, *, context: int, base: L
     return candidates
 
 
-def suggest_run(model: ModelWeights, machine: Machine, *, context: int, rates: AchievedRates,
+def suggest_run(model: ModelWeights, machine: Machine, *, context: int, rates: AchievedRates | BackendRates,
                 base: LlamaCppRun | None = None, reserve: int = DEFAULT_RESERVE_BYTES) -> RunEvaluation:
     """The fitting run of :func:`fitting_runs` with the highest predicted generation speed.
 
