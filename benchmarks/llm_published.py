@@ -75,7 +75,7 @@ def _host(row: dict) -> dict | None:
 
 def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
     """(model, machine, run, test, tokens) of a row, or why it is skipped."""
-    if row["backend"] not in ("CUDA", "CPU"):
+    if row["backend"] not in ("cuda", "cpu"):
         return f"backend {row['backend']} not modelled"
     if not row["quant"]:
         return "weight type not stated"
@@ -112,7 +112,7 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
                       n_cpu_moe=int(_num(row["n_cpu_moe"]) or 0),
                       override_cpu=tuple(p for p in row["override_tensor"].split(";") if p),
                       ubatch=int(_num(row["ubatch"]) or 512), batch=int(_num(row["batch"]) or 2048),
-                      flash_attn=bool(_num(row["flash_attn"])), kv_offload="nkvo1" not in row["id"],
+                      flash_attn=bool(_num(row["flash_attn"])), kv_offload=row["no_kv_offload"] != "1",
                       threads=threads)
     if machine.has_gpu:
         weights = place(model, run, tokens, gpus=machine.gpu_count).breakdown["gpu"]["weights"]

@@ -45,7 +45,7 @@ def test_the_data_set_files_agree() -> None:
     assert {r["source_id"] for r in rows} <= sources
     for r in rows:
         assert r["test"] in ("pp", "tg") and float(r["tokens_per_s"]) > 0, r["id"]
-        if r["gpu"] and r["backend"] == "CUDA":
+        if r["gpu"] and r["backend"] == "cuda":
             bench.find_gpu(r["gpu"])  # every CUDA row's GPU has cited figures
     folds = _csv("cross_validation.csv")
     predicted = {r["id"] for r in _csv("results.csv") if not r["skipped"]}
