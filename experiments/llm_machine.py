@@ -152,18 +152,21 @@ def platform_from_flags(gpu: str | None, *, ram_gb: float | None, ram_bw: str | 
     missing = [f for f, v in (("--ram-gb", ram_gb), ("--ram-bw", ram_bw), ("--threads", threads)) if v is None]
     if missing:
         raise SchedulerError(f"the machine needs {', '.join(missing)}")
-    for flag, v in (("--ram-gb", ram_gb), ("--threads", threads), ("--gpu-mem-gb", gpu_mem_gb),
-                    ("--gpu-tflops", gpu_tflops), ("--gpu-int8-tops", gpu_int8_tops)):
+    for flag, v in (("--ram-gb", ram_gb), ("--gpu-mem-gb", gpu_mem_gb), ("--gpu-tflops", gpu_tflops),
+                    ("--gpu-int8-tops", gpu_int8_tops)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
                               or v == float("inf")):
             raise SchedulerError(f"{flag} must be a positive number, got {v!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise SchedulerError(f"--threads must be an int >= 1, got {threads!r}")
     for flag, v in (("--ram-bw", ram_bw), ("--gpu-bw", gpu_bw)):
         if v is not None and not parse_rate(v) > 0:
             raise SchedulerError(f"{flag} must be a positive rate, got {v!r}")
     host_bw = parse_rate(ram_bw)
     cpu_rate = AchievedRates.load(backend="cpu").cpu_thread_flops
-    devices = [Device("cpu", "cpu", peak_flops=int(threads) * cpu_rate, mem_bandwidth_bytes_per_s=host_bw,
-                      memory_bytes=int(ram_gb * 1e9), threads=int(threads), memory_domain="host",
+    # threads 0: not known (an error where a prediction needs them)
+    devices = [Device("cpu", "cpu", peak_flops=max(threads, 1) * cpu_rate, mem_bandwidth_bytes_per_s=host_bw,
+                      memory_bytes=int(ram_gb * 1e9), threads=threads or None, memory_domain="host",
                       description="host CPU")]
     links: list = []
     name = f"CPU only + {ram_gb:g} GB RAM"
@@ -186,8 +189,11 @@ def platform_from_flags(gpu: str | None, *, ram_gb: float | None, ram_bw: str | 
         int8 = (gpu_int8_tops if gpu_int8_tops is not None else _int8_tops(row)) * 1e12
         if int8:
             tensor["int8"] = int8
-        memory = (gpu_mem_gb or float(row["memory_gib"])) * 2**30
-        bw = parse_rate(gpu_bw) if gpu_bw else float(row["mem_bandwidth_gb_s"]) * 1e9
+        # an integrated GPU without figures of its own draws on the host's memory: its size and bandwidth
+        memory = gpu_mem_gb * 2**30 if gpu_mem_gb else (float(row["memory_gib"]) * 2**30 if row["memory_gib"]
+                                                        else ram_gb * 1e9)
+        bw = parse_rate(gpu_bw) if gpu_bw else (float(row["mem_bandwidth_gb_s"]) * 1e9 if row["mem_bandwidth_gb_s"]
+                                                else host_bw)
         try:
             for g in range(gpus):
                 devices.append(Device(f"gpu{g}" if gpus > 1 else "gpu", "gpu", peak_flops=fp32 or tensor["fp16"],
@@ -249,8 +255,6 @@ def machine_from_platform(platform, backend: str | None = None) -> Machine:
     hops = [] if unified else platform.link_directions(host, gpu)
     if not unified and not hops:
         raise SchedulerError(f"platform {platform.name!r}: no link between {host!r} and {gpu!r}")
-    if not h.threads:
-        raise SchedulerError(f"platform {platform.name!r}: CPU {host!r} declares no threads (give threads = N)")
     row = _named_gpu(f"{g.description} {platform.description}")
     tensor = dict(g.tensor_flops or {})
     if "fp16" not in tensor:
@@ -265,7 +269,7 @@ def machine_from_platform(platform, backend: str | None = None) -> Machine:
                                                                     d.mem_bandwidth_bytes_per_s)
                == (g.description, g.memory_bytes, g.mem_bandwidth_bytes_per_s))
     return Machine(platform.name, host_memory=h.memory_bytes, host_bandwidth=h.mem_bandwidth_bytes_per_s,
-                   threads=int(h.threads), gpu=g.description if row is not None and g.description else gpu,
+                   threads=int(h.threads or 0), gpu=g.description if row is not None and g.description else gpu,
                    gpu_count=same, gpu_memory=g.memory_bytes,
                    gpu_bandwidth=g.mem_bandwidth_bytes_per_s, gpu_flops=tensor["fp16"],
                    gpu_int8_ops=tensor.get("int8", 0.0),

@@ -31,7 +31,7 @@ __all__ = ["GPU", "HARNESSES", "HOST", "LlamaCppRun", "Placement", "place"]
 
 GPU, HOST = "gpu", "host"
 #: what times a run: llama.cpp's benchmark, or a front end that adds its own work
-HARNESSES = ("llama-bench", "llama-server", "llama-cli")
+HARNESSES = ("llama-bench", "llama-server", "llama-cli", "other")
 _BLOCK = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 
@@ -48,7 +48,8 @@ class LlamaCppRun:
     since April 2024, llama.cpp PR #6414); ``depth``: tokens already in the KV cache when
     the test starts (llama-bench ``-d``; a generation after a prompt of that length);
     ``harness``: what timed the run, ``llama-bench`` or a front end (``llama-server``,
-    ``llama-cli``) whose timings include its own per-request and per-token work."""
+    ``llama-cli``, ``other``: a third-party one) whose timings include its own per-request
+    and per-token work."""
 
     ngl: int = 99
     n_cpu_moe: int = 0

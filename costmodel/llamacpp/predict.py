@@ -175,7 +175,7 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
     if run.harness != "llama-bench":
         seconds["front end"] = rates.server_request_s
     total = sum(seconds.values())
-    return Prediction("pp", tokens, tokens / total, seconds, run.depth)
+    return Prediction("pp", tokens, tokens / total if total > 0 else math.inf, seconds, run.depth)
 
 
 def _generation(model: ModelWeights, machine: Machine, run: LlamaCppRun, pl: Placement, tokens: int,
@@ -215,4 +215,4 @@ def _generation(model: ModelWeights, machine: Machine, run: LlamaCppRun, pl: Pla
     if run.harness != "llama-bench":
         seconds["front end"] = rates.server_token_s
     total = sum(seconds.values())
-    return Prediction("tg", tokens, 1.0 / total, seconds, run.depth)
+    return Prediction("tg", tokens, 1.0 / total if total > 0 else math.inf, seconds, run.depth)

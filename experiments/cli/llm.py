@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"--reserve-gib must be a number >= 0, got {args.reserve_gib}")
     for flag, value, least in (("--prompt", args.prompt, 1), ("--gen", args.gen, 1), ("--context", args.context, 2),
                                ("--batch", args.batch, 1), ("--ubatch", args.ubatch, 1), ("--n-batch", args.n_batch, 1),
-                               ("--depth", args.depth, 0)):
+                               ("--depth", args.depth, 0), ("--threads", args.threads, 1), ("--gpus", args.gpus, 1)):
         if value is not None and value < least:
             raise CLIError(f"{flag} must be an int >= {least}, got {value}")
     if args.context is not None and args.prompt is not None and args.prompt > args.context:

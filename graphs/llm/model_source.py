@@ -27,11 +27,14 @@ from hetsim.graphs.llm.hf_config import architecture_from_hf, read_hf_config
 from hetsim.graphs.llm.presets import canonical_preset, preset_architecture, preset_names
 from hetsim.graphs.llm.quant_recipe import file_type, recipe_tensors
 
-__all__ = ["GGUF_ARCHITECTURES", "architecture_from_gguf", "default_file_type", "load_model", "model_presets"]
+__all__ = ["GGUF_ARCHITECTURES", "GGUF_TEXT_TOWERS", "architecture_from_gguf", "default_file_type", "load_model", "model_presets"]
 
 #: llama.cpp architectures the planner expresses from a GGUF header
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "gemma2", "gemma3", "phi3",
-                      "deepseek2", "gpt-oss", "mixtral")
+                      "deepseek2", "gpt-oss", "mixtral", "glm4moe", "qwen2vl", "qwen3vl", "qwen3vlmoe", "mistral3")
+#: vision-language GGUFs (the language model's file; the vision tower is a separate mmproj file)
+#: -> the architecture of their text tower
+GGUF_TEXT_TOWERS = {"qwen2vl": "qwen2", "qwen3vl": "qwen3", "qwen3vlmoe": "qwen3moe", "mistral3": "llama"}
 
 
 def model_presets() -> list[str]:
@@ -72,7 +75,7 @@ def architecture_from_gguf(header: GGUFHeader) -> Architecture:
     if not vocab:
         raise GraphError(f"{path}: GGUF file has neither {arch}.vocab_size nor token_embd.weight")
     kw: dict[str, Any] = dict(
-        name=str(md.get("general.name") or Path(path).stem), arch=arch, layers=n, hidden=h, heads=heads,
+        name=str(md.get("general.name") or Path(path).stem), arch=GGUF_TEXT_TOWERS.get(arch, arch), layers=n, hidden=h, heads=heads,
         kv_heads=int(get("attention.head_count_kv", heads)),
         head_dim=int(get("attention.key_length", h // heads)),
         head_dim_v=int(get("attention.value_length", 0) or 0),
