@@ -168,6 +168,11 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
                 machine = replace(machine, host_bandwidth=0.0)
     except (SchedulerError, CostModelError) as e:
         return str(e).split(";")[0]
+    if machine.has_gpu and not machine.unified_memory:
+        weights = place(model, run, run.depth + tokens, gpus=machine.gpu_count).breakdown["gpu"]["weights"]
+        if weights > machine.gpu_memory:
+            return ("the GPU's weights alone exceed its memory: the planner refuses the placement (the driver "
+                    "spilled them to host memory)")
     return model, machine, run, row["test"], tokens
 
 

@@ -100,12 +100,14 @@ def _fp16_acc_tflops(row: dict[str, str]) -> float:
 
 def _int8_tops(row: dict[str, str]) -> float:
     """Dense INT8 TOPS of llama.cpp's quantised products: the INT8 tensor rate; on a GPU
-    without tensor cores (Pascal) the ``dp4a`` rate, four multiply-adds per FP32 lane and
-    clock (4 x the FP32 rate); 0 for a GPU with FP16 but no INT8 tensor cores (Volta),
-    where llama.cpp dequantises and multiplies in FP16."""
+    without INT8 matrix units the packed-dot (``dp4a``, AMD's ``v_dot4``) rate, four
+    multiply-adds per FP32 lane and clock (4 x the FP32 rate); 0 for an NVIDIA GPU with FP16
+    but no INT8 tensor cores (Volta), where llama.cpp dequantises and multiplies in FP16."""
     if row["int8_tensor_tops_dense"]:
         return float(row["int8_tensor_tops_dense"])
-    return 0.0 if row["fp16_tensor_tflops_dense"] else 4 * float(row["fp32_tflops"])
+    if row["fp16_tensor_tflops_dense"] and gpu_vendor(row) == "nvidia":
+        return 0.0
+    return 4 * float(row["fp32_tflops"])
 
 
 def _named_gpu(text: str) -> dict[str, str] | None:
