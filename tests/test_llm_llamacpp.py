@@ -13,7 +13,7 @@ import pytest
 from gguf_files import TINY_CONFIGS, write_gguf
 
 from hetsim.costmodel.base import CostModelError
-from hetsim.costmodel.llamacpp import AchievedRates, LlamaCppRun, Machine, place, predict
+from hetsim.costmodel.llamacpp import AchievedRates, BackendRates, LlamaCppRun, Machine, place, predict
 from hetsim.experiments.cli import main
 from hetsim.experiments.llm_machine import find_gpu, machine_from_flags, machine_from_platform
 from hetsim.graphs.llm.architecture import Architecture, ModelWeights
@@ -22,7 +22,7 @@ from hetsim.graphs.llm.hf_config import architecture_from_hf
 from hetsim.graphs.llm.model_source import load_model
 from hetsim.graphs.llm.quant_recipe import recipe_tensors
 from hetsim.schedulers import SchedulerError
-from hetsim.schedulers.llm.llamacpp_fit import fitting_runs, suggest_run
+from hetsim.schedulers.llm.llamacpp_fit import evaluate_run, fitting_runs, suggest_run
 
 
 def tiny() -> ModelWeights:
@@ -367,9 +367,12 @@ def test_calibrate_writes_a_platform_that_plans(tmp_path: Path) -> None:
 
 def test_shipped_rates_are_fitted_and_say_what_the_fit_did_not_determine(tmp_path: Path) -> None:
     r = AchievedRates.load()
-    assert r.fitted_on.startswith("experiments/llm_published fit rows")
+    assert r.fitted_on.startswith("experiments/llm_published (every row)")
     assert set(r.undetermined) <= set(AchievedRates.names())
     assert all(getattr(r, n) == 1.0 for n in r.undetermined if n.endswith("_frac"))
+    # another backend's figure its rows do not determine is CUDA's
+    vulkan = BackendRates.load().for_backend("vulkan")
+    assert all(getattr(vulkan, n) == getattr(r, n) for n in vulkan.undetermined)
     bad = tmp_path / "rates.json"
     bad.write_text('{"gpu_bw_frac": 0.5}')
     with pytest.raises(CostModelError, match=r"rates\.json: not a llama.cpp rates file"):
@@ -395,3 +398,69 @@ def test_a_context_beyond_the_trained_maximum_is_planned_with_a_note(capsys: pyt
     assert main(["llm", "plan", "llama-2-7b", "--platform", "desktop-rtx4090", "--context", "8192"]) == 0
     assert "note: context 8192 is beyond 'llama-2-7b''s trained maximum of 4096: llama.cpp runs it with rope " \
            "scaling" in capsys.readouterr().out
+
+
+def test_a_kv_cache_in_host_memory_puts_attention_on_the_cpu() -> None:
+    # tg4 with every layer on the GPU and -nkvo: each layer hands over to the CPU and back (4 hand-overs beyond
+    # the first), the KV cache is read at the host's bandwidth and its attention computed by the CPU threads
+    on_gpu = predict(tiny(), BOX, LlamaCppRun(ngl=3), "tg", 4, RATES)
+    nkvo = predict(tiny(), BOX, LlamaCppRun(ngl=3, kv_offload=False), "tg", 4, RATES)
+    assert nkvo.seconds["switch"] - on_gpu.seconds["switch"] == pytest.approx(4 * 0.5)
+    assert nkvo.seconds["host attention"] == pytest.approx(2 * 2 * 2 * 2 * (2 + 2) / (2 * 1000))
+    assert nkvo.tokens_per_s < on_gpu.tokens_per_s
+
+
+def test_decode_is_priced_at_the_depth_the_prompt_leaves() -> None:
+    model = load_model("llama-3-8b")
+    m = machine_from_flags("RTX 4090", ram_gb=64, ram_bw=90, threads=16)
+    shallow = predict(model, m, LlamaCppRun(), "tg", 128, AchievedRates.load())
+    deep = predict(model, m, LlamaCppRun(depth=8192), "tg", 128, AchievedRates.load())
+    # 8192 more cached tokens: 8192 x 128 KiB of KV cache more per token, read at the GPU's achieved bandwidth
+    extra = 8192 * model.arch.kv_bytes_per_token() / (m.gpu_bandwidth * AchievedRates.load().gpu_bw_frac)
+    assert 1 / deep.tokens_per_s - 1 / shallow.tokens_per_s == pytest.approx(extra, rel=1e-6)
+    assert deep.label == "tg128 @ d8192"
+    # the planner's decode follows its prompt
+    e = evaluate_run(model, m, LlamaCppRun(), context=8192, rates=AchievedRates.load(), prompt=4096)
+    assert e.tg.depth == 4096 and e.tg.tokens_per_s < shallow.tokens_per_s
+
+
+def test_a_front_end_adds_its_own_costs() -> None:
+    rates = dataclasses.replace(RATES, server_request_s=0.25, server_token_s=0.125)
+    bench_pp = predict(tiny(), BOX, LlamaCppRun(ngl=3), "pp", 16, rates)
+    server_pp = predict(tiny(), BOX, LlamaCppRun(ngl=3, harness="llama-server"), "pp", 16, rates)
+    assert sum(server_pp.seconds.values()) - sum(bench_pp.seconds.values()) == pytest.approx(0.25)
+    server_tg = predict(tiny(), BOX, LlamaCppRun(ngl=3, harness="llama-server"), "tg", 4, rates)
+    assert server_tg.seconds["front end"] == 0.125
+    with pytest.raises(CostModelError, match=r"unknown harness 'curl'; known: llama-bench"):
+        LlamaCppRun(harness="curl")
+
+
+def test_each_backend_has_its_rates_and_apple_memory_is_one_pool() -> None:
+    rates = BackendRates.load()
+    assert set(rates.backends) == {"cuda", "vulkan", "rocm", "sycl", "metal", "cpu"}
+    amd = machine_from_flags("RX 6800 XT", ram_gb=64, ram_bw=90, threads=16)
+    assert amd.backend == "rocm" and amd.gpu_int8_ops == pytest.approx(4 * 20.74e12)  # v_dot4: 4 x FP32
+    assert machine_from_flags("RX 6800 XT", ram_gb=64, ram_bw=90, threads=16, backend="vulkan").backend == "vulkan"
+    m = load_model("llama-3-8b")
+    rocm = predict(m, amd, LlamaCppRun(), "tg", 128, rates)
+    vulkan = predict(m, dataclasses.replace(amd, backend="vulkan"), LlamaCppRun(), "tg", 128, rates)
+    assert rocm.tokens_per_s != vulkan.tokens_per_s  # each backend's own achieved rates
+    # an Apple GPU shares the host's memory: no PCIe link, and layers left on the host run on the CPU
+    apple = machine_from_flags("M1 Ultra", ram_gb=128, ram_bw=800, threads=16)
+    assert apple.backend == "metal" and apple.unified_memory and apple.pcie_bandwidth == 0
+    assert apple.gpu_memory == pytest.approx(128e9)
+    part = predict(m, apple, LlamaCppRun(ngl=16), "pp", 512, rates)
+    assert part.seconds["pcie"] == 0 and part.seconds["host"] > 0
+    with pytest.raises(CostModelError, match=r"no achieved rates for llama.cpp backend 'opencl'; fitted: cuda"):
+        rates.for_backend("opencl")
+
+
+def test_one_registry_gives_one_answer_for_either_spelling(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    outs = []
+    for name in ("llama-3-70b", "llama3-70b"):
+        assert main(["llm", "plan", name, "--platform", "desktop-rtx4090", "--out", f"{name}.json"]) == 0
+        outs.append(json.loads((tmp_path / f"{name}.json").read_text()))
+    assert outs[0]["flags"] == outs[1]["flags"] and outs[0]["tg"] == outs[1]["tg"]
+    assert "engine llama.cpp" in capsys.readouterr().out
