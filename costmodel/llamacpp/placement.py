@@ -132,7 +132,7 @@ def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool 
     per_gpu = [{"weights": 0, "kv": 0, "compute": 0} for _ in range(gpus)]
     host = {"weights": model.token_embd_bytes, "kv": 0, "compute": 0}
     overridden: dict[int, dict[str, int]] = {}
-    for t in model.tensors:
+    for t in model.tensors if patterns else ():
         m = _BLOCK.match(t.name)
         if m and any(p.search(t.name) for p in patterns):
             rest = m.group(2)

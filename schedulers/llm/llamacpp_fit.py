@@ -89,23 +89,38 @@ def fitting_runs(model: ModelWeights, machine: Machine, *, context: int, base: L
     if not machine.has_gpu:
         return [replace(base, ngl=0)]
     candidates = []
-    for ngl in range(n + 1, -1, -1):
-        run = replace(base, ngl=ngl, n_cpu_moe=0)
-        if _fits(place(model, run, context, gpus=machine.gpu_count), machine, reserve):
-            candidates.append(run)
-            break
+
+    def fits(run: LlamaCppRun) -> bool:
+        return _fits(place(model, run, context, gpus=machine.gpu_count), machine, reserve)
+
+    # GPU memory grows with -ngl and shrinks with --n-cpu-moe: bisect for the largest / smallest that fits
+    ngl = _last_true(0, n + 1, lambda k: fits(replace(base, ngl=k, n_cpu_moe=0)))
+    if ngl is not None:
+        candidates.append(replace(base, ngl=ngl, n_cpu_moe=0))
     if model.arch.is_moe and (not candidates or candidates[0].ngl <= n):
-        for k in range(1, n + 1):
-            run = replace(base, ngl=n + 1, n_cpu_moe=k)
-            if _fits(place(model, run, context, gpus=machine.gpu_count), machine, reserve):
-                candidates.append(run)
-                break
+        k = _last_true(-(n), -1, lambda j: fits(replace(base, ngl=n + 1, n_cpu_moe=-j)))
+        if k is not None:
+            candidates.append(replace(base, ngl=n + 1, n_cpu_moe=-k))
     if not candidates:
         pl = place(model, replace(base, ngl=0), context, gpus=machine.gpu_count)
         raise SchedulerError(f"{model.arch.name!r} fits no placement on {machine.name!r}: with -ngl 0 the GPU "
                              f"needs {size_text(pl.memory['gpu'] + reserve)} (with a {size_text(reserve)} reserve) "
                              f"and has {size_text(machine.gpu_memory)}")
     return candidates
+
+
+def _last_true(lo: int, hi: int, ok) -> int | None:
+    """The largest ``k`` in ``lo..hi`` with ``ok(k)``, for an ``ok`` true up to some ``k`` and
+    false above it; None when ``ok(lo)`` is false."""
+    if not ok(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def suggest_run(model: ModelWeights, machine: Machine, *, context: int, rates: AchievedRates | BackendRates,
