@@ -39,6 +39,7 @@ class EngineAgreement:
     reason: str
     llamacpp_prefill: float = float("nan")
     simulated_prefill: float = float("nan")
+    prefill_reason: str = ""
 
     @property
     def difference(self) -> float:
@@ -60,9 +61,7 @@ class EngineAgreement:
         head += f": agree within {100 * AGREEMENT:.0f} %" if self.agree else f": differ: {self.reason}"
         if abs(self.simulated_prefill / self.llamacpp_prefill - 1) > AGREEMENT:
             head += (f"\nengines on prefill: llama.cpp {self.llamacpp_prefill:,.1f} tok/s, simulated "
-                     f"{self.simulated_prefill:,.1f}: they differ because llama.cpp copies the weights of layers in "
-                     "host memory to the GPU for each micro-batch of 32 rows or more, where the simulated "
-                     "placement computes those layers on the CPU")
+                     f"{self.simulated_prefill:,.1f}: they differ because {self.prefill_reason}")
         return head
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,13 +73,14 @@ class EngineAgreement:
 
 def achieved_platform(platform: Platform, rates: AchievedRates, threads: int) -> Platform:
     """``platform`` at llama.cpp's achieved rates: each GPU's memory bandwidth times
-    ``gpu_bw_frac``, the CPU's times ``cpu_bw_frac`` (at most ``threads`` x ``cpu_thread_bw``),
-    the links' times ``pcie_frac``; shared memory domains scaled as the CPU."""
+    ``gpu_bw_frac`` and no launch costs of its own (llama.cpp's per-token and per-layer costs
+    take their place), the CPU's bandwidth times ``cpu_bw_frac`` (at most ``threads`` x
+    ``cpu_thread_bw``), the links' times ``pcie_frac``; shared memory domains scaled as the CPU."""
     devices, cpu_scale = [], rates.cpu_bw_frac
     for d in platform.devices:
-        if d.kind == "gpu":
+        if d.kind == "gpu":  # launches: llama.cpp's per-token and per-layer costs, added by compare_engines
             d = dataclasses.replace(d, mem_bandwidth_bytes_per_s=d.mem_bandwidth_bytes_per_s * rates.gpu_bw_frac,
-                                    cost=None)
+                                    cost=None, launch_overhead_s=0.0, dispatch_s=0.0, graph_launch_s=0.0)
         else:
             bw = min(d.mem_bandwidth_bytes_per_s * rates.cpu_bw_frac, threads * rates.cpu_thread_bw)
             cpu_scale = bw / d.mem_bandwidth_bytes_per_s
@@ -139,8 +139,13 @@ def compare_engines(plan, report, platform: Platform | str) -> EngineAgreement:
               f"take {1e3 * sim_s:.2f} ms (its ops read activations and run compute the achieved-rate model "
               "leaves out)")
     pp = predict(model, machine, dataclasses.replace(run, depth=0), "pp", report.prompt, rates)
+    host_layers = ngl < model.arch.layers
+    why_pp = ("llama.cpp copies the weights of layers in host memory to the GPU for each micro-batch of 32 rows "
+              "or more, where the simulated placement computes those layers on the CPU" if host_layers else
+              f"the simulated engine prices the matrix products at the platform's peaks ({report.platform}'s "
+              "roofline), llama.cpp's at the tensor-core rates its kernels achieve")
     return EngineAgreement(f"-ngl {ngl}", cpp.tokens_per_s, p.decode_tok_s, at_achieved, reason,
-                           pp.tokens_per_s, p.prefill_tok_s)
+                           pp.tokens_per_s, p.prefill_tok_s, why_pp)
 
 
 def run_layers(model, ngl: int) -> range:
