@@ -131,7 +131,16 @@ def machine_from_flags(gpu: str | None, *, ram_gb: float | None, ram_bw: str | f
         row = find_gpu(gpu) if None in explicit.values() else None
         if row is None and None in explicit.values():
             raise SchedulerError(f"GPU {gpu!r} needs {', '.join(k for k, v in explicit.items() if v is None)}")
-        gen, lanes = (int(row["pcie_gen"]), int(row["pcie_lanes"])) if row else (0, 0)
+        if row:
+            # an integrated GPU or Apple's shares the host memory (no PCIe figure) and some cited
+            # rows have no rate read: the flag for each figure the table lacks
+            needs = (("--pcie", "pcie_gen"), ("--gpu-mem-gb", "memory_gib"), ("--gpu-bw", "mem_bandwidth_gb_s"),
+                     ("--gpu-tflops", "fp32_tflops"), ("--gpu-int8-tops", "fp32_tflops"))
+            lacking = [flag for flag, column in needs if not row[column] and explicit[flag] is None]
+            if lacking:
+                raise SchedulerError(f"gpus.csv has no figure of GPU {row['name']!r} for {', '.join(lacking)} (a GPU "
+                                     f"that shares the host's memory has no PCIe link); give {', '.join(lacking)}")
+        gen, lanes = (int(row["pcie_gen"]), int(row["pcie_lanes"])) if row and row["pcie_gen"] else (0, 0)
         if pcie:
             m = re.fullmatch(r"(?:gen)?([345])x(\d+)", pcie.lower())
             if m is None:

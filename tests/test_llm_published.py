@@ -58,3 +58,13 @@ def test_a_build_is_read_from_its_source_date() -> None:
     assert bench.mmq({"source_id": "llamacpp-pr4766", "gpu": "Tesla P40"})  # no tensor cores: dp4a MMQ
     assert bench.mmq({"source_id": "llamacpp-pr24127", "gpu": "RTX 4090"})
     assert not bench.cuda_graphs({"source_id": "llamacpp-pr24127", "gpu": "RTX 2080 Ti"})  # Turing
+
+
+def test_a_cited_gpu_without_a_figure_the_machine_needs_names_the_flag() -> None:
+    """An integrated GPU (no PCIe figure, no memory of its own) gets a one-line error naming the flags to give."""
+    from hetsim.schedulers import SchedulerError
+
+    with pytest.raises(SchedulerError, match=r"'Radeon 8060S' for --pcie, --gpu-mem-gb"):
+        bench.machine_from_flags("Radeon 8060S", ram_gb=128, ram_bw=256, threads=16)
+    m = bench.machine_from_flags("Radeon 8060S", ram_gb=128, ram_bw=256, threads=16, pcie="4x16", gpu_mem_gb=96)
+    assert m.gpu_bandwidth == 256e9  # the cited unified-memory bandwidth
