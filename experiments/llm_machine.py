@@ -186,19 +186,24 @@ def platform_from_flags(gpu: str | None, *, ram_gb: float | None, ram_bw: str | 
             if lanes < 1:
                 raise SchedulerError(f"--pcie {pcie!r}: needs at least one lane")
         label = row["name"] if row else gpu
-        fp32 = float(row["fp32_tflops"]) * 1e12 if row else (gpu_tflops or 0) * 1e12
-        tensor = {"fp16": (gpu_tflops or _fp16_acc_tflops(row)) * 1e12}
-        int8 = (gpu_int8_tops if gpu_int8_tops is not None else _int8_tops(row)) * 1e12
-        if int8:
-            tensor["int8"] = int8
-        # an integrated GPU without figures of its own draws on the host's memory: its size and bandwidth
+        fp32 = float(row["fp32_tflops"]) * 1e12 if row and row["fp32_tflops"] else (gpu_tflops or 0) * 1e12
+        tensor: dict[str, float] = {}  # empty: no compute rate cited (an error where a prediction needs one)
+        fp16 = gpu_tflops or (_fp16_acc_tflops(row) if row and (row["fp32_tflops"] or
+                                                                 row["fp16_tensor_tflops_dense"]) else 0)
+        if fp16:
+            tensor["fp16"] = fp16 * 1e12
+            int8 = (gpu_int8_tops if gpu_int8_tops is not None else _int8_tops(row)) * 1e12
+            if int8:
+                tensor["int8"] = int8
         memory = gpu_mem_gb * 2**30 if gpu_mem_gb else (float(row["memory_gib"]) * 2**30 if row["memory_gib"]
                                                         else ram_gb * 1e9)
         bw = parse_rate(gpu_bw) if gpu_bw else (float(row["mem_bandwidth_gb_s"]) * 1e9 if row["mem_bandwidth_gb_s"]
                                                 else host_bw)
         try:
             for g in range(gpus):
-                devices.append(Device(f"gpu{g}" if gpus > 1 else "gpu", "gpu", peak_flops=fp32 or tensor["fp16"],
+                # a GPU without a cited rate: 1 FLOP/s, so that nothing is priced as if its rate were known
+                devices.append(Device(f"gpu{g}" if gpus > 1 else "gpu", "gpu",
+                                      peak_flops=fp32 or tensor.get("fp16", 1.0),
                                       mem_bandwidth_bytes_per_s=bw, memory_bytes=int(memory),
                                       tensor_flops=tensor, description=label,
                                       memory_domain="host" if unified else None))
@@ -259,6 +264,9 @@ def machine_from_platform(platform, backend: str | None = None) -> Machine:
         raise SchedulerError(f"platform {platform.name!r}: no link between {host!r} and {gpu!r}")
     row = _named_gpu(f"{g.description} {platform.description}")
     tensor = dict(g.tensor_flops or {})
+    if "fp16" not in tensor and g.tensor_flops is not None and row is not None and not (
+            row["fp32_tflops"] or row["fp16_tensor_tflops_dense"]):
+        tensor = {"fp16": 0.0}  # a cited GPU without a cited compute rate: not known
     if "fp16" not in tensor:
         if row is None:
             raise SchedulerError(f"platform {platform.name!r}: its GPU declares no tensor_flops and its "

@@ -66,3 +66,20 @@ def test_a_build_is_read_from_its_source_date() -> None:
     assert bench.mmq({"source_id": "llamacpp-pr4766", "gpu": "Tesla P40"})  # no tensor cores: dp4a MMQ
     assert bench.mmq({"source_id": "llamacpp-pr24127", "gpu": "RTX 4090"})
     assert not bench.cuda_graphs({"source_id": "llamacpp-pr24127", "gpu": "RTX 2080 Ti"})  # Turing
+
+
+def test_an_integrated_gpu_is_one_pool_and_a_rate_not_cited_is_not_known() -> None:
+    """An integrated GPU (no PCIe figure, no memory of its own) shares the host's memory; a GPU
+    without a cited compute rate decodes but its prompt processing names the flag to give."""
+    from hetsim.costmodel.base import CostModelError
+    from hetsim.costmodel.llamacpp import LlamaCppRun
+    from hetsim.graphs.llm.model_source import load_model
+
+    m = bench.machine_from_flags("Radeon 8060S", ram_gb=128, ram_bw=256, threads=16)
+    assert m.unified_memory and m.gpu_memory == 128e9 and m.gpu_bandwidth == 256e9 and m.backend == "rocm"
+    apple = bench.machine_from_flags("Apple M2 Max 38-core GPU", ram_gb=96, ram_bw=400, threads=8)
+    assert apple.backend == "metal" and apple.gpu_flops == 0
+    model, rates = load_model("llama-2-7b", "Q4_0"), BackendRates.load()
+    assert predict(model, apple, LlamaCppRun(), "tg", 128, rates).tokens_per_s > 0
+    with pytest.raises(CostModelError, match=r"the GPU's compute rate is not known .*\(give --gpu-tflops\)"):
+        predict(model, apple, LlamaCppRun(), "pp", 512, rates)

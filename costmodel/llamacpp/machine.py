@@ -36,8 +36,8 @@ def pcie_bandwidth(gen: int, lanes: int) -> float:
 @dataclass(frozen=True)
 class Machine:
     """Peak figures of a CPU-GPU machine (bytes, bytes/s, FLOP/s); ``gpu`` empty for a CPU-only
-    one; a host figure (memory, bandwidth, threads) of 0 is not known (an error where a
-    prediction needs it); ``gpu_int8_ops`` 0: no INT8 tensor cores; ``gpu_count`` identical
+    one; a host figure (memory, bandwidth, threads) or the GPU's ``gpu_flops`` of 0 is not
+    known (an error where a prediction needs it); ``gpu_int8_ops`` 0: no INT8 tensor cores; ``gpu_count`` identical
     GPUs, each with the figures given (llama.cpp splits the layers between them)."""
 
     name: str
@@ -68,13 +68,13 @@ class Machine:
             raise CostModelError(f"machine {self.name!r}: gpu_count must be an int >= 1, got {self.gpu_count!r}")
         checks: dict[str, Any] = {}
         if self.gpu:
-            checks.update(gpu_memory=self.gpu_memory, gpu_bandwidth=self.gpu_bandwidth, gpu_flops=self.gpu_flops)
+            checks.update(gpu_memory=self.gpu_memory, gpu_bandwidth=self.gpu_bandwidth)
             if not self.unified_memory:
                 checks["pcie_bandwidth"] = self.pcie_bandwidth
         for k, v in checks.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
                 raise CostModelError(f"machine {self.name!r}: {k} must be a positive number, got {v!r}")
-        for k in ("host_memory", "host_bandwidth", "threads", "gpu_int8_ops"):
+        for k in ("host_memory", "host_bandwidth", "threads", "gpu_int8_ops", "gpu_flops"):
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
                 raise CostModelError(f"machine {self.name!r}: {k} must be a number >= 0 (0: not known), got {v!r}")

@@ -21,7 +21,9 @@ ggml-org/llama.cpp PR #6017). Layers in host memory are, for micro-batches of 32
 more, run on the GPU too, their weights copied over PCIe for each micro-batch (llama.cpp's
 operation offload); without a GPU they run on the CPU threads (Q4_0 and Q8_0 weights at
 the rate of llama.cpp's tiled GEMM kernels, other types one dot product per row).
-Attention runs where its KV cache is, over the ``depth`` cached tokens and the prompt so
+Each micro-batch also reads the weights it uses once, at the device's achieved bandwidth
+(what a micro-batch of a few rows is bound by), and launches its kernels as a generated
+token does. Attention runs where its KV cache is, over the ``depth`` cached tokens and the prompt so
 far; without flash attention its scores (``ubatch x cells x heads`` in f32) are written,
 normalised and read back at the device's achieved bandwidth.
 
@@ -68,6 +70,9 @@ class Prediction:
 def _gemm_seconds(flops: float, machine: Machine, rates: AchievedRates, mmq: bool, expert_rows: float = 0) -> float:
     """A product on the GPU; a routed expert's of ``expert_rows`` rows runs at
     ``expert_rows / (expert_rows + expert_rows_half)`` of the rate."""
+    if not machine.gpu_flops:
+        raise CostModelError(f"machine {machine.name!r}: the GPU's compute rate is not known and prompt processing "
+                             "needs it (give --gpu-tflops)")
     rate = machine.gpu_int8_ops * rates.gemm_frac_quant if mmq else machine.gpu_flops * rates.gemm_frac_float
     small = (expert_rows + rates.expert_rows_half) / expert_rows if expert_rows else 1.0
     return flops * small / rate
@@ -163,14 +168,20 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
                 expert_rows = m * share if kind == "exps" else 0
                 dev = groups[kind]
                 on_gpu = dev == GPU or (offload and m >= OP_OFFLOAD_MIN_ROWS)
+                # each micro-batch reads the weights it uses once (all of a small one's time)
+                read = getattr(by, kind) * (model.expert_read_fraction(m) if kind == "exps" else 1.0)
                 if on_gpu:
                     if dev != GPU:
                         seconds["pcie"] += getattr(by, kind) / (machine.pcie_bandwidth * rates.pcie_frac)
                     seconds[GPU] += _gemm_seconds(flops, machine, rates, mmq, expert_rows)
+                    seconds[GPU] += read / (machine.gpu_bandwidth * rates.gpu_bw_frac)
                     if dequant:
                         seconds[GPU] += _dequant_seconds(getattr(by, kind), n_el, machine, rates)
                 else:
                     seconds[HOST] += _cpu_seconds(flops, machine, rates, threads, tiled)
+                    seconds[HOST] += read / _cpu_bandwidth(machine, rates, threads)
+        if machine.has_gpu:  # each micro-batch is one evaluation of the graph: its launches, layer by layer
+            seconds[GPU] += rates.gpu_token_s + rates.gpu_layer_s * pl.gpu_layers
         done += m
     if run.harness != "llama-bench":
         seconds["front end"] = rates.server_request_s
