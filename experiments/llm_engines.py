@@ -115,6 +115,10 @@ def compare_engines(plan, report, platform: Platform | str) -> EngineAgreement:
     p = exact[0]
     ngl = int(p.llama_cpp.split()[1])
     model, machine, rates = plan.model, plan.machine, plan.rates
+    if model.weights != report.weights:
+        return EngineAgreement("", nan, nan, nan, f"the engines price different weights: llama.cpp's engine a "
+                                                  f"{model.weights} file, the simulated one {report.weights} "
+                                                  "tensors (give --weights as a llama.cpp file type)")
     ctx = report.context
     run = dataclasses.replace(plan.evaluation.run, ngl=ngl, n_cpu_moe=0, override_cpu=(), context=ctx,
                               depth=ctx - 1, harness="llama-bench")
@@ -126,8 +130,12 @@ def compare_engines(plan, report, platform: Platform | str) -> EngineAgreement:
     decode = llm_graph(model.arch, phase="decode", kv_length=ctx, context=ctx, weights=weight_format_of(model),
                        kv_dtype=report.kv_dtype)
     residency = Residency.from_dict(p.residency)
-    g2, splan = residency.apply(decode, rated)
-    sim_s = run_plan(g2, rated, splan, "roofline").result.makespan
+    try:
+        g2, splan = residency.apply(decode, rated)
+        sim_s = run_plan(g2, rated, splan, "roofline").result.makespan
+    except Exception as e:  # noqa: BLE001 - a comparison that cannot run is said, not raised
+        return EngineAgreement("", nan, nan, nan, f"the -ngl {ngl} placement does not simulate at the achieved "
+                                                  f"rates: {str(e).splitlines()[0]}")
     fixed = sum(v for k, v in cpp.seconds.items() if k in ("switch", "front end"))
     if machine.has_gpu:
         layers = sum(1 for d in run_layers(model, ngl))
