@@ -243,3 +243,14 @@ def test_a_config_integer_of_another_type_names_the_key() -> None:
             architecture_from_hf({**TINY_CONFIGS["llama"], "num_attention_heads": bad})
     with pytest.raises(GraphError, match=r"'heads' must be an int >= 1, got 0"):
         architecture_from_hf({**TINY_CONFIGS["llama"], "num_attention_heads": 0})
+
+
+def test_a_model_too_large_to_list_is_refused_before_allocating() -> None:
+    huge = {**TINY_CONFIGS["llama"], "num_hidden_layers": 10**9}
+    a = architecture_from_hf(huge, name="huge")
+    with pytest.raises(GraphError, match=r"model 'huge': 1000000000 layers would list about 16,000,000,000 tensors"):
+        recipe_tensors(a, "Q4_K_M")
+    from hetsim.graphs.llm import llm_graph
+
+    with pytest.raises(GraphError, match=r"model 'huge': 1000000000 layers would make a graph of about"):
+        llm_graph(a, kv_length=8)

@@ -54,6 +54,8 @@ _FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "Q2_K": "IQ4_NL", "
              "IQ4_XS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ3_XXS": "IQ4_NL", "IQ2_S": "IQ4_NL", "IQ2_XS": "IQ4_NL",
              "IQ2_XXS": "IQ4_NL", "IQ1_M": "IQ4_NL", "IQ1_S": "IQ4_NL"}
 _K_QUANTS = tuple(_FALLBACK)  # types of 256-weight blocks
+#: tensors a recipe may list (about 16 per layer): beyond, the table would exhaust memory
+MAX_TENSORS = 2_000_000
 
 
 def file_type(name: str) -> str:
@@ -156,8 +158,18 @@ def _layer_shapes(a: Architecture, i: int) -> list[tuple[str, tuple[int, ...]]]:
 
 
 def recipe_tensors(a: Architecture, ftype: str) -> tuple[TensorInfo, ...]:
-    """The tensors of ``a`` as a llama.cpp file of type ``ftype`` would hold them."""
+    """The tensors of ``a`` as a llama.cpp file of type ``ftype`` would hold them.
+
+    Raises
+    ------
+    GraphError
+        an unknown file type; a model whose tensor table would exhaust memory (estimated
+        from its layer count before any is listed).
+    """
     ftype = file_type(ftype)
+    if a.layers * 16 > MAX_TENSORS:
+        raise GraphError(f"model {a.name!r}: {a.layers} layers would list about {a.layers * 16:,} tensors (at most "
+                         f"{MAX_TENSORS:,}): too large to plan")
     out = [TensorInfo("token_embd.weight", (a.hidden, a.vocab),
                       _with_fallback(_matrix_type(a, ftype, "token_embd", -1), a.hidden))]
     for i in range(a.layers):
