@@ -30,11 +30,11 @@ import torch.nn.functional as F
 
 from hetsim import schedulers
 from hetsim.costmodel import Roofline
-from hetsim.graphs.llm import LLMConfig, llm_graph
+from hetsim.graphs.llm import Architecture, llm_graph
 from hetsim.sim.platform import Platform
 
-CFG = LLMConfig("bench-small", hidden=1024, layers=4, heads=16, kv_heads=4, ffn=2816, vocab=8192,
-                max_context=1024)
+CFG = Architecture("bench-small", "llama", hidden=1024, layers=4, heads=16, kv_heads=4, head_dim=0, ffn=2816,
+                   vocab=8192, max_context=1024)
 PROMPT, KV = 128, 512
 #: this thread's CPU time: on the shared 2-core machine (load averages of 10+ while
 #: others work) wall time mostly measures preemption; with one torch thread the
@@ -45,7 +45,7 @@ CLOCK = time.thread_time
 class Model:
     """The decoder of ``CFG``, op for op as ``llm_graph`` describes it."""
 
-    def __init__(self, c: LLMConfig) -> None:
+    def __init__(self, c: Architecture) -> None:
         g = torch.Generator().manual_seed(0)
 
         def w(*shape: int) -> torch.Tensor:

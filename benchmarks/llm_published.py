@@ -1,22 +1,30 @@
 """Predicted against published llama.cpp speeds (experiments/llm_published), with the targets.
 
-Each row of ``measurements.csv`` is predicted with :func:`costmodel.llamacpp.predict` from
-the model preset of its ``model`` (``graphs/llm/configs``) at its ``quant``, the GPU's
-cited figures (``gpus.csv``, as many GPUs as the row ran on), the host of ``hosts.csv`` and
-the row's flags (llama-bench defaults where the row gives none: ``-ngl 99``, ``-ub 512``,
-``-b 2048``, pp512 / tg128). Rows on Metal, on a GPU without cited figures or of a model
-without a preset are listed as skipped with the reason.
+Every row of ``measurements.csv`` is predicted with :func:`costmodel.llamacpp.predict` from
+the model preset of its ``model`` (``graphs/llm/configs``) at its ``quant``, the GPU's cited
+figures (``gpus.csv``, as many GPUs as the row ran on; the backend the row names), the host
+of ``hosts.csv`` and the row's flags (``-ngl``, ``--n-cpu-moe``, ``-ot``, ``-fa``,
+``-b``/``-ub``, ``-nkvo``, ``-d``, threads, harness; llama-bench's defaults where the row
+gives none: ``-ngl 99``, ``-ub 512``, ``-b 2048``, pp512 / tg128). A row the planner cannot
+express (a model without a preset, a GPU without cited figures, a prompt length not stated)
+is not skipped: it counts as failed, at an |error| of 100 %.
 
-The split is by source and deterministic: a source is held out when
-``zlib.crc32(source_id) % 3 == 1``; the rates are fitted on the other sources' rows
-(``--fit``: least squares of ``log(predicted / measured)``, written to
-``costmodel/data/llamacpp_rates.json``). Per-row results go to
-``experiments/llm_published/results.csv``.
+Validation is k-fold by source (default 5 folds, ``crc32(source_id) % K``): each fold's rows
+are predicted by rates fitted on the other folds' rows, so no row is predicted by a fit
+that saw its source. The rates of each backend are fitted on that backend's rows (least
+squares of ``log(predicted / measured)``; CUDA together with the CPU-only rows, which fix
+the CPU figures every backend shares; every other backend's GPU figures drawn towards
+CUDA's where its rows say little). Beside it, a rule of thumb on the same rows: decode at
+0.6 x memory bandwidth / bytes each token reads (the weights a token uses on each device,
+GPU and CPU parts added), prompt processing at 0.6 x the device's dense FP16 rate / 2 FLOPs
+per active weight.
 
-``--cross-validate K`` predicts every row by rates fitted without its source (K folds of
-sources, ``cross_validation.csv``): how well the fitted rates carry to runs they never saw.
+Writes ``cross_validation.csv`` (every row, held out) and ``results.csv`` (every row by the
+rates fitted on all rows: the shipped ones with ``--fit``), the figure
+``predicted_vs_measured.png`` (held-out predictions, a panel per backend), and prints the
+figures per backend and test with the targets.
 
-Run: ``PYTHONPATH=. python benchmarks/llm_published.py [--fit] [--cross-validate 5]``
+Run: ``python benchmarks/llm_published.py [--fit] [--folds 5]``
 """
 
 from __future__ import annotations
@@ -25,47 +33,60 @@ import argparse
 import csv
 import math
 import os
+import re
 import subprocess
 import sys
 import time
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from hetsim.costmodel.base import CostModelError
-from hetsim.costmodel.llamacpp import AchievedRates, LlamaCppRun, Machine, place, predict
-from hetsim.experiments.llm_machine import find_gpu, machine_from_flags
-from hetsim.graphs.graph import GraphError
-from hetsim.graphs.llm.model_source import load_model, model_presets
-from hetsim.schedulers import SchedulerError
-from hetsim.schedulers.llm.llamacpp_fit import fitting_runs
-from hetsim.schedulers.llm.residency import DEFAULT_RESERVE_BYTES
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout
+    sys.path.insert(0, str(ROOT))
+
+from hetsim.costmodel.base import CostModelError  # noqa: E402
+from hetsim.costmodel.llamacpp import (  # noqa: E402
+    AchievedRates,
+    BackendRates,
+    LlamaCppRun,
+    Machine,
+    place,
+    predict,
+)
+from hetsim.experiments.llm_machine import find_gpu, machine_from_flags  # noqa: E402
+from hetsim.graphs.graph import GraphError  # noqa: E402
+from hetsim.graphs.llm.model_source import load_model  # noqa: E402
+from hetsim.graphs.llm.presets import canonical_preset  # noqa: E402
+from hetsim.schedulers import SchedulerError  # noqa: E402
+
 DATA = ROOT / "experiments" / "llm_published"
+BACKENDS = ("cuda", "vulkan", "rocm", "sycl", "metal", "cpu")
 
 #: hosts of the rows (``hosts.csv``, matched by the start of a row's ``cpu`` and ``ram``):
 #: physical cores, the threads llama.cpp runs by default (its P-cores on a hybrid Intel),
 #: DRAM peak (transfer rate x 8 bytes x channels; 0: not known), PCIe generation of the GPU slot
 with (DATA / "hosts.csv").open() as _fh:
     HOSTS = [dict(cpu=r["cpu"], ram=r["ram"], cores=int(r["cores"]), threads=int(r["default_threads"]),
-                  ram_bw=float(r["ram_bw_gb_s"] or 0) * 1e9, pcie=int(r["pcie_gen"])) for r in csv.DictReader(_fh)]
+                  ram_bw=float(r["ram_bw_gb_s"] or 0) * 1e9, pcie=int(r["pcie_gen"] or 0))
+             for r in csv.DictReader(_fh)]
 #: models of the same architecture as a preset: Qwen3-30B-A3B's fine-tunes (Instruct-2507, Coder,
 #: VL's language model) and DeepSeek-Coder-V2-Lite (further trained from DeepSeek-V2-Lite)
 MODEL_ALIASES = {"qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b", "qwen3-vl-30b-a3b": "qwen3-30b-a3b",
                  "qwen3-coder-30b-a3b": "qwen3-30b-a3b", "deepseek-coder-v2-lite": "deepseek-v2-lite"}
 DEFAULT_TOKENS = {"pp": 512, "tg": 128}
+#: harnesses whose timings are llama-bench's own (llama-sweep-bench and llama-batched-bench time
+#: the same decode calls); the others add a front end's work
+BENCH_HARNESSES = ("", "llama-bench", "sweep-bench", "llama-batched-bench")
 with (DATA / "sources.csv").open() as _fh:
     SOURCE_DATES = {r["source_id"]: r["date"] for r in csv.DictReader(_fh)}
+#: a failed row's |error|
+FAILED_ERROR = 1.0
 
 
-def held_out(source_id: str) -> bool:
-    """Whether a source's rows are held out of the fit."""
-    return zlib.crc32(source_id.encode()) % 3 == 1
-
-
-def _num(v: str) -> float | None:
+def _num(v: str | None) -> float | None:
     return float(v) if v not in ("", None) else None
 
 
@@ -73,51 +94,85 @@ def _host(row: dict) -> dict | None:
     return next((h for h in HOSTS if row["cpu"].startswith(h["cpu"]) and row["ram"].startswith(h["ram"])), None)
 
 
+def _ram_gb(row: dict) -> float | None:
+    """The host memory the row states (``64 GB``, ``128 GiB unified``), in GB."""
+    m = re.search(r"(\d+(?:\.\d+)?)\s*(GB|GiB)\b", row["ram"])
+    if m is None:
+        return None
+    return float(m.group(1)) * (2**30 / 1e9 if m.group(2) == "GiB" else 1.0)
+
+
+def backend(row: dict) -> str:
+    """The row's llama.cpp backend in the rates file's names."""
+    b = row["backend"].strip().lower()
+    return {"hip": "rocm"}.get(b, b)
+
+
 def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
-    """(model, machine, run, test, tokens) of a row, or why it is skipped."""
-    if row["backend"] not in ("CUDA", "CPU"):
-        return f"backend {row['backend']} not modelled"
+    """(model, machine, run, test, tokens) of a row, or why the planner cannot express it."""
+    b = backend(row)
+    if b not in BACKENDS:
+        return f"backend {row['backend']!r} unknown"
     if not row["quant"]:
         return "weight type not stated"
-    model_name = MODEL_ALIASES.get(row["model"], row["model"])
-    if model_name not in model_presets():
-        return f"no preset for {row['model']}"
+    name = canonical_preset(MODEL_ALIASES.get(row["model"], row["model"]))
+    if name is None:
+        return f"no preset for {row['model']!r}"
     try:
-        model = load_model(model_name, row["quant"])
+        model = load_model(name, row["quant"])
     except GraphError as e:
         return str(e)
-    host = _host(row) if row["cpu"] else None
-    threads = int(_num(row["threads"]) or (host["threads"] if host else 0))
-    cores = host["cores"] if host else threads
-    try:
-        if row["gpu"]:
-            g = find_gpu(row["gpu"])
-            if not g["pcie_gen"]:
-                return f"GPU {row['gpu']!r} shares the host's memory (no PCIe link): not modelled"
-            gen = min(int(g["pcie_gen"]), host["pcie"]) if host else int(g["pcie_gen"])
-            machine = machine_from_flags(row["gpu"], ram_gb=64, ram_bw=(host["ram_bw"] / 1e9) if host else 0,
-                                         threads=cores, pcie=f"{gen}x{g['pcie_lanes']}",
-                                         gpus=int(float(row["gpu_count"] or 1)))
-        else:
-            if host is None:
-                return f"host {row['cpu']!r} with {row['ram']!r} not in hosts.csv"
-            machine = machine_from_flags(None, ram_gb=64, ram_bw=host["ram_bw"] / 1e9, threads=cores)
-    except SchedulerError as e:
-        return str(e).split(";")[0]
     if row["test"] == "pp" and not row["tokens"]:
         return "prompt length not stated (an average over lengths)"
     tokens = int(_num(row["tokens"]) or DEFAULT_TOKENS[row["test"]])
-    ngl = int(_num(row["ngl"]) if row["ngl"] != "" else (99 if row["gpu"] else 0))
-    run = LlamaCppRun(ngl=ngl, cuda_graphs=cuda_graphs(row), mmq=mmq(row), cpu_tiled_gemm=date(row) >= "2024-04",
-                      n_cpu_moe=int(_num(row["n_cpu_moe"]) or 0),
+    host = _host(row) if row["cpu"] else None
+    threads = int(_num(row["threads"]) or (host["threads"] if host else 0))
+    cores = host["cores"] if host else threads
+    gpu = row["gpu"] if b != "cpu" else ""
+    ngl = int(_num(row["ngl"]) if row["ngl"] != "" else (99 if gpu else 0))
+    run = LlamaCppRun(ngl=ngl, cuda_graphs=b == "cuda" and cuda_graphs(row), mmq=b != "cuda" or mmq(row),
+                      cpu_tiled_gemm=date(row) >= "2024-04", n_cpu_moe=int(_num(row["n_cpu_moe"]) or 0),
                       override_cpu=tuple(p for p in row["override_tensor"].split(";") if p),
                       ubatch=int(_num(row["ubatch"]) or 512), batch=int(_num(row["batch"]) or 2048),
-                      flash_attn=bool(_num(row["flash_attn"])), kv_offload="nkvo1" not in row["id"],
-                      threads=threads)
-    if machine.has_gpu:
-        weights = place(model, run, tokens, gpus=machine.gpu_count).breakdown["gpu"]["weights"]
+                      flash_attn=bool(_num(row["flash_attn"])),
+                      kv_offload=(row.get("no_kv_offload") or "0") != "1",
+                      depth=int(_num(row.get("depth")) or 0), threads=threads,
+                      harness="llama-bench" if row.get("harness", "") in BENCH_HARNESSES else "other")
+    try:
+        if gpu:
+            g = find_gpu(gpu)
+            unified = not g["pcie_gen"]
+            ram_gb = _ram_gb(row)
+            if unified and not g["memory_gib"] and ram_gb is None:
+                # one pool of a size the row does not state: at least what the run placed (it ran)
+                need = place(model, run, run.depth + tokens, gpus=1).memory
+                ram_gb = sum(need.values()) / 1e9
+            host_bw = host["ram_bw"] if host and host["ram_bw"] else (
+                float(g["mem_bandwidth_gb_s"] or 0) * 1e9 if unified else 0.0)
+            pcie = None
+            if not unified:
+                gen = min(int(g["pcie_gen"]), host["pcie"]) if host and host["pcie"] else int(g["pcie_gen"])
+                pcie = f"{gen}x{g['pcie_lanes']}"
+            machine = machine_from_flags(gpu, ram_gb=ram_gb or 64, ram_bw=host_bw / 1e9 if host_bw else 1.0,
+                                         threads=cores, pcie=pcie, gpus=int(float(row["gpu_count"] or 1)), backend=b)
+            if not host_bw:
+                machine = replace(machine, host_bandwidth=0.0)  # not known: an error where the run reads host memory
+            if ram_gb is None:
+                machine = replace(machine, host_memory=0.0)
+        else:
+            if host is None:
+                return f"host {row['cpu']!r} with {row['ram']!r} not in hosts.csv"
+            machine = machine_from_flags(None, ram_gb=_ram_gb(row) or 64, ram_bw=host["ram_bw"] / 1e9 or 1.0,
+                                         threads=cores)
+            if not host["ram_bw"]:
+                machine = replace(machine, host_bandwidth=0.0)
+    except (SchedulerError, CostModelError) as e:
+        return str(e).split(";")[0]
+    if machine.has_gpu and not machine.unified_memory:
+        weights = place(model, run, run.depth + tokens, gpus=machine.gpu_count).breakdown["gpu"]["weights"]
         if weights > machine.gpu_memory:
-            return "the GPU's weights alone exceed its memory (the driver spilled them to host memory)"
+            return ("the GPU's weights alone exceed its memory: the planner refuses the placement (the driver "
+                    "spilled them to host memory)")
     return model, machine, run, row["test"], tokens
 
 
@@ -125,7 +180,7 @@ def cuda_graphs(row: dict) -> bool:
     """Whether the row's llama.cpp replayed generation as CUDA graphs: builds from June 2024
     on (PR #6766 merged in May 2024) on Ampere or newer GPUs (Volta, Turing and Pascal ran
     without them)."""
-    older = any(p in row["gpu"] for p in ("RTX 20", "Quadro RTX", "T4", "V100", "P40"))
+    older = any(p in row["gpu"] for p in ("RTX 20", "Quadro RTX", "T4", "V100", "P40", "GTX 10"))
     return date(row)[:7] >= "2024-06" and not older
 
 
@@ -148,6 +203,103 @@ def rows() -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+def rule_of_thumb(model, machine: Machine, run: LlamaCppRun, test: str, tokens: int) -> float:
+    """Tokens/s by the rule of thumb (see the module docstring; NaN for prompt processing on a CPU)."""
+    pl = place(model, run, run.depth + tokens, has_gpu=machine.has_gpu, gpus=machine.gpu_count)
+    a = model.arch
+    if test == "tg":
+        read = {"gpu": 0.0, "host": 0.0}
+        for i, groups in enumerate(pl.layers):
+            by = model.layer_bytes[i]
+            for kind in ("attn", "ffn", "exps"):
+                share = a.top_k / a.experts if kind == "exps" and a.is_moe else 1.0
+                read["gpu" if groups[kind] == "gpu" else "host"] += getattr(by, kind) * share
+        read[pl.output_device] += model.output_bytes
+        seconds = read["gpu"] / (0.6 * machine.gpu_bandwidth) if read["gpu"] else 0.0
+        if read["host"]:
+            seconds += read["host"] / (0.6 * (machine.host_bandwidth or machine.gpu_bandwidth))
+        return 1.0 / seconds
+    if not machine.has_gpu:
+        return math.nan  # a CPU has no cited peak here
+    elements = sum(le.attn + le.ffn + le.exps * (a.top_k / a.experts if a.is_moe else 1.0)
+                   for le in model.layer_elements)
+    return 0.6 * machine.gpu_flops / (2 * elements)
+
+
+#: the figures a prediction's seconds are a sum of terms in: each term is a coefficient of the row
+#: times one of these (the reciprocal of a rate, an overhead, or a product of both)
+BASIS = ("1/gpu_bw_frac", "1/gemm_frac_quant", "half/gemm_frac_quant", "1/gemm_frac_float",
+         "half/gemm_frac_float", "1/cpu_bw", "1/cpu_thread_flops", "1/cpu_tiled_flops", "1/cpu_attn_flops",
+         "1/pcie_frac", "gpu_token_s", "gpu_layer_s", "graph_layer_s", "switch_s", "server_request_s",
+         "server_token_s")
+
+
+def _probe(term: str) -> AchievedRates:
+    """Rates at which a prediction's seconds are exactly the coefficient of ``term``."""
+    inf = math.inf
+    v = dict(gpu_bw_frac=inf, gpu_token_s=0.0, gpu_layer_s=0.0, graph_layer_s=0.0, gemm_frac_quant=inf,
+             gemm_frac_float=inf, expert_rows_half=0.0, cpu_bw_frac=inf, cpu_thread_bw=inf, cpu_thread_flops=inf,
+             cpu_tiled_flops=inf, pcie_frac=inf, switch_s=0.0, cpu_attn_flops=inf, server_request_s=0.0,
+             server_token_s=0.0)
+    name = term.split("/")[-1]
+    if term == "1/cpu_bw":
+        v["cpu_bw_frac"] = 1.0  # seconds x host bandwidth: the bytes read from host memory
+    elif term.startswith("half/"):
+        v[name], v["expert_rows_half"] = 1.0, 1.0
+    elif term.startswith("1/"):
+        v[name] = 1.0
+    else:
+        v[name] = 1.0
+    return AchievedRates(**v)
+
+
+def linearise(case: tuple) -> np.ndarray:
+    """The coefficient of each :data:`BASIS` term in the row's predicted seconds (per token for
+    tg, for the whole prompt for pp), found by predicting at :func:`_probe`'s rates."""
+    model, machine, run, test, tokens = case
+    pl = place(model, run, run.context or run.depth + tokens, has_gpu=machine.has_gpu, gpus=machine.gpu_count)
+    coef = []
+    for term in BASIS:
+        c = sum(predict(model, machine, run, test, tokens, _probe(term), pl).seconds.values())
+        if term.startswith("half/"):
+            c -= coef[BASIS.index("1/" + term.split("/")[1])]
+        coef.append(c)
+    return np.array(coef)
+
+
+def basis_values(rates: AchievedRates, machine: Machine, threads: int) -> np.ndarray:
+    """Each :data:`BASIS` term at ``rates`` on ``machine``."""
+    r = rates
+    cpu_bw = min(machine.host_bandwidth * r.cpu_bw_frac, threads * r.cpu_thread_bw) if machine.host_bandwidth else 0
+    return np.array([1 / r.gpu_bw_frac, 1 / r.gemm_frac_quant, r.expert_rows_half / r.gemm_frac_quant,
+                     1 / r.gemm_frac_float, r.expert_rows_half / r.gemm_frac_float,
+                     machine.host_bandwidth / cpu_bw if cpu_bw else 0.0, 1 / r.cpu_thread_flops,
+                     1 / r.cpu_tiled_flops, 1 / (r.cpu_attn_flops or r.cpu_thread_flops), 1 / r.pcie_frac,
+                     r.gpu_token_s, r.gpu_layer_s, r.graph_layer_s, r.switch_s, r.server_request_s,
+                     r.server_token_s])
+
+
+class Linear:
+    """The rows of a fit as coefficients: predicted seconds = coefficients x basis values."""
+
+    def __init__(self, table: list) -> None:
+        self.table = table
+        self.coef = np.array([linearise(c) for _, c, _ in table]) if table else np.zeros((0, len(BASIS)))
+        self.work = np.array([c[4] if c[3] == "pp" else 1 for _, c, _ in table], dtype=float)
+        self.measured = np.array([m for _, _, m in table], dtype=float)
+
+    def log_errors(self, rates: AchievedRates) -> np.ndarray:
+        """``log(predicted / measured)`` of every row."""
+        phi = np.array([basis_values(rates, c[1], _threads(c)) for _, c, _ in self.table])
+        seconds = (self.coef * phi).sum(axis=1)
+        return np.log(self.work / seconds / self.measured)
+
+
+def _threads(case: tuple) -> int:
+    machine, run = case[1], case[2]
+    return min(run.threads, machine.threads) if run.threads and machine.threads else run.threads or machine.threads
+
+
 def evaluate(cases: list, rates: AchievedRates) -> np.ndarray:
     """``log(predicted / measured)`` of each ``(row, case, measured)``."""
     out = []
@@ -157,190 +309,264 @@ def evaluate(cases: list, rates: AchievedRates) -> np.ndarray:
     return np.array(out)
 
 
-def fit(cases: list, start: AchievedRates) -> AchievedRates:
-    """Least squares of log errors over ``cases``, each rate in log space within bounds."""
+FRACTIONS = ("gpu_bw_frac", "gemm_frac_quant", "gemm_frac_float", "cpu_bw_frac", "pcie_frac")
+#: figures every backend shares: the CPU's (fitted with CUDA and the CPU-only rows)
+CPU_FIGURES = ("cpu_bw_frac", "cpu_thread_bw", "cpu_thread_flops", "cpu_tiled_flops", "cpu_attn_flops")
+#: bounds other than the defaults (fractions 0.01..1, other figures 1e-9..1e15)
+HIGH = {"switch_s": 1e-3, "server_request_s": 10.0, "server_token_s": 0.1, "gpu_token_s": 0.1,
+        "gpu_layer_s": 1e-2, "graph_layer_s": 1e-2}
+
+START = AchievedRates(gpu_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph_layer_s=2e-5, gemm_frac_quant=0.15,
+                      gemm_frac_float=0.4, expert_rows_half=16, cpu_bw_frac=0.6, cpu_thread_bw=8e9,
+                      cpu_thread_flops=3e10, cpu_tiled_flops=3e10, pcie_frac=0.7, switch_s=1e-4,
+                      cpu_attn_flops=3e10, server_request_s=0.05, server_token_s=1e-3)
+
+
+def fit_one(cases: Linear, start: AchievedRates, free: list[str], prior: AchievedRates | None = None,
+            prior_weight: float = 0.3, fitted_on: str = "") -> AchievedRates:
+    """Least squares of log errors over ``cases`` in the figures ``free`` (log space, within
+    bounds); with ``prior``, each free figure is drawn towards the prior's in log space."""
     from scipy.optimize import least_squares
 
     names = AchievedRates.names()
-    fractions = ("gpu_bw_frac", "gemm_frac_quant", "gemm_frac_float", "cpu_bw_frac", "pcie_frac")
-    lo = dict.fromkeys(fractions, 0.01)
-    hi = dict.fromkeys(fractions, 1.0)
-    # a hand-over between CPU and GPU is a stream synchronisation and a copy of one token's
-    # activations (kilobytes): at most 100 us
-    hi["switch_s"] = 1e-4
-    x0 = np.log([max(getattr(start, n), 1e-9) for n in names])
-    lb = np.array([math.log(lo.get(n, 1e-9)) for n in names])
-    ub = np.array([math.log(hi.get(n, 1e15)) for n in names])
+    base = start.to_dict()
+    lo = {n: (0.01 if n in FRACTIONS else 1e-9) for n in free}
+    hi = {n: (1.0 if n in FRACTIONS else HIGH.get(n, 1e15)) for n in free}
+    lb = np.log([lo[n] for n in free])
+    ub = np.log([hi[n] for n in free])
+    x0 = np.clip(np.log([max(base[n], 1e-9) for n in free]), lb + 1e-9, ub - 1e-9)
+    p0 = np.log([max(getattr(prior, n), 1e-9) for n in free]) if prior is not None else None
+
+    def rates_at(x: np.ndarray) -> AchievedRates:
+        values = {n: base[n] for n in names} | dict(zip(free, np.exp(x), strict=True))
+        return AchievedRates(**values)
 
     def residual(x: np.ndarray) -> np.ndarray:
-        return evaluate(cases, AchievedRates(**dict(zip(names, np.exp(x), strict=True))))
+        r = cases.log_errors(rates_at(x))
+        if p0 is not None:
+            r = np.concatenate([r, math.sqrt(prior_weight) * (x - p0)])
+        return r
 
-    res = least_squares(residual, np.clip(x0, lb + 1e-9, ub - 1e-9), bounds=(lb, ub), loss="soft_l1", f_scale=0.1)
-    values = {n: float(f"{v:.4g}") for n, v in zip(names, np.exp(res.x), strict=True)}
-    # a figure no fit row depends on is not fitted: it keeps the physical bound (the
-    # device's peak for a fraction, no overhead for a cost, a graph no slower than eager launches)
-    undetermined = [n for n, col in zip(names, np.abs(res.jac).sum(axis=0), strict=True) if col < 1e-9]
-    # a rate of work no fit row depends on takes its nearest kin's (tiled CPU products run no
-    # slower than row-wise ones), or no limit at all (a thread's bandwidth: the DRAM's)
-    for n in undetermined:
-        values[n] = 1.0 if n in fractions else 0.0
-    if "graph_layer_s" in undetermined:
-        values["graph_layer_s"] = values["gpu_layer_s"]
-    kin = {"cpu_tiled_flops": "cpu_thread_flops", "cpu_thread_flops": "cpu_tiled_flops"}
-    for n, other in kin.items():
-        if n in undetermined and other not in undetermined:
-            values[n] = values[other]
-    if "cpu_thread_bw" in undetermined:
-        values["cpu_thread_bw"] = 1e15
-    if {"cpu_thread_flops", "cpu_tiled_flops"} <= set(undetermined):
-        values["cpu_thread_flops"] = values["cpu_tiled_flops"] = math.inf  # no CPU product to price
-    return AchievedRates(**values, undetermined=tuple(undetermined),
-                         fitted_on="experiments/llm_published fit rows (crc32(source_id) % 3 != 1), "
-                                   "benchmarks/llm_published.py --fit")
-
-
-START = AchievedRates(gpu_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph_layer_s=2e-5, gemm_frac_quant=0.15,
-                      gemm_frac_float=0.4,
-                      expert_rows_half=16, cpu_bw_frac=0.6, cpu_thread_bw=8e9, cpu_thread_flops=3e10,
-                      cpu_tiled_flops=3e10, pcie_frac=0.7, switch_s=1e-4)
+    res = least_squares(residual, x0, bounds=(lb, ub), loss="soft_l1", f_scale=0.1, max_nfev=60 * len(free))
+    values = {n: float(f"{v:.4g}") for n, v in rates_at(res.x).to_dict().items() if n in names}
+    jac = np.abs(res.jac[: len(cases.table)]).sum(axis=0)
+    undetermined = [n for n, col in zip(free, jac, strict=True) if col < 1e-9]
+    if prior is None:  # CUDA's own: an undetermined figure at its physical bound
+        for n in undetermined:
+            values[n] = 1.0 if n in FRACTIONS else 0.0
+        if "graph_layer_s" in undetermined:
+            values["graph_layer_s"] = values["gpu_layer_s"]
+        for n, other in (("cpu_tiled_flops", "cpu_thread_flops"), ("cpu_thread_flops", "cpu_tiled_flops"),
+                         ("cpu_attn_flops", "cpu_thread_flops")):
+            if n in undetermined and other not in undetermined:
+                values[n] = values[other]
+        if "cpu_thread_bw" in undetermined:
+            values["cpu_thread_bw"] = 1e15
+    else:  # another backend: an undetermined figure is CUDA's
+        for n in undetermined:
+            values[n] = getattr(prior, n)
+    return AchievedRates(**values, undetermined=tuple(undetermined), fitted_on=fitted_on)
 
 
-def cross_validate(table: list, k: int) -> Path:
-    """Every predicted row by rates fitted without its source: the sources in ``k`` folds
-    (``crc32(source_id) % k``), each fold predicted by a fit on the other folds' rows,
-    held-out sources included. Prints mean and max |error| per test and writes
-    ``cross_validation.csv``."""
-    from tqdm import tqdm
+def fit(table: list, what: str = "every row", linear: dict | None = None) -> BackendRates:
+    """The rates of every backend fitted on ``table`` (see the module docstring); ``linear``:
+    each row id's :func:`linearise` coefficients, computed once for every fit."""
+    names = AchievedRates.names()
+    by_backend: dict[str, list] = {}
+    for t in table:
+        by_backend.setdefault(backend(t[0]), []).append(t)
 
-    if k < 2:
-        raise SystemExit(f"--cross-validate needs K >= 2, got {k}")
-    fold = {t[0]["source_id"]: zlib.crc32(t[0]["source_id"].encode()) % k for t in table}
-    rows = []
-    for f in tqdm(range(k), desc="cross-validation folds", unit="fit"):
-        rates = fit([t for t in table if fold[t[0]["source_id"]] != f], START)
-        for r, (model, machine, run, test, tokens), measured in (t for t in table if fold[t[0]["source_id"]] == f):
-            pred = predict(model, machine, run, test, tokens, rates).tokens_per_s
-            rows.append(dict(id=r["id"], source_id=r["source_id"], fold=f, test=test, measured=measured,
-                             predicted=round(pred, 2), error=round(pred / measured - 1, 4)))
-    path = DATA / "cross_validation.csv"
+    def lin(rows_: list) -> Linear:
+        out = Linear.__new__(Linear)
+        out.table = rows_
+        out.coef = (np.array([linear[t[0]["id"]] for t in rows_]) if linear is not None
+                    else Linear(rows_).coef) if rows_ else np.zeros((0, len(BASIS)))
+        out.work = np.array([c[4] if c[3] == "pp" else 1 for _, c, _ in rows_], dtype=float)
+        out.measured = np.array([m for _, _, m in rows_], dtype=float)
+        return out
+
+    base = by_backend.get("cuda", []) + by_backend.get("cpu", [])
+    note = f"experiments/llm_published ({what}), benchmarks/llm_published.py"
+    cuda = fit_one(lin(base), START, names, fitted_on=note) if base else START
+    out = {"cuda": cuda, "cpu": cuda}
+    gpu_figures = [n for n in names if n not in CPU_FIGURES]
+    for b in ("vulkan", "rocm", "sycl", "metal"):
+        rows_ = by_backend.get(b, [])
+        out[b] = fit_one(lin(rows_), cuda, gpu_figures, prior=cuda, fitted_on=note) if rows_ else cuda
+    return BackendRates(out, note)
+
+
+def predict_rows(table: list, failed: list, rates_of) -> list[dict]:
+    """One output row per data row: predicted (by ``rates_of(row)``) or failed."""
+    out = []
+    for r, (model, machine, run, test, tokens), measured in table:
+        try:
+            pred = predict(model, machine, run, test, tokens, rates_of(r)).tokens_per_s
+            rule = rule_of_thumb(model, machine, run, test, tokens)
+        except CostModelError as e:
+            failed.append((r, str(e).split(": ", 1)[-1]))
+            continue
+        out.append(dict(id=r["id"], source_id=r["source_id"], backend=backend(r), test=test, tokens=tokens,
+                        measured=measured, predicted=round(pred, 2), error=round(pred / measured - 1, 4),
+                        rule="" if math.isnan(rule) else round(rule, 2),
+                        rule_error="" if math.isnan(rule) else round(rule / measured - 1, 4), failed=""))
+    for r, why in failed:
+        out.append(dict(id=r["id"], source_id=r["source_id"], backend=backend(r), test=r["test"],
+                        tokens=r["tokens"], measured=float(r["tokens_per_s"]), predicted="", error="", rule="",
+                        rule_error="", failed=why))
+    order = {r["id"]: i for i, r in enumerate(rows())}
+    return sorted(out, key=lambda d: order[d["id"]])
+
+
+def summary(out: list[dict]) -> list[dict]:
+    """Per backend and test: rows, failed, mean / max |error| (a failed row at 100 %), the rule's."""
+    res = []
+    for b in BACKENDS:
+        for test in ("pp", "tg"):
+            sel = [r for r in out if r["backend"] == b and r["test"] == test]
+            if not sel:
+                continue
+            err = [abs(r["error"]) if not r["failed"] else FAILED_ERROR for r in sel]
+            rule = [abs(r["rule_error"]) if not r["failed"] else FAILED_ERROR for r in sel if r["rule_error"] != ""
+                    or r["failed"]]
+            res.append(dict(backend=b, test=test, rows=len(sel), failed=sum(1 for r in sel if r["failed"]),
+                            mean=100 * float(np.mean(err)), median=100 * float(np.median(err)),
+                            max=100 * float(np.max(err)),
+                            rule_mean=100 * float(np.mean(rule)) if rule else math.nan))
+    return res
+
+
+def write_csv(path: Path, out: list[dict]) -> None:
     with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
+        w = csv.DictWriter(fh, fieldnames=list(out[0]), lineterminator="\n")
         w.writeheader()
-        w.writerows(rows)
-    for test in ("pp", "tg"):
-        e = [abs(r["error"]) for r in rows if r["test"] == test]
-        print(f"  {k}-fold by source {test}: {len(e):3d} rows, mean |error| {100 * np.mean(e):5.1f} %, "
-              f"median {100 * np.median(e):5.1f} %, max {100 * np.max(e):5.1f} %")
-    return path
+        w.writerows(out)
 
 
-def plot(out_rows: list[dict]) -> Path:
-    """Predicted against measured tokens/s of every predicted row, by split and test
-    (``predicted_vs_measured.png`` beside the data)."""
+def plot(out: list[dict]) -> Path:
+    """Predicted (held out) against measured tokens/s, a panel per backend, decode and prefill."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import pandas as pd
+    import matplotlib.pyplot as plt
 
-    from hetsim.experiments.plotting.charts import sim_vs_measured
-
-    df = pd.DataFrame([r for r in out_rows if not r["skipped"]])
-    df["rows"] = df["split"] + " " + df["test"].map({"pp": "prefill (pp)", "tg": "decode (tg)"})
-    fig = sim_vs_measured(df, sim="predicted", measured="measured", hue="rows", bands=(0.15, 0.35), scale=1,
-                          unit="tokens/s", title="llama.cpp: predicted against published", height=3.4)
-    fig.axes[0].set_ylabel("predicted (tokens/s)")
+    shown = [b for b in BACKENDS if any(r["backend"] == b for r in out)]
+    fig, axes = plt.subplots(2, (len(shown) + 1) // 2, figsize=(3.2 * ((len(shown) + 1) // 2), 6.4), squeeze=False)
+    for ax, b in zip(axes.flat, shown, strict=False):
+        for test, colour in (("pp", "tab:blue"), ("tg", "tab:orange")):
+            sel = [r for r in out if r["backend"] == b and r["test"] == test and not r["failed"]]
+            if sel:
+                ax.scatter([r["measured"] for r in sel], [r["predicted"] for r in sel], s=10, c=colour,
+                           label=f"{test} ({len(sel)})", alpha=0.7)
+        lo = min([r["measured"] for r in out if r["backend"] == b] + [1.0])
+        hi = max(r["measured"] for r in out if r["backend"] == b)
+        xs = np.array([lo / 2, hi * 2])
+        ax.plot(xs, xs, "k-", lw=0.8)
+        ax.fill_between(xs, xs * 0.7, xs * 1.3, color="grey", alpha=0.15, lw=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        failed = sum(1 for r in out if r["backend"] == b and r["failed"])
+        ax.set_title(f"{b}" + (f" ({failed} failed)" if failed else ""), fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
+        ax.set_xlabel("measured (tokens/s)", fontsize=8)
+        ax.set_ylabel("predicted, held out (tokens/s)", fontsize=8)
+    for ax in list(axes.flat)[len(shown):]:
+        ax.axis("off")
+    fig.suptitle("llama.cpp: predicted by rates fitted without the row's source, against published", fontsize=10)
+    fig.tight_layout()
     path = DATA / "predicted_vs_measured.png"
-    fig.savefig(path, dpi=200, metadata={"Software": None})
+    fig.savefig(path, dpi=150, metadata={"Software": None})
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Fit (``--fit``), predict every row, write ``results.csv``, print the targets."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fit", action="store_true", help="fit the rates on the fit rows and save them")
-    ap.add_argument("--cross-validate", type=int, metavar="K", default=0,
-                    help="also fit K times, each without one K-th of the sources, and predict that K-th "
-                         "(writes cross_validation.csv)")
-    args = ap.parse_args(argv)
-    table, skipped = [], []
+def cases() -> tuple[list, list]:
+    """``(table, failed)``: the expressible rows as ``(row, case, measured)``, the others with why
+    (a case the cost model refuses, e.g. host figures a run needs that are not known, too)."""
+    table, failed = [], []
     for r in rows():
         c = case(r)
         if not isinstance(c, str):
             try:
                 predict(*c, START)
             except CostModelError as e:
-                c = str(e).split(": ", 1)[1]
+                c = str(e).split(": ", 1)[-1]
         if isinstance(c, str):
-            skipped.append((r, c))
+            failed.append((r, c))
         else:
             table.append((r, c, float(r["tokens_per_s"])))
-    fit_cases = [t for t in table if not held_out(t[0]["source_id"])]
-    if args.cross_validate:
-        cross_validate(table, args.cross_validate)
+    return table, failed
+
+
+def cross_validate(table: list, failed: list, k: int) -> list[dict]:
+    """Every row predicted by rates fitted without its fold of sources."""
+    from tqdm import tqdm
+
+    if k < 2:
+        raise SystemExit(f"--folds needs K >= 2, got {k}")
+    fold_of = {r["source_id"]: zlib.crc32(r["source_id"].encode()) % k for r in rows()}
+    linear = {t[0]["id"]: linearise(t[1]) for t in tqdm(table, desc="rows", unit="row")}
+    fits = {f: fit([t for t in table if fold_of[t[0]["source_id"]] != f], f"all folds but {f} of {k}", linear)
+            for f in tqdm(range(k), desc="folds", unit="fit")}
+    out = predict_rows(table, list(failed), lambda r: fits[fold_of[r["source_id"]]])
+    for o in out:
+        o["fold"] = fold_of[o["source_id"]]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Cross-validate, predict every row with the shipped rates (refitted with ``--fit``), print the targets."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fit", action="store_true", help="fit the rates on every row and save them as the shipped ones")
+    ap.add_argument("--folds", type=int, default=5, metavar="K", help="folds of sources (default 5)")
+    ap.add_argument("--no-timing", action="store_true", help="skip timing hetsim llm plan")
+    args = ap.parse_args(argv)
+    table, failed = cases()
+    held = cross_validate(table, failed, args.folds)
+    write_csv(DATA / "cross_validation.csv", held)
+    plot(held)
     if args.fit:
-        rates = fit(fit_cases, START)
+        rates = fit(table)
         rates.save()
-        print(f"fitted on {len(fit_cases)} rows: {rates.to_dict()}")
-    rates = AchievedRates.load()
-    out_rows = []
-    errs: dict[tuple[str, str], list[float]] = {}
-    mem_ok = True
-    ran_fits: list[bool] = []
-    for r, (model, machine, run, test, tokens), measured in table:
-        pred = predict(model, machine, run, test, tokens, rates)
-        err = pred.tokens_per_s / measured - 1
-        split = "held-out" if held_out(r["source_id"]) else "fit"
-        errs.setdefault((split, test), []).append(abs(err))
-        fits = suggested = measured_fits = ""
-        if machine.has_gpu:
-            ctx = min(4096, model.arch.max_context)
-            best = fitting_runs(model, machine, context=ctx)[0]
-            fits = ("yes" if place(model, best, ctx, gpus=machine.gpu_count).memory["gpu"] + DEFAULT_RESERVE_BYTES
-                    <= machine.gpu_memory else "no")
-            suggested = f"-ngl {best.ngl}" + (f" --n-cpu-moe {best.n_cpu_moe}" if best.n_cpu_moe else "")
-            measured_run = place(model, run, min(tokens, model.arch.max_context), gpus=machine.gpu_count).memory["gpu"]
-            measured_fits = "yes" if measured_run <= machine.gpu_memory else "no"
-            ran_fits.append(measured_fits == "yes")
-            mem_ok &= fits == "yes"
-        out_rows.append(dict(id=r["id"], source_id=r["source_id"], split=split, test=test, tokens=tokens,
-                             measured=measured, predicted=round(pred.tokens_per_s, 2), error=round(err, 4),
-                             suggested_fits=fits, suggested=suggested,
-                             measured_run_fits=measured_fits, skipped=""))
-    for r, why in skipped:
-        out_rows.append(dict(id=r["id"], source_id=r["source_id"], split="held-out" if held_out(r["source_id"])
-                             else "fit", test=r["test"], tokens=r["tokens"], measured=r["tokens_per_s"],
-                             predicted="", error="", suggested_fits="", suggested="", measured_run_fits="",
-                             skipped=why))
-    with (DATA / "results.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(out_rows[0]), lineterminator="\n")
-        w.writeheader()
-        w.writerows(out_rows)
-    plot(out_rows)
-    print(f"{len(table)} rows predicted, {len(skipped)} skipped; rates: {rates.fitted_on or 'unfitted'}")
-    for (split, test), e in sorted(errs.items()):
-        print(f"  {split:8s} {test}: {len(e):3d} rows, mean |error| {100 * np.mean(e):5.1f} %, "
-              f"max {100 * np.max(e):5.1f} %")
+    rates = BackendRates.load()
+    full = predict_rows(table, list(failed), lambda r: rates)
+    write_csv(DATA / "results.csv", full)
+    n_failed = sum(1 for r in held if r["failed"])
+    print(f"{len(held)} rows from {len({r['source_id'] for r in held})} sources, {n_failed} failed "
+          f"(counted at |error| {100 * FAILED_ERROR:.0f} %); {args.folds}-fold by source:")
+    print(f"  {'backend':8s} {'test':4s} {'rows':>4s} {'failed':>6s} {'mean':>7s} {'median':>7s} {'max':>7s} "
+          f"{'rule mean':>9s}")
+    s = summary(held)
+    for r in s:
+        print(f"  {r['backend']:8s} {r['test']:4s} {r['rows']:4d} {r['failed']:6d} {r['mean']:6.1f}% "
+              f"{r['median']:6.1f}% {r['max']:6.1f}% {r['rule_mean']:8.1f}%")
+    tg_all = [abs(r["error"]) if not r["failed"] else FAILED_ERROR for r in held if r["test"] == "tg"]
+    rule_all = [abs(r["rule_error"]) if not r["failed"] else FAILED_ERROR for r in held if r["test"] == "tg"]
     targets = []
-    tg, pp = errs.get(("held-out", "tg"), [math.inf]), errs.get(("held-out", "pp"), [math.inf])
-    targets.append(("decode mean |error| <= 15 % (held-out)", np.mean(tg) <= 0.15, f"{100 * np.mean(tg):.1f} %"))
-    targets.append(("decode max |error| <= 35 % (held-out)", np.max(tg) <= 0.35, f"{100 * np.max(tg):.1f} %"))
-    targets.append(("prefill mean |error| <= 25 % (held-out)", np.mean(pp) <= 0.25, f"{100 * np.mean(pp):.1f} %"))
-    targets.append(("suggested placement fits every row's GPU", mem_ok, ""))
-    targets.append(("every measured run fits by the memory model (it ran)", all(ran_fits),
-                    f"{sum(ran_fits)} of {len(ran_fits)}"))
-    for name in ("llama-3-70b", "qwen3-30b-a3b"):
-        cmd = [sys.executable, "-m", "hetsim", "llm", "plan", name, "--gpu", "RTX 4090", "--ram-gb", "64",
-               "--ram-bw", "75GB/s", "--threads", "16", "--out", str(ROOT / "out" / f"bench-plan-{name}.json")]
-        # as an installed package runs: bytecode compiled once (cached under out/), then timed
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(ROOT / "out" / "pycache"))
-        subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, env=env)
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, env=env)
-        dt = time.perf_counter() - t0
-        targets.append((f"hetsim llm plan {name} in < 5 s", dt < 5, f"{dt:.2f} s"))
+    for r in s:
+        if r["rows"] < 10:
+            continue
+        if r["test"] == "tg":
+            targets.append((f"{r['backend']} decode mean |error| <= 10 %", r["mean"] <= 10, f"{r['mean']:.1f} %"))
+            targets.append((f"{r['backend']} decode max |error| <= 30 %", r["max"] <= 30, f"{r['max']:.1f} %"))
+        else:
+            targets.append((f"{r['backend']} prefill mean |error| <= 20 %", r["mean"] <= 20, f"{r['mean']:.1f} %"))
+    ratio = np.mean(tg_all) / np.mean(rule_all)
+    targets.append(("decode error <= 0.6 x the rule of thumb's (all rows)", ratio <= 0.6,
+                    f"{100 * np.mean(tg_all):.1f} % vs {100 * np.mean(rule_all):.1f} % ({ratio:.2f}x)"))
+    if not args.no_timing:
+        for name in ("llama-3-70b", "qwen3-235b-a22b"):
+            cmd = [sys.executable, "-m", "hetsim", "llm", "plan", name, "--gpu", "RTX 4090", "--ram-gb", "256",
+                   "--ram-bw", "75GB/s", "--threads", "16", "--out", str(ROOT / "out" / f"bench-plan-{name}.json")]
+            # as an installed package runs: bytecode compiled once (cached under out/), then timed
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(ROOT / "out" / "pycache"))
+            subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, env=env)
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, env=env)
+            dt = time.perf_counter() - t0
+            targets.append((f"hetsim llm plan {name} in < 5 s", dt < 5, f"{dt:.2f} s"))
     for name, ok, value in targets:
-        print(f"  {'met   ' if ok else 'MISSED'} {name} {value}")
+        print(f"  {'met   ' if ok else 'MISSED'} {name}: {value}")
     return 0
 
 

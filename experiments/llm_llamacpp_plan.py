@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hetsim.costmodel.llamacpp import AchievedRates, LlamaCppRun, Machine
+from hetsim.costmodel.llamacpp import AchievedRates, BackendRates, LlamaCppRun, Machine, rates_for
 from hetsim.graphs.graph import atomic_write
 from hetsim.graphs.llm.architecture import ModelWeights
 from hetsim.schedulers import SchedulerError
@@ -28,7 +28,10 @@ from hetsim.schedulers.llm.llamacpp_fit import RunEvaluation, evaluate_run, sugg
 from hetsim.schedulers.llm.residency import DEFAULT_RESERVE_BYTES
 from hetsim.sim.plan import size_text
 
-__all__ = ["PLAN_FORMAT", "LlamaCppPlan", "plan_llamacpp"]
+__all__ = ["BACKEND_LABELS", "PLAN_FORMAT", "LlamaCppPlan", "plan_llamacpp"]
+
+#: llama-bench's names of the backends
+BACKEND_LABELS = {"cuda": "CUDA", "vulkan": "Vulkan", "rocm": "ROCm", "sycl": "SYCL", "metal": "Metal", "cpu": "CPU"}
 
 PLAN_FORMAT = "hetsim-llamacpp-plan-1"
 
@@ -56,13 +59,13 @@ class LlamaCppPlan:
     def table(self) -> str:
         """The predictions as llama-bench prints them (a Markdown table)."""
         e = self.evaluation
-        backend = "CUDA" if self.machine.has_gpu else "CPU"
+        backend = BACKEND_LABELS[self.machine.backend]
         head = ["model", "size", "params", "backend", "ngl", "test", "t/s"]
         rows = []
         for p in (e.pp, e.tg):
             rows.append([self._model_label(), f"{self.model.file_bytes / 2**30:.2f} GiB",
                          f"{self.model.parameters() / 1e9:.2f} B", backend, str(e.placement.ngl),
-                         f"{p.test}{p.tokens}", f"{p.tokens_per_s:.2f}"])
+                         p.label, f"{p.tokens_per_s:.2f}"])
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
         right = {1, 2, 4, 5, 6}
 
@@ -97,7 +100,8 @@ class LlamaCppPlan:
             "memory_bytes": e.placement.memory, "memory_breakdown": e.placement.breakdown,
             "gpu_memory_bytes": list(e.placement.gpu_bytes),
             "pp": {"tokens": e.pp.tokens, "tokens_per_s": e.pp.tokens_per_s, "seconds": e.pp.seconds},
-            "tg": {"tokens": e.tg.tokens, "tokens_per_s": e.tg.tokens_per_s, "seconds": e.tg.seconds},
+            "tg": {"tokens": e.tg.tokens, "depth": e.tg.depth, "tokens_per_s": e.tg.tokens_per_s,
+                   "seconds": e.tg.seconds},
             "rates": self.rates.to_dict(), "notes": self.notes,
         }
 
@@ -110,7 +114,8 @@ class LlamaCppPlan:
 
 def plan_llamacpp(model: ModelWeights, machine: Machine, *, context: int | None = None,
                   run: LlamaCppRun | None = None, given: bool = False, prompt: int = 512, generate: int = 128,
-                  rates: AchievedRates | None = None, reserve: int = DEFAULT_RESERVE_BYTES) -> LlamaCppPlan:
+                  rates: AchievedRates | BackendRates | None = None,
+                  reserve: int = DEFAULT_RESERVE_BYTES) -> LlamaCppPlan:
     """Evaluate ``run`` (``given``: the user's placement) or suggest one for ``model`` on ``machine``.
 
     Parameters
@@ -121,19 +126,31 @@ def plan_llamacpp(model: ModelWeights, machine: Machine, *, context: int | None 
         Flags: batch sizes, flash attention, KV cache type and placement, and with
         ``given`` the placement itself.
 
+    A context beyond the model's trained maximum is planned as llama.cpp runs it (rope
+    scaling), with a note.
+
     Raises
     ------
     SchedulerError
-        a context beyond the model's maximum; a given placement that does not fit (needed
-        and available memory per device); nothing that fits.
+        a context, prompt or generation of fewer than 2 / 1 / 1 tokens, a prompt longer than
+        the context; a given placement that does not fit (needed and available memory per
+        device); nothing that fits; no rates for the machine's backend.
     """
-    rates = rates or AchievedRates.load()
+    rates = rates_for(rates or BackendRates.load(), machine)
     run = run or LlamaCppRun()
     a = model.arch
     if context is None:
-        context = min(8192, a.max_context)
+        context = max(min(8192, a.max_context), prompt + generate if isinstance(prompt, int) and
+                      isinstance(generate, int) else 0)
+    for what, v, least in (("context", context, 2), ("prompt", prompt, 1), ("generated tokens", generate, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < least:
+            raise SchedulerError(f"{what} must be an int >= {least}, got {v!r}")
+    if prompt > context:
+        raise SchedulerError(f"a prompt of {prompt} tokens is longer than the context of {context}")
+    notes = []
     if context > a.max_context:
-        raise SchedulerError(f"context {context} is longer than {a.name!r} allows ({a.max_context} tokens)")
+        notes.append(f"context {context} is beyond {a.name!r}'s trained maximum of {a.max_context}: llama.cpp "
+                     "runs it with rope scaling (its quality is not modelled)")
     if not given:
         run = suggest_run(model, machine, context=context, rates=rates, base=run, reserve=reserve).run
     e = evaluate_run(model, machine, replace(run, threads=run.threads or machine.threads), context=context,
@@ -142,7 +159,7 @@ def plan_llamacpp(model: ModelWeights, machine: Machine, *, context: int | None 
         raise SchedulerError(f"{e.flags()} does not fit: gpu needs {size_text(e.placement.memory['gpu'])} + a "
                              f"{size_text(reserve)} reserve, has {size_text(machine.gpu_memory)}; host needs "
                              f"{size_text(e.placement.memory['host'])}")
-    notes = list(e.placement.notes)
+    notes += list(e.placement.notes)
     if given and not machine.has_gpu and run.ngl:
         notes.append(f"no GPU: -ngl {run.ngl} puts nothing on a GPU")
     return LlamaCppPlan(model, machine, context, e, not given, rates, notes)

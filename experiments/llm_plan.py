@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsim.graphs.graph import atomic_write
-from hetsim.graphs.llm import LLMConfig, WeightFormat, llm_graph
+from hetsim.graphs.llm import Architecture, LLMWorkload, WeightFormat, llm_graph
 from hetsim.graphs.llm.simulated_model import simulated_model
 from hetsim.schedulers import SchedulerError, get, llm_names, run_plan
 from hetsim.schedulers.llm.residency import DEFAULT_RESERVE_BYTES, Residency, llm_devices
@@ -115,7 +115,7 @@ class LLMPlanReport:
 
 
 def plan_llm(
-    model: str | Path | LLMConfig,
+    model: str | Path | Architecture,
     platform: str | Platform,
     *,
     context: int = 8192,
@@ -134,8 +134,8 @@ def plan_llm(
     Parameters
     ----------
     model
-        An :class:`LLMConfig`, a simulator preset (``LLMConfig.presets()``), a GGUF file, a
-        ``config.json`` or model folder, or a published preset
+        An :class:`~graphs.llm.architecture.Architecture`, a preset (``Architecture.presets()``),
+        a GGUF file, a ``config.json`` or model folder
         (:func:`graphs.llm.simulated_model.simulated_model`).
     platform
         A platform preset, TOML path or :class:`Platform` with a CPU (host memory) and a GPU.
@@ -146,9 +146,9 @@ def plan_llm(
     prompt
         Prompt tokens of the prefill that gives the time to first token (capped at ``context``).
     weights, kv_dtype
-        Weight storage format (:data:`graphs.llm.WEIGHT_FORMATS`, or llama.cpp's file type such
-        as ``Q4_K_M``, counted as llama.cpp writes it; default ``q4_K`` for a simulator preset,
-        ``Q4_K_M`` otherwise, a GGUF file's own) and KV-cache dtype (``KV_DTYPES``).
+        Weight type in llama.cpp's vocabulary: a ggml type (:data:`graphs.llm.WEIGHT_FORMATS`)
+        or a file type such as ``Q4_K_M``, counted as llama.cpp writes it (default ``Q4_K_M``,
+        MXFP4_MOE for gpt-oss; a GGUF file's own) and KV-cache dtype (``KV_DTYPES``).
     policies
         Policy names (default: :func:`schedulers.llm_names`).
     objective
@@ -180,7 +180,7 @@ def plan_llm(
     prompt = min(prompt, context)  # the prefill's tokens
     prefill = llm_graph(model, phase="prefill", batch=batch, tokens=prompt, context=context,
                         weights=weights, kv_dtype=kv_dtype)
-    llm = decode.meta["llm"]
+    workload = LLMWorkload.of(decode)
     _check_fits_somewhere(decode, platform, host, gpu, reserve_bytes)
     names = list(policies) if policies is not None else llm_names()
     preds = []
@@ -203,8 +203,8 @@ def plan_llm(
             preds.append(PolicyPrediction(name, error=str(e).splitlines()[0]))
             continue
         preds.append(_prediction(name, residency, runs, decode, platform, batch, prompt))
-    report = LLMPlanReport(llm["config"]["name"], platform.name, context, batch, prompt,
-                           llm["weights"], kv_dtype, objective, preds)
+    report = LLMPlanReport(workload.arch.name, platform.name, context, batch, prompt,
+                           workload.weights.name, kv_dtype, objective, preds)
     if not any(p.ok for p in preds):
         raise SchedulerError(f"no policy places {report.model!r} on {platform.name!r}: "
                              + "; ".join(f"{p.policy}: {p.error}" for p in preds))
@@ -237,11 +237,11 @@ def _check_fits_somewhere(graph, platform: Platform, host: str, gpu: str, reserv
     g, h = platform.device(gpu), platform.device(host)
     have = max(g.memory_bytes - reserve_bytes, 0) + h.memory_bytes
     if need > have:
-        llm = graph.meta["llm"]
+        w = LLMWorkload.of(graph)
         kv = sum(graph.nodes[n]["param_bytes"] for n in graph.nx if graph.nodes[n]["op"] == "attention")
         raise SchedulerError(
-            f"{llm['config']['name']!r} ({llm['weights']} weights {size_text(need - kv)}, KV cache "
-            f"{size_text(kv)} at context {llm['context']} x batch {llm['batch']}) fits nowhere on "
+            f"{w.arch.name!r} ({w.weights.name} weights {size_text(need - kv)}, KV cache "
+            f"{size_text(kv)} at context {w.context} x batch {w.batch}) fits nowhere on "
             f"{platform.name!r}: needs {size_text(need)}; {gpu} has {size_text(max(g.memory_bytes - reserve_bytes, 0))} "
             f"(after a {size_text(reserve_bytes)} reserve), {host} has {size_text(h.memory_bytes)}"
         )

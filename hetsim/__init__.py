@@ -82,7 +82,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "from_onnx": ("hetsim.graphs", "from_onnx"),
     "from_relax": ("hetsim.graphs", "from_relax"),
     "llm_graph": ("hetsim.graphs.llm", "llm_graph"),
-    "LLMConfig": ("hetsim.graphs.llm", "LLMConfig"),
+    "Architecture": ("hetsim.graphs.llm", "Architecture"),
     # cost models
     "Roofline": ("hetsim.costmodel", "Roofline"),
     "cost_model": ("hetsim.costmodel", "from_spec"),

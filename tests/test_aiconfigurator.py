@@ -11,7 +11,7 @@ from hetsim.costmodel import Roofline
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.gpu.aiconfigurator import DATA, GPUS, AIConfiguratorCostModel, convert
 from hetsim.costmodel.spec import from_spec
-from hetsim.graphs.llm import LLMConfig, llm_graph
+from hetsim.graphs.llm import Architecture, llm_graph
 from hetsim.sim.platform import Platform
 
 SAMPLE = Path(__file__).parent / "data" / "aiconfigurator"
@@ -57,9 +57,10 @@ def test_gemm_interpolates_in_log_space_and_scales_beyond_the_table(model: AICon
     assert model.gemm_time(0.2, 4096, 4096) == t1
 
 
-def small_llm() -> LLMConfig:
+def small_llm() -> Architecture:
     # head shape of Llama-3-8B (32 heads, 8 KV heads, 128 wide) in one small layer
-    return LLMConfig("aic-test", 4096, 1, 32, 8, 128, 64, 2048)
+    return Architecture("aic-test", "llama", layers=1, hidden=4096, heads=32, kv_heads=8, head_dim=0, ffn=128,
+                        vocab=64, max_context=2048)
 
 
 def test_llm_ops_on_the_gpu_come_from_the_tables(model: AIConfiguratorCostModel) -> None:

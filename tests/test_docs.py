@@ -104,14 +104,18 @@ def test_the_gpu_error_table_has_a_column_per_cost_model_and_their_mean(results:
                                                           ["mean abs", "", "", "3.0", "20.0"]]  # fmt: skip
 
 
-def test_the_llamacpp_errors_leave_out_skipped_rows(results: ModuleType) -> None:
-    """Errors are fractions; a skipped row has a reason and no error."""
-    rows = pd.DataFrame({"split": ["held-out", "held-out", "held-out", "fit"], "test": ["tg", "tg", "tg", "pp"],
-                         "error": [0.1, -0.3, None, 0.05], "skipped": [None, None, "two GPUs", None]})  # fmt: skip
+def test_the_llamacpp_errors_count_a_failed_row_at_100_percent(results: ModuleType) -> None:
+    """Errors are fractions; a failed row has a reason and no error, and counts at 100 %."""
+    rows = pd.DataFrame({"backend": ["cuda"] * 3 + ["cpu"], "test": ["tg", "tg", "tg", "pp"],
+                         "error": [0.1, -0.3, None, 0.05], "rule_error": [0.2, 0.2, None, None],
+                         "failed": [None, None, "no preset", None], "source_id": ["a", "b", "c", "c"],
+                         "fold": [0, 1, 2, 2]})  # fmt: skip
     errors = results.llamacpp_errors(rows)
-    assert errors.loc[("held-out", "tg")].tolist() == [2, pytest.approx(20.0), pytest.approx(30.0)]
-    assert errors.loc[("fit", "pp")].tolist() == [1, pytest.approx(5.0), pytest.approx(5.0)]
-    assert len(errors) == 2
+    assert errors.loc[("cuda", "tg")].tolist() == [3, 1, pytest.approx(140 / 3), pytest.approx(30.0),
+                                                   pytest.approx(100.0), pytest.approx(140 / 3)]
+    assert errors.loc[("cpu", "pp"), "mean"] == pytest.approx(5.0)
+    overall = results.llamacpp_overall(rows)
+    assert overall["failed"] == 1 and overall["folds"] == 3 and overall["tg"] == pytest.approx(140 / 3)
 
 
 def test_every_data_set_documents_its_columns_and_provenance(results: ModuleType) -> None:

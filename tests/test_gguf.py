@@ -156,7 +156,7 @@ def test_config_folder_preset_and_weight_names(tmp_path: Path) -> None:
     assert file_type("q4_k_m") == "Q4_K_M" and file_type("fp16") == "F16"
     with pytest.raises(GraphError, match=r"unknown llama.cpp weight type 'Q7_K'; known: F32, F16"):
         load_model("llama-3-8b", "Q7_K")
-    with pytest.raises(GraphError, match=r"'nope' is not a GGUF file, config.json, model folder or preset"):
+    with pytest.raises(GraphError, match=r"unknown model 'nope'; known: codellama-7b, "):
         load_model("nope")
     moe = load_model("qwen3-30b-a3b", "Q4_K_M")
     assert moe.arch.is_moe and round(moe.parameters() / 1e9, 2) == 30.53
@@ -178,3 +178,79 @@ def test_every_architecture_plans_on_a_machine(tmp_path: Path, name: str) -> Non
     assert plan.evaluation.flags() == f"-ngl {a.layers + 1}" and plan.evaluation.fits
     assert plan.evaluation.pp.tokens_per_s > 0 and plan.evaluation.tg.tokens_per_s > 0
     assert plan.to_dict()["file_bytes"] == m.file_bytes
+
+
+def test_duplicate_tensor_names_and_absurd_counts_are_corrupt(tmp_path: Path) -> None:
+    p = _one_tensor_file(tmp_path / "d.gguf")
+    data = bytearray(p.read_bytes())
+    # a second record of the same tensor: the count says two, the table holds output.weight twice
+    start = data.index(b"output.weight") - 8
+    record = bytes(data[start:start + 8 + len("output.weight") + 4 + 2 * 8 + 4 + 8])
+    twice = bytearray(data[:start]) + record + record + data[start + len(record):]
+    twice[8:16] = struct.pack("<Q", 2)
+    p.write_bytes(bytes(twice))
+    with pytest.raises(GraphError, match=r"d\.gguf: corrupt GGUF file: tensor name 'output\.weight' appears twice"):
+        read_gguf_header(p)
+    # a tensor count no file could hold: refused before anything is allocated for it
+    data[8:16] = struct.pack("<Q", 1 << 60)
+    p.write_bytes(bytes(data))
+    with pytest.raises(GraphError, match=r"corrupt GGUF file: a tensor table of 1152921504606846976 items"):
+        read_gguf_header(p)
+
+
+def test_an_absurd_array_length_is_corrupt(tmp_path: Path) -> None:
+    w = gguf.GGUFWriter(str(tmp_path / "a.gguf"), "llama")
+    w.add_array("tokenizer.ggml.scores", [0.0] * 100)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    p = tmp_path / "a.gguf"
+    data = bytearray(p.read_bytes())
+    at = data.index(b"tokenizer.ggml.scores") + len("tokenizer.ggml.scores") + 4 + 4  # value type, item type
+    assert struct.unpack("<Q", data[at:at + 8])[0] == 100
+    data[at:at + 8] = struct.pack("<Q", 1 << 62)
+    p.write_bytes(bytes(data))
+    with pytest.raises(GraphError, match=r"a\.gguf: corrupt GGUF file: an array of 4611686018427387904 items"):
+        read_gguf_header(p)
+
+
+def test_glm4_moe_and_a_vision_language_model_s_text_tower(tmp_path: Path) -> None:
+    import dataclasses
+
+    glm = architecture_from_hf(TINY_CONFIGS["glm4moe"], name="tiny-glm")
+    assert (glm.arch, glm.experts, glm.top_k, glm.expert_ffn, glm.shared_experts, glm.dense_layers) == (
+        "glm4moe", 8, 2, 256, 1, 1)
+    names = {t.name for t in recipe_tensors(glm, "Q4_K_M")}
+    assert "blk.0.ffn_gate.weight" in names and "blk.1.ffn_gate_exps.weight" in names
+    assert "blk.1.ffn_up_shexp.weight" in names
+    air = load_model("glm-4.5-air")
+    assert air.arch.arch == "glm4moe" and round(air.parameters() / 1e9) == 107  # 106 B + the head's rounding
+    # a vision-language config: its language model (text_config) is what llama.cpp's text GGUF holds
+    vlm = {"architectures": ["Qwen2_5_VLForConditionalGeneration"], "vision_config": {"depth": 32},
+           "text_config": {k: v for k, v in TINY_CONFIGS["qwen2"].items() if k != "architectures"}}
+    a = architecture_from_hf(vlm, name="tiny-vl")
+    assert a.arch == "qwen2" and a.layers == 2 and a.tied_embeddings
+    # a vision-language GGUF (architecture qwen2vl) reads as its text tower
+    gg = write_gguf(tmp_path / "vl.gguf", dataclasses.replace(a, arch="qwen2vl"), recipe_tensors(a, "Q8_0"), 7)
+    m = load_model(gg)
+    assert m.arch.arch == "qwen2" and m.arch.layers == 2 and m.weights == "Q8_0"
+
+
+def test_a_config_integer_of_another_type_names_the_key() -> None:
+    for bad in (True, 4.0, "4"):
+        with pytest.raises(GraphError, match=r"'num_attention_heads' must be an integer, got"):
+            architecture_from_hf({**TINY_CONFIGS["llama"], "num_attention_heads": bad})
+    with pytest.raises(GraphError, match=r"'heads' must be an int >= 1, got 0"):
+        architecture_from_hf({**TINY_CONFIGS["llama"], "num_attention_heads": 0})
+
+
+def test_a_model_too_large_to_list_is_refused_before_allocating() -> None:
+    huge = {**TINY_CONFIGS["llama"], "num_hidden_layers": 10**9}
+    a = architecture_from_hf(huge, name="huge")
+    with pytest.raises(GraphError, match=r"model 'huge': 1000000000 layers would list about 16,000,000,000 tensors"):
+        recipe_tensors(a, "Q4_K_M")
+    from hetsim.graphs.llm import llm_graph
+
+    with pytest.raises(GraphError, match=r"model 'huge': 1000000000 layers would make a graph of about"):
+        llm_graph(a, kv_length=8)

@@ -68,10 +68,12 @@ def test_plan_json_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
                "--weights", "fp16", "--reserve-gib", "0.00002", "--out", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "tiny (f16, KV f16) on tinybox: context 64, batch 1, prompt 16" in text
+    assert "engine simulated (placement policies, roofline costs): tiny (F16, KV f16) on tinybox: context 64, " \
+           "batch 1, prompt 16" in text
+    assert "engine llama.cpp: does not apply: platform 'tinybox': its GPU declares no tensor_flops" in text
     assert f"wrote {out}" in text
     data = json.loads(out.read_text())
-    assert data["hetsim_llm_plan"] == 1 and data["model"] == "tiny" and data["weights"] == "f16"
+    assert data["hetsim_llm_plan"] == 1 and data["model"] == "tiny" and data["weights"] == "F16"
     assert data["best"]["policy"] in {"ngl", "weight-streaming", "llm-search"}
     assert set(data["best"]["residency"]["devices"]) == set(llm_graph("tiny", kv_length=8).meta["llm"]["units"])
     bad = [p for p in data["predictions"] if p["error"]]
@@ -81,9 +83,12 @@ def test_plan_json_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--weights", "q7"], "unknown weight type 'q7'; simulator formats: f32, f16, bf16, q8_0"),
-        (["--context", "1000"], "context 1000 is longer than 'tiny' allows (256 tokens)"),
-        (["--platform", "cpu2"], "platform 'cpu2' has no GPU"),
+        (["--weights", "q7"], "unknown llama.cpp weight type 'q7'"),
+        (["--context", "1"], "--context must be an int >= 2, got 1"),
+        (["--prompt", "100"], "--prompt 100 is longer than --context 64"),
+        (["--gen", "0"], "--gen must be an int >= 1, got 0"),
+        (["--gpu", "RTX 4090"], "--gpu describes a machine; --platform"),
+        (["--platform", "no-such-box"], "unknown platform preset 'no-such-box'"),
     ],
 )
 def test_cli_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
@@ -109,7 +114,7 @@ def test_platform_without_host_memory(tmp_path: Path) -> None:
 
 def test_model_that_fits_nowhere_gives_needed_and_available_memory(tmp_path: Path) -> None:
     with pytest.raises(SchedulerError, match=(
-        r"'tiny' \(f16 weights 214272 bytes, KV cache 32768 bytes at context 128 x batch 1\) fits nowhere on "
+        r"'tiny' \(F16 weights 214272 bytes, KV cache 32768 bytes at context 128 x batch 1\) fits nowhere on "
         r"'tinybox': needs 247040 bytes; gpu has 100000 bytes \(after a 0 bytes reserve\), cpu has 100000 bytes"
     )):
         plan_llm("tiny", tinybox(tmp_path, gpu=100_000, host=100_000), context=128, weights="f16", reserve_bytes=0)
@@ -144,6 +149,6 @@ def test_sweeps_accept_llm_workloads_and_policies(tmp_path: Path) -> None:
     short, long_ = "llm:tiny,context=64,weights=f16", "llm:tiny,context=128,weights=f16"
     assert t["ngl", long_, 2.0] > t["ngl", short, 2.0]  # the longer context reads more KV cache
     assert (df.nodes[df.model == short] == 31).all()
-    with pytest.raises(SweepError, match=r"model 'llm:tiny,context=999': context 999 is longer than 'tiny' allows"):
-        Sweep.from_dict({"name": "bad", "grid": {"model": ["llm:tiny,context=999"], "platform": [box],
-                                                  "scheduler": ["ngl"]}}).check()
+    with pytest.raises(SweepError, match=r"model 'llm:tiny,context=1': context must be an int >= 2"):
+        Sweep.from_dict({"name": "bad", "grid": {"model": ["llm:tiny,context=1"], "platform": [box],
+                                                  "scheduler": ["ngl"]}})

@@ -1,5 +1,6 @@
 """benchmarks/llm_published.py against its committed results: the shipped rates predict what
-results.csv says, every row is predicted or skipped with a reason, and the data set's files agree."""
+results.csv says, every row is predicted or failed with a reason in both result files, the
+fit's linearisation is the cost model, and the data set's files agree."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import csv
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from hetsim.costmodel.llamacpp import AchievedRates, predict
+from hetsim.costmodel.llamacpp import BackendRates, predict
 
 ROOT = Path(__file__).resolve().parents[1]
 _SPEC = importlib.util.spec_from_file_location("llm_published", ROOT / "benchmarks" / "llm_published.py")
@@ -24,19 +26,29 @@ def _csv(name: str) -> list[dict[str, str]]:
 
 def test_the_shipped_rates_predict_the_committed_results() -> None:
     results = {r["id"]: r for r in _csv("results.csv")}
-    rates = AchievedRates.load()
-    rows = bench.rows()
-    assert set(results) == {r["id"] for r in rows}
-    for row in rows:
-        c = bench.case(row)
-        committed = results[row["id"]]
-        if isinstance(c, str):
-            assert committed["skipped"] == c, row["id"]
-            continue
-        if committed["skipped"]:  # a case the model refuses (host figures the run needs)
-            continue
+    rates = BackendRates.load()
+    table, failed = bench.cases()
+    assert set(results) == {r["id"] for r in bench.rows()}  # every row, none skipped
+    for row, why in failed:
+        assert results[row["id"]]["failed"] == why, row["id"]
+    for row, c, _ in table:
         p = predict(*c, rates)
-        assert p.tokens_per_s == pytest.approx(float(committed["predicted"]), abs=0.01), row["id"]
+        assert p.tokens_per_s == pytest.approx(float(results[row["id"]]["predicted"]), abs=0.01), row["id"]
+
+
+def test_every_row_is_cross_validated_or_failed_with_a_reason() -> None:
+    folds = _csv("cross_validation.csv")
+    assert {r["id"] for r in folds} == {r["id"] for r in bench.rows()}
+    for r in folds:
+        assert bool(r["failed"]) != bool(r["predicted"]), r["id"]
+
+
+def test_the_fit_s_linearisation_is_the_cost_model() -> None:
+    table, _ = bench.cases()
+    sample = table[:: max(1, len(table) // 40)]
+    lin = bench.Linear(sample)
+    for rates in (bench.START, BackendRates.load().for_backend("cuda")):
+        assert np.allclose(lin.log_errors(rates), bench.evaluate(sample, rates), atol=1e-9)
 
 
 def test_the_data_set_files_agree() -> None:
@@ -45,11 +57,7 @@ def test_the_data_set_files_agree() -> None:
     assert {r["source_id"] for r in rows} <= sources
     for r in rows:
         assert r["test"] in ("pp", "tg") and float(r["tokens_per_s"]) > 0, r["id"]
-        if r["gpu"] and r["backend"] == "CUDA":
-            bench.find_gpu(r["gpu"])  # every CUDA row's GPU has cited figures
-    folds = _csv("cross_validation.csv")
-    predicted = {r["id"] for r in _csv("results.csv") if not r["skipped"]}
-    assert {r["id"] for r in folds} == predicted  # every predicted row is cross-validated
+        assert bench.backend(r) in bench.BACKENDS, r["id"]
 
 
 def test_a_build_is_read_from_its_source_date() -> None:
@@ -58,3 +66,20 @@ def test_a_build_is_read_from_its_source_date() -> None:
     assert bench.mmq({"source_id": "llamacpp-pr4766", "gpu": "Tesla P40"})  # no tensor cores: dp4a MMQ
     assert bench.mmq({"source_id": "llamacpp-pr24127", "gpu": "RTX 4090"})
     assert not bench.cuda_graphs({"source_id": "llamacpp-pr24127", "gpu": "RTX 2080 Ti"})  # Turing
+
+
+def test_an_integrated_gpu_is_one_pool_and_a_rate_not_cited_is_not_known() -> None:
+    """An integrated GPU (no PCIe figure, no memory of its own) shares the host's memory; a GPU
+    without a cited compute rate decodes but its prompt processing names the flag to give."""
+    from hetsim.costmodel.base import CostModelError
+    from hetsim.costmodel.llamacpp import LlamaCppRun
+    from hetsim.graphs.llm.model_source import load_model
+
+    m = bench.machine_from_flags("Radeon 8060S", ram_gb=128, ram_bw=256, threads=16)
+    assert m.unified_memory and m.gpu_memory == 128e9 and m.gpu_bandwidth == 256e9 and m.backend == "rocm"
+    apple = bench.machine_from_flags("Apple M2 Max 38-core GPU", ram_gb=96, ram_bw=400, threads=8)
+    assert apple.backend == "metal" and apple.gpu_flops == 0
+    model, rates = load_model("llama-2-7b", "Q4_0"), BackendRates.load()
+    assert predict(model, apple, LlamaCppRun(), "tg", 128, rates).tokens_per_s > 0
+    with pytest.raises(CostModelError, match=r"the GPU's compute rate is not known .*\(give --gpu-tflops\)"):
+        predict(model, apple, LlamaCppRun(), "pp", 512, rates)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from hetsim.costmodel.llamacpp.machine import Machine
 from hetsim.costmodel.llamacpp.placement import LlamaCppRun, Placement, place
-from hetsim.costmodel.llamacpp.predict import Prediction, predict
-from hetsim.costmodel.llamacpp.rates import AchievedRates
+from hetsim.costmodel.llamacpp.predict import Prediction, predict, rates_for
+from hetsim.costmodel.llamacpp.rates import BACKENDS, AchievedRates, BackendRates
 
-__all__ = ["AchievedRates", "LlamaCppRun", "Machine", "Placement", "Prediction", "place", "predict"]
+__all__ = ["BACKENDS", "AchievedRates", "BackendRates", "LlamaCppRun", "Machine", "Placement", "Prediction", "place",
+           "predict", "rates_for"]

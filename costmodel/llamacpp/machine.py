@@ -3,8 +3,12 @@
 A :class:`Machine` is one GPU (or none) and the host: GPU memory and its bandwidth, the
 GPU's dense FP16 tensor rate with FP16 accumulation and its dense INT8 tensor rate, the PCIe link,
 host memory and its bandwidth, and the CPU threads that run in parallel (physical cores:
-a run's threads beyond them add nothing). Peaks, not achieved
-rates: :class:`~costmodel.llamacpp.rates.AchievedRates` scales them.
+a run's threads beyond them add nothing); the llama.cpp backend that drives the GPU
+(``cuda``, ``vulkan``, ``rocm``, ``sycl``, ``metal``; ``cpu`` without a GPU) and whether
+GPU and CPU share one memory (Apple silicon: no PCIe link, one pool that both draw on).
+Peaks, not achieved rates: :class:`~costmodel.llamacpp.rates.AchievedRates` of the
+backend scales them. A :class:`Machine` is derived from a hetsim platform
+(:func:`experiments.llm_machine.machine_from_platform`).
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ def pcie_bandwidth(gen: int, lanes: int) -> float:
 @dataclass(frozen=True)
 class Machine:
     """Peak figures of a CPU-GPU machine (bytes, bytes/s, FLOP/s); ``gpu`` empty for a CPU-only
-    one; a host figure (memory, bandwidth, threads) of 0 is not known (an error where a
-    prediction needs it); ``gpu_int8_ops`` 0: no INT8 tensor cores; ``gpu_count`` identical
+    one; a host figure (memory, bandwidth, threads) or the GPU's ``gpu_flops`` of 0 is not
+    known (an error where a prediction needs it); ``gpu_int8_ops`` 0: no INT8 tensor cores; ``gpu_count`` identical
     GPUs, each with the figures given (llama.cpp splits the layers between them)."""
 
     name: str
@@ -47,18 +51,30 @@ class Machine:
     gpu_int8_ops: float = 0.0
     pcie_bandwidth: float = 0.0
     gpu_count: int = 1
+    backend: str = ""
+    unified_memory: bool = False
 
     def __post_init__(self) -> None:
+        from hetsim.costmodel.llamacpp.rates import BACKENDS
+
+        if not self.backend:
+            object.__setattr__(self, "backend", "cuda" if self.gpu else "cpu")
+        if self.backend not in BACKENDS:
+            raise CostModelError(f"machine {self.name!r}: unknown llama.cpp backend {self.backend!r}; known: "
+                                 f"{', '.join(BACKENDS)}")
+        if self.gpu and self.backend == "cpu":
+            raise CostModelError(f"machine {self.name!r}: a GPU needs a GPU backend, not 'cpu'")
         if isinstance(self.gpu_count, bool) or not isinstance(self.gpu_count, int) or self.gpu_count < 1:
             raise CostModelError(f"machine {self.name!r}: gpu_count must be an int >= 1, got {self.gpu_count!r}")
         checks: dict[str, Any] = {}
         if self.gpu:
-            checks.update(gpu_memory=self.gpu_memory, gpu_bandwidth=self.gpu_bandwidth, gpu_flops=self.gpu_flops,
-                          pcie_bandwidth=self.pcie_bandwidth)
+            checks.update(gpu_memory=self.gpu_memory, gpu_bandwidth=self.gpu_bandwidth)
+            if not self.unified_memory:
+                checks["pcie_bandwidth"] = self.pcie_bandwidth
         for k, v in checks.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
                 raise CostModelError(f"machine {self.name!r}: {k} must be a positive number, got {v!r}")
-        for k in ("host_memory", "host_bandwidth", "threads", "gpu_int8_ops"):
+        for k in ("host_memory", "host_bandwidth", "threads", "gpu_int8_ops", "gpu_flops"):
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
                 raise CostModelError(f"machine {self.name!r}: {k} must be a number >= 0 (0: not known), got {v!r}")

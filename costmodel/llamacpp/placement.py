@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from hetsim.costmodel.base import CostModelError
 from hetsim.graphs.llm.architecture import ModelWeights
 
-__all__ = ["GPU", "HOST", "LlamaCppRun", "Placement", "place"]
+__all__ = ["GPU", "HARNESSES", "HOST", "LlamaCppRun", "Placement", "place"]
 
 GPU, HOST = "gpu", "host"
+#: what times a run: llama.cpp's benchmark, or a front end that adds its own work
+HARNESSES = ("llama-bench", "llama-server", "llama-cli", "other")
 _BLOCK = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 
@@ -43,7 +45,11 @@ class LlamaCppRun:
     on GPUs with INT8 tensor cores) rather than dequantising them to F16 for cuBLAS
     (earlier builds, or a build with ``GGML_CUDA_FORCE_CUBLAS``); ``cpu_tiled_gemm``: whether
     CPU prompt processing multiplies Q4_0 and Q8_0 weights with tiled GEMM kernels (builds
-    since April 2024, llama.cpp PR #6414)."""
+    since April 2024, llama.cpp PR #6414); ``depth``: tokens already in the KV cache when
+    the test starts (llama-bench ``-d``; a generation after a prompt of that length);
+    ``harness``: what timed the run, ``llama-bench`` or a front end (``llama-server``,
+    ``llama-cli``, ``other``: a third-party one) whose timings include its own per-request
+    and per-token work."""
 
     ngl: int = 99
     n_cpu_moe: int = 0
@@ -59,9 +65,13 @@ class LlamaCppRun:
     cuda_graphs: bool = True
     mmq: bool = True
     cpu_tiled_gemm: bool = True
+    depth: int = 0
+    harness: str = "llama-bench"
 
     def __post_init__(self) -> None:
-        for k in ("ngl", "n_cpu_moe", "context", "threads"):
+        if self.harness not in HARNESSES:
+            raise CostModelError(f"llama.cpp run: unknown harness {self.harness!r}; known: {', '.join(HARNESSES)}")
+        for k in ("ngl", "n_cpu_moe", "context", "threads", "depth"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise CostModelError(f"llama.cpp run: {k} must be an int >= 0, got {v!r}")
@@ -122,7 +132,7 @@ def place(model: ModelWeights, run: LlamaCppRun, context: int, *, has_gpu: bool 
     per_gpu = [{"weights": 0, "kv": 0, "compute": 0} for _ in range(gpus)]
     host = {"weights": model.token_embd_bytes, "kv": 0, "compute": 0}
     overridden: dict[int, dict[str, int]] = {}
-    for t in model.tensors:
+    for t in model.tensors if patterns else ():
         m = _BLOCK.match(t.name)
         if m and any(p.search(t.name) for p in patterns):
             rest = m.group(2)

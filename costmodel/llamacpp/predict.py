@@ -1,10 +1,12 @@
 """llama.cpp's prompt-processing and generation speed for one placement on one machine.
 
-Token generation (``tg``) at ``n`` tokens is priced at the mean cache length ``n / 2``:
+Token generation (``tg``) of ``n`` tokens after ``depth`` cached ones (llama-bench ``-d``,
+or the prompt before a generation) is priced at the mean cache length ``depth + n / 2``:
 each device reads the weights it holds that one token uses (routed experts: ``top_k`` of
 them) and its layers' KV cache, at its achieved bandwidth (several GPUs one after
 another, each its own layers); the GPU adds a fixed cost per token and every hand-over
-between CPU and GPU, or from one GPU to the next, costs ``switch_s``.
+between CPU and GPU, or from one GPU to the next, costs ``switch_s``. A KV cache in host
+memory (``-nkvo``) puts each layer's attention on the CPU: two hand-overs per GPU layer.
 
 Prompt processing (``pp``) of ``n`` tokens runs in micro-batches of ``ubatch`` rows.
 Layers on the GPU run their matrix products at the achieved tensor rate: quantised
@@ -19,6 +21,16 @@ ggml-org/llama.cpp PR #6017). Layers in host memory are, for micro-batches of 32
 more, run on the GPU too, their weights copied over PCIe for each micro-batch (llama.cpp's
 operation offload); without a GPU they run on the CPU threads (Q4_0 and Q8_0 weights at
 the rate of llama.cpp's tiled GEMM kernels, other types one dot product per row).
+Each micro-batch also reads the weights it uses once, at the device's achieved bandwidth
+(what a micro-batch of a few rows is bound by), and launches its kernels as a generated
+token does. Attention runs where its KV cache is, over the ``depth`` cached tokens and the prompt so
+far; without flash attention its scores (``ubatch x cells x heads`` in f32) are written,
+normalised and read back at the device's achieved bandwidth.
+
+Apple silicon (``unified_memory``) has no PCIe link: layers left in host memory run on
+the CPU, none is copied to the GPU. A front end's timings (``harness`` other than
+``llama-bench``) add ``server_request_s`` to prompt processing and ``server_token_s`` to
+each generated token. Each backend's rates are its own (:class:`BackendRates`).
 """
 
 from __future__ import annotations
@@ -29,10 +41,10 @@ from dataclasses import dataclass
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.llamacpp.machine import Machine
 from hetsim.costmodel.llamacpp.placement import GPU, HOST, LlamaCppRun, Placement, place
-from hetsim.costmodel.llamacpp.rates import AchievedRates
+from hetsim.costmodel.llamacpp.rates import AchievedRates, BackendRates
 from hetsim.graphs.llm.architecture import ModelWeights
 
-__all__ = ["CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "Prediction", "predict"]
+__all__ = ["CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "Prediction", "predict", "rates_for"]
 
 #: llama.cpp offloads an operation on host-resident weights to the GPU from this batch size
 OP_OFFLOAD_MIN_ROWS = 32
@@ -40,17 +52,27 @@ OP_OFFLOAD_MIN_ROWS = 32
 
 @dataclass(frozen=True)
 class Prediction:
-    """Predicted tokens/s of a test (``pp`` or ``tg``) and seconds per device."""
+    """Predicted tokens/s of a test (``pp`` or ``tg``) of ``tokens`` tokens after ``depth``
+    cached ones, and seconds per device."""
 
     test: str
     tokens: int
     tokens_per_s: float
     seconds: dict[str, float]
+    depth: int = 0
+
+    @property
+    def label(self) -> str:
+        """llama-bench's name of the test: ``pp512``, ``tg128 @ d512``."""
+        return f"{self.test}{self.tokens}" + (f" @ d{self.depth}" if self.depth else "")
 
 
 def _gemm_seconds(flops: float, machine: Machine, rates: AchievedRates, mmq: bool, expert_rows: float = 0) -> float:
     """A product on the GPU; a routed expert's of ``expert_rows`` rows runs at
     ``expert_rows / (expert_rows + expert_rows_half)`` of the rate."""
+    if not machine.gpu_flops:
+        raise CostModelError(f"machine {machine.name!r}: the GPU's compute rate is not known and prompt processing "
+                             "needs it (give --gpu-tflops)")
     rate = machine.gpu_int8_ops * rates.gemm_frac_quant if mmq else machine.gpu_flops * rates.gemm_frac_float
     small = (expert_rows + rates.expert_rows_half) / expert_rows if expert_rows else 1.0
     return flops * small / rate
@@ -72,6 +94,25 @@ def _cpu_seconds(flops: float, machine: Machine, rates: AchievedRates, threads: 
     return flops / (threads * (rates.cpu_tiled_flops if tiled else rates.cpu_thread_flops))
 
 
+def _cpu_attention_seconds(flops: float, rates: AchievedRates, threads: int, machine: Machine) -> float:
+    if not threads:
+        raise CostModelError(f"machine {machine.name!r}: CPU threads not known and attention runs on the CPU "
+                             "(give --threads)")
+    return flops / (threads * (rates.cpu_attn_flops or rates.cpu_thread_flops))
+
+
+def _scores_bytes(model: ModelWeights, i: int, rows: int, kv_len: int) -> float:
+    """Bytes of attention scores without flash attention: written, normalised in place, read."""
+    a = model.arch
+    cells = min(kv_len, a.sliding_window) if (i in a.swa_layers and a.sliding_window) else kv_len
+    return 3 * 4.0 * a.heads * rows * cells
+
+
+def rates_for(rates: AchievedRates | BackendRates, machine: Machine) -> AchievedRates:
+    """The rates of ``machine``'s backend (``rates`` itself when it is one backend's)."""
+    return rates.for_backend(machine.backend) if isinstance(rates, BackendRates) else rates
+
+
 def _cpu_bandwidth(machine: Machine, rates: AchievedRates, threads: int) -> float:
     if not machine.host_bandwidth or not threads:
         raise CostModelError(f"machine {machine.name!r}: host memory bandwidth or threads not known and "
@@ -80,12 +121,16 @@ def _cpu_bandwidth(machine: Machine, rates: AchievedRates, threads: int) -> floa
 
 
 def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, tokens: int,
-            rates: AchievedRates, placement: Placement | None = None) -> Prediction:
-    """Tokens/s of llama-bench's ``test`` (``"pp"`` or ``"tg"``) of ``tokens`` tokens."""
+            rates: AchievedRates | BackendRates, placement: Placement | None = None) -> Prediction:
+    """Tokens/s of llama-bench's ``test`` (``"pp"`` or ``"tg"``) of ``tokens`` tokens after
+    ``run.depth`` cached ones."""
     a = model.arch
+    rates = rates_for(rates, machine)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise CostModelError(f"llama.cpp {test}: tokens must be an int >= 1, got {tokens!r}")
     # threads beyond the machine's cores add nothing: hyper-threads share a core's vector units
     threads = min(run.threads, machine.threads) if run.threads and machine.threads else run.threads or machine.threads
-    context = run.context or tokens
+    context = run.context or run.depth + tokens
     pl = placement or place(model, run, context, has_gpu=machine.has_gpu, gpus=machine.gpu_count)
     if test == "tg":
         return _generation(model, machine, run, pl, tokens, rates, threads)
@@ -99,16 +144,21 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
     dequant = not float_w and not mmq
     tiled = run.cpu_tiled_gemm and model.weights in CPU_TILED_TYPES
     done = 0
+    offload = machine.has_gpu and not machine.unified_memory  # host weights copied to the GPU per micro-batch
     while done < tokens:
         m = min(ub, tokens - done)
-        kv_mean = done + m / 2
+        kv_mean = run.depth + done + m / 2
         for i, groups in enumerate(pl.layers):
             el, by = model.layer_elements[i], model.layer_bytes[i]
             attn_flops = m * a.attention_flops_per_token(i, int(kv_mean))
+            scores = 0.0 if run.flash_attn else _scores_bytes(model, i, m, int(kv_mean))
             if pl.kv_device[i] == GPU:
-                seconds[GPU] += _gemm_seconds(attn_flops, machine, rates, mmq=False)
+                seconds[GPU] += (_gemm_seconds(attn_flops, machine, rates, mmq=False)
+                                 + scores / (machine.gpu_bandwidth * rates.gpu_bw_frac))
             else:  # attention runs where its KV cache is
-                seconds[HOST] += _cpu_seconds(attn_flops, machine, rates, threads)
+                seconds[HOST] += _cpu_attention_seconds(attn_flops, rates, threads, machine)
+                if scores:
+                    seconds[HOST] += scores / _cpu_bandwidth(machine, rates, threads)
             for kind in ("attn", "ffn", "exps"):
                 n_el = getattr(el, kind)
                 if not n_el:
@@ -117,25 +167,34 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
                 flops = 2 * m * n_el * share
                 expert_rows = m * share if kind == "exps" else 0
                 dev = groups[kind]
-                on_gpu = dev == GPU or (machine.has_gpu and m >= OP_OFFLOAD_MIN_ROWS)
+                on_gpu = dev == GPU or (offload and m >= OP_OFFLOAD_MIN_ROWS)
+                # each micro-batch reads the weights it uses once (all of a small one's time)
+                read = getattr(by, kind) * (model.expert_read_fraction(m) if kind == "exps" else 1.0)
                 if on_gpu:
                     if dev != GPU:
                         seconds["pcie"] += getattr(by, kind) / (machine.pcie_bandwidth * rates.pcie_frac)
                     seconds[GPU] += _gemm_seconds(flops, machine, rates, mmq, expert_rows)
+                    seconds[GPU] += read / (machine.gpu_bandwidth * rates.gpu_bw_frac)
                     if dequant:
                         seconds[GPU] += _dequant_seconds(getattr(by, kind), n_el, machine, rates)
                 else:
                     seconds[HOST] += _cpu_seconds(flops, machine, rates, threads, tiled)
+                    seconds[HOST] += read / _cpu_bandwidth(machine, rates, threads)
+        if machine.has_gpu:  # each micro-batch is one evaluation of the graph: its launches, layer by layer
+            seconds[GPU] += rates.gpu_token_s + rates.gpu_layer_s * pl.gpu_layers
         done += m
+    if run.harness != "llama-bench":
+        seconds["front end"] = rates.server_request_s
     total = sum(seconds.values())
-    return Prediction("pp", tokens, tokens / total, seconds)
+    return Prediction("pp", tokens, tokens / total if total > 0 else math.inf, seconds, run.depth)
 
 
 def _generation(model: ModelWeights, machine: Machine, run: LlamaCppRun, pl: Placement, tokens: int,
                 rates: AchievedRates, threads: int) -> Prediction:
     a = model.arch
-    kv_len = max(1, math.ceil(tokens / 2))
+    kv_len = run.depth + max(1, math.ceil(tokens / 2))
     read = {GPU: 0.0, HOST: 0.0}
+    attn_host_flops = 0.0
     path = [HOST]  # the token's embedding row is looked up in host memory
     for i, groups in enumerate(pl.layers):
         by = model.layer_bytes[i]
@@ -148,15 +207,23 @@ def _generation(model: ModelWeights, machine: Machine, run: LlamaCppRun, pl: Pla
             read[dev] += size * share
             if path[-1] != dev:
                 path.append(dev)
+            if kind == "attn" and pl.kv_device[i] != dev:  # attention where its cache is, and back
+                path += [pl.kv_device[i], dev]
         read[pl.kv_device[i]] += a.kv_bytes(i, a.kv_cells(i, kv_len, 1), run.type_k, run.type_v)
+        if pl.kv_device[i] == HOST and groups["attn"] == GPU:  # -nkvo: the CPU computes a GPU layer's attention
+            attn_host_flops += a.attention_flops_per_token(i, kv_len)
     read[pl.output_device] += model.output_bytes
     if path[-1] != pl.output_device:
         path.append(pl.output_device)
     seconds = {HOST: read[HOST] / _cpu_bandwidth(machine, rates, threads) if read[HOST] else 0.0}
+    if attn_host_flops:
+        seconds["host attention"] = _cpu_attention_seconds(attn_host_flops, rates, threads, machine)
     if machine.has_gpu:
         seconds[GPU] = (read[GPU] / (machine.gpu_bandwidth * rates.gpu_bw_frac) + rates.gpu_token_s
                         + (rates.graph_layer_s if run.cuda_graphs else rates.gpu_layer_s) * pl.gpu_layers)
         gpu_handovers = len({g for g in pl.gpu_of_layer if g >= 0}) - 1 if pl.gpu_of_layer else 0
         seconds["switch"] = ((len(path) - 2 if len(path) > 2 else 0) + max(gpu_handovers, 0)) * rates.switch_s
+    if run.harness != "llama-bench":
+        seconds["front end"] = rates.server_token_s
     total = sum(seconds.values())
-    return Prediction("tg", tokens, 1.0 / total, seconds)
+    return Prediction("tg", tokens, 1.0 / total if total > 0 else math.inf, seconds, run.depth)

@@ -23,13 +23,22 @@ peaks into llama.cpp's speed:
   (llamafile's sgemm since April 2024, repacked weights since late 2024) rather than
   one dot product per row;
 * ``pcie_frac``: fraction of the PCIe link weights streamed to the GPU for prompt
-  processing reach; ``switch_s``: seconds each hand-over between CPU and GPU costs per token.
+  processing reach; ``switch_s``: seconds each hand-over between CPU and GPU costs per token;
+* ``cpu_attn_flops``: FLOP/s of one thread in attention on the CPU (a KV cache in host
+  memory, ``-nkvo``, or a CPU-only run);
+* ``server_request_s`` and ``server_token_s``: what a front end such as llama-server adds
+  to llama-bench's timings: seconds per request (tokenising, the HTTP exchange, the
+  prompt cache) counted in its prompt-processing time, and seconds per generated token
+  (sampling, detokenising and streaming it).
 
-The shipped figures (``costmodel/data/llamacpp_rates.json``) are fitted by
-``benchmarks/llm_published.py --fit`` on the fit rows of ``experiments/llm_published``;
-a figure no fit row depends on is listed in ``undetermined`` and set to its physical
-bound (a fraction of 1: the peak; an overhead of 0; ``graph_layer_s``: ``gpu_layer_s``,
-since a replayed graph runs no slower than its kernels launched one by one).
+Each llama.cpp backend has its own set (:class:`BackendRates`: ``cuda``, ``vulkan``,
+``rocm``, ``sycl``, ``metal``, ``cpu``): the same kernels do not reach the same fraction of
+a GPU's peaks under each. The shipped sets (``costmodel/data/llamacpp_rates.json``) are
+fitted by ``benchmarks/llm_published.py --fit`` on every row of
+``experiments/llm_published`` of that backend (the CPU figures on the CPU-only and
+partial-offload rows); a figure no row of a backend depends on is listed in its
+``undetermined`` and kept at the value of the CUDA set (CUDA's own: at its physical bound,
+a fraction of 1, an overhead of 0).
 """
 
 from __future__ import annotations
@@ -41,7 +50,10 @@ from typing import Any
 
 from hetsim.costmodel.base import CostModelError
 
-__all__ = ["RATES_PATH", "AchievedRates"]
+__all__ = ["BACKENDS", "RATES_PATH", "AchievedRates", "BackendRates"]
+
+#: llama.cpp's GPU backends and its CPU backend, as the rates file names them
+BACKENDS = ("cuda", "vulkan", "rocm", "sycl", "metal", "cpu")
 
 RATES_PATH = Path(__file__).resolve().parent.parent / "data" / "llamacpp_rates.json"
 
@@ -63,6 +75,9 @@ class AchievedRates:
     cpu_tiled_flops: float
     pcie_frac: float
     switch_s: float
+    cpu_attn_flops: float = 0.0
+    server_request_s: float = 0.0
+    server_token_s: float = 0.0
     fitted_on: str = ""
     undetermined: tuple[str, ...] = ()
 
@@ -78,21 +93,64 @@ class AchievedRates:
         return [f.name for f in fields(cls) if f.name not in ("fitted_on", "undetermined")]
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> AchievedRates:
-        """The rates in ``path`` (default: the shipped, fitted file)."""
-        p = Path(path) if path is not None else RATES_PATH
+    def from_dict(cls, data: dict[str, Any], where: str = "llama.cpp rates") -> AchievedRates:
+        """The rates of a dict :meth:`to_dict` wrote."""
         try:
-            data = json.loads(p.read_text())
             return cls(**{**data, "undetermined": tuple(data.get("undetermined", ()))})
-        except (OSError, ValueError, TypeError) as e:
-            raise CostModelError(f"{p}: not a llama.cpp rates file: {e}") from None
+        except TypeError as e:
+            raise CostModelError(f"{where}: not a llama.cpp rates file: {e}") from None
 
-    def save(self, path: str | Path | None = None) -> Path:
-        """Write the rates as JSON to ``path`` (default: the shipped file)."""
-        p = Path(path) if path is not None else RATES_PATH
-        p.write_text(json.dumps(asdict(self), indent=1) + "\n")
-        return p
+    @classmethod
+    def load(cls, path: str | Path | None = None, backend: str = "cuda") -> AchievedRates:
+        """The rates of ``backend`` in ``path`` (default: the shipped, fitted file)."""
+        return BackendRates.load(path).for_backend(backend)
 
     def to_dict(self) -> dict[str, Any]:
         """The rates as a dict."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class BackendRates:
+    """The :class:`AchievedRates` of each llama.cpp backend (see the module docstring)."""
+
+    backends: dict[str, AchievedRates]
+    fitted_on: str = ""
+
+    def __post_init__(self) -> None:
+        for name in self.backends:
+            if name not in BACKENDS:
+                raise CostModelError(f"llama.cpp rates: unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+
+    def for_backend(self, backend: str) -> AchievedRates:
+        """The rates of ``backend``; :class:`CostModelError` naming the fitted ones."""
+        key = str(backend).lower()
+        if key not in self.backends:
+            raise CostModelError(f"no achieved rates for llama.cpp backend {backend!r}; fitted: "
+                                 f"{', '.join(self.backends) or 'none'}")
+        return self.backends[key]
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> BackendRates:
+        """The rates in ``path`` (default: the shipped, fitted file)."""
+        p = Path(path) if path is not None else RATES_PATH
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError) as e:
+            raise CostModelError(f"{p}: not a llama.cpp rates file: {e}") from None
+        if not isinstance(data, dict):
+            raise CostModelError(f"{p}: not a llama.cpp rates file: a JSON object is needed")
+        if "backends" not in data:  # one set: CUDA's (and the CPU's figures in it)
+            one = AchievedRates.from_dict(data, str(p))
+            return cls({"cuda": one, "cpu": one}, one.fitted_on)
+        if not isinstance(data["backends"], dict):
+            raise CostModelError(f"{p}: 'backends' must be an object of backend -> rates")
+        return cls({k: AchievedRates.from_dict(v, f"{p}: backend {k!r}") for k, v in data["backends"].items()},
+                   str(data.get("fitted_on", "")))
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Write the rates as JSON to ``path`` (default: the shipped file)."""
+        p = Path(path) if path is not None else RATES_PATH
+        data = {"fitted_on": self.fitted_on, "backends": {k: asdict(v) for k, v in self.backends.items()}}
+        p.write_text(json.dumps(data, indent=1) + "\n")
+        return p

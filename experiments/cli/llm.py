@@ -20,9 +20,11 @@ with ``--policy NAME``, is planned with the simulated placement policies. The pl
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
 
+from hetsim.costmodel.base import CostModelError
 from hetsim.experiments.cli.main import CLIError
 
 DEFAULT_OUT = Path("out") / "llm-plan.json"
@@ -76,10 +78,18 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "a GPU before Ampere)")
     r.add_argument("--cache-type-k", "-ctk", default="F16", metavar="TYPE", help="K cache type (default F16)")
     r.add_argument("--cache-type-v", "-ctv", default="F16", metavar="TYPE", help="V cache type (default F16)")
-    r.add_argument("--gen", type=int, default=128, metavar="N", help="generated tokens of the tg test (default 128)")
+    r.add_argument("--gen", "-n", type=int, default=128, metavar="N",
+                   help="generated tokens of the tg test (default 128)")
+    r.add_argument("--depth", "-d", type=int, default=0, metavar="N",
+                   help="tokens already in the KV cache before the prompt (llama-bench -d; default 0)")
+    r.add_argument("--harness", choices=["llama-bench", "llama-server", "llama-cli"], default="llama-bench",
+                   help="what times the run: llama-bench, or a front end whose timings include its own work")
+    m.add_argument("--backend", choices=["cuda", "vulkan", "rocm", "sycl", "metal", "cpu"],
+                   help="llama.cpp backend (default: the GPU vendor's own: CUDA, ROCm, SYCL or Metal)")
     q.add_argument("--context", type=int, metavar="N", help="KV-cache tokens (default: model maximum, at most 8192)")
     q.add_argument("--batch", type=int, default=1, metavar="B", help="simulated policies: sequences decoded together")
-    q.add_argument("--prompt", type=int, default=512, metavar="P", help="prompt tokens of the pp test (default 512)")
+    q.add_argument("--prompt", "-p", type=int, metavar="P",
+                   help="prompt tokens of the pp test (default 512, at most the context)")
     q.add_argument("--weights", metavar="TYPE",
                    help="llama.cpp weight type (Q4_K_M, Q8_0, F16, ...; default Q4_K_M, MXFP4_MOE for gpt-oss; a GGUF "
                         "file has its own)")
@@ -111,9 +121,25 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("choose an action: hetsim llm plan MODEL ... | hetsim llm calibrate")
     if not math.isfinite(args.reserve_gib) or args.reserve_gib < 0:
         raise CLIError(f"--reserve-gib must be a number >= 0, got {args.reserve_gib}")
-    from hetsim.graphs.llm import LLMConfig
-    from hetsim.graphs.llm.model_source import model_presets
-
+    for flag, value, least in (("--prompt", args.prompt, 1), ("--gen", args.gen, 1), ("--context", args.context, 2),
+                               ("--batch", args.batch, 1), ("--ubatch", args.ubatch, 1), ("--n-batch", args.n_batch, 1),
+                               ("--depth", args.depth, 0), ("--threads", args.threads, 1), ("--gpus", args.gpus, 1)):
+        if value is not None and value < least:
+            raise CLIError(f"{flag} must be an int >= {least}, got {value}")
+    if args.context is not None and args.prompt is not None and args.prompt > args.context:
+        raise CLIError(f"--prompt {args.prompt} is longer than --context {args.context}")
+    if args.prompt is None:
+        args.prompt = min(512, args.context or 512)
+    machine_flags = [f for f, v in (("--gpu", args.gpu), ("--ram-gb", args.ram_gb), ("--ram-bw", args.ram_bw),
+                                    ("--threads", args.threads), ("--gpu-mem-gb", args.gpu_mem_gb),
+                                    ("--gpu-bw", args.gpu_bw), ("--gpu-tflops", args.gpu_tflops),
+                                    ("--gpu-int8-tops", args.gpu_int8_tops), ("--pcie", args.pcie))
+                     if v is not None]
+    if args.platform is not None and machine_flags:
+        verb = "describes" if len(machine_flags) == 1 else "describe"
+        raise CLIError(f"{', '.join(machine_flags)} {verb} a machine; --platform {args.platform} is one already "
+                       "(give one or the other)")
+    _check_model(args.model)
     if args.platform == "this":
         from hetsim.experiments.llm_calibrate import this_platform
 
@@ -121,15 +147,23 @@ def run(args: argparse.Namespace) -> int:
     given = [flag for flag, value, default in (("--batch", args.batch, 1), ("--kv-dtype", args.kv_dtype, "f16"),
                                                ("--objective", args.objective, "decode"),
                                                ("--cost", args.cost, "roofline")) if value != default]
-    both = args.model in LLMConfig.presets()  # a simulator preset of the same name as a published one
-    if args.policy is None and not (given and both) and (Path(args.model).exists() or args.model in model_presets()):
-        if given:
-            raise CLIError(f"{', '.join(given)} applies to the simulated policies: add --policy NAME (repeatable) "
-                           f"to simulate them on {args.model!r}")
-        return _plan_llamacpp(args)
-    if args.platform is None:
+    if given and args.policy is None:
+        raise CLIError(f"{', '.join(given)} applies to the simulated policies: add --policy NAME (repeatable) "
+                       f"to simulate them on {args.model!r}")
+    if args.policy is not None and args.platform is None:
         raise CLIError(f"the simulated policies need --platform (a preset or TOML file) to plan {args.model!r}")
-    return _plan_simulated(args)
+    if args.platform is None:
+        return _plan_llamacpp(args)
+    return _plan_both(args)
+
+
+def _check_model(name: str) -> None:
+    """``unknown model NAME; known: ...`` for a name that is no file, folder or preset."""
+    from hetsim.graphs.llm.presets import canonical_preset, preset_names
+
+    if not Path(name).exists() and not name.lower().endswith((".gguf", ".json")) and canonical_preset(name) is None:
+        raise CLIError(f"unknown model {name!r}; known: {', '.join(preset_names())} (or a .gguf file, a "
+                       "config.json or a model folder)")
 
 
 def _machine(args: argparse.Namespace):
@@ -138,16 +172,16 @@ def _machine(args: argparse.Namespace):
     if args.platform is not None:
         if args.gpus != 1:
             raise CLIError("--gpus describes the GPUs of --gpu; a platform lists its own")
-        return machine_from_platform(args.platform)
+        return machine_from_platform(args.platform, backend=args.backend)
     if not any((args.gpu, args.ram_gb, args.ram_bw)):
         raise CLIError("describe the machine: --platform this|NAME|FILE, or --gpu NAME --ram-gb GB --ram-bw RATE "
                        "--threads N")
     return machine_from_flags(args.gpu, ram_gb=args.ram_gb, ram_bw=args.ram_bw, threads=args.threads,
                               gpu_mem_gb=args.gpu_mem_gb, gpu_bw=args.gpu_bw, gpu_tflops=args.gpu_tflops,
-                              gpu_int8_tops=args.gpu_int8_tops, pcie=args.pcie, gpus=args.gpus)
+                              gpu_int8_tops=args.gpu_int8_tops, pcie=args.pcie, gpus=args.gpus, backend=args.backend)
 
 
-def _plan_llamacpp(args: argparse.Namespace) -> int:
+def _llamacpp_plan(args: argparse.Namespace):
     from hetsim.costmodel.llamacpp import LlamaCppRun
     from hetsim.experiments.llm_llamacpp_plan import plan_llamacpp
     from hetsim.graphs.llm.model_source import load_model
@@ -165,35 +199,87 @@ def _plan_llamacpp(args: argparse.Namespace) -> int:
                       override_cpu=tuple(patterns), ubatch=args.ubatch, batch=args.n_batch,
                       flash_attn=args.flash_attn, type_k=args.cache_type_k.upper(), type_v=args.cache_type_v.upper(),
                       kv_offload=not args.no_kv_offload, threads=args.threads or 0,
-                      mmq=not args.force_cublas, cuda_graphs=not args.no_cuda_graphs)
-    plan = plan_llamacpp(model, machine, context=args.context, run=run, given=given, prompt=args.prompt,
+                      mmq=not args.force_cublas, cuda_graphs=not args.no_cuda_graphs, depth=args.depth or 0,
+                      harness=args.harness)
+    return plan_llamacpp(model, machine, context=args.context, run=run, given=given, prompt=args.prompt,
                          generate=args.gen, reserve=int(args.reserve_gib * 2**30))
-    print(f"{model.arch.name} ({model.weights}, {model.bits_per_weight():.2f} bits per weight, from "
+
+
+def _print_llamacpp(plan) -> None:
+    model, machine = plan.model, plan.machine
+    print(f"engine llama.cpp (achieved rates of its {machine.backend} backend, fitted on published runs): "
+          f"{model.arch.name} ({model.weights}, {model.bits_per_weight():.2f} bits per weight, from "
           f"{model.origin}) on {machine.name}: context {plan.context}")
     print(plan.table())
     print(f"{'suggested' if plan.suggested else 'given'}: {plan.evaluation.flags()}  memory: {plan.memory_text()}")
     for note in plan.notes:
         print(f"note: {note}")
+
+
+def _plan_llamacpp(args: argparse.Namespace) -> int:
+    plan = _llamacpp_plan(args)
+    _print_llamacpp(plan)
     print(f"wrote {plan.save(args.out)}")
     return 0
 
 
-def _plan_simulated(args: argparse.Namespace) -> int:
+def _plan_both(args: argparse.Namespace) -> int:
+    """Both engines on a platform: llama.cpp's where it applies, the simulated policies where
+    they apply, each row labelled, and the two compared on the placement both price."""
+    from hetsim.experiments.llm_engines import compare_engines
     from hetsim.experiments.llm_plan import plan_llm
+    from hetsim.graphs.graph import GraphError
+    from hetsim.schedulers import SchedulerError
 
-    report = plan_llm(
-        args.model, args.platform, context=args.context or 8192, batch=args.batch, prompt=args.prompt,
-        weights=args.weights, kv_dtype=args.kv_dtype, policies=args.policy, objective=args.objective,
-        cost=args.cost, reserve_bytes=int(args.reserve_gib * 2**30),
-    )
-    print(f"{report.model} ({report.weights}, KV {report.kv_dtype}) on {report.platform}: context "
-          f"{report.context}, batch {report.batch}, prompt {report.prompt}")
-    print(report.table())
-    best = report.best
+    errors = (GraphError, SchedulerError, CostModelError)
+    plan = report = None
+    why_not: dict[str, str] = {}
+    try:
+        plan = _llamacpp_plan(args)
+    except errors as e:
+        why_not["llama.cpp"] = str(e).splitlines()[0]
+    simulate = args.policy is not None or plan is None
+    if simulate:
+        try:
+            report = plan_llm(
+                args.model, args.platform, context=args.context or (plan.context if plan else 8192),
+                batch=args.batch, prompt=args.prompt, weights=args.weights, kv_dtype=args.kv_dtype,
+                policies=args.policy, objective=args.objective, cost=args.cost,
+                reserve_bytes=int(args.reserve_gib * 2**30),
+            )
+        except errors as e:
+            why_not["simulated"] = str(e).splitlines()[0]
+    if plan is None and report is None:
+        raise CLIError("; ".join(f"engine {k}: {v}" for k, v in why_not.items()))
+    if plan is not None:
+        _print_llamacpp(plan)
+    else:
+        print(f"engine llama.cpp: does not apply: {why_not['llama.cpp']}")
+    agreement = None
+    if report is not None:
+        print(f"engine simulated (placement policies, {args.cost} costs): {report.model} ({report.weights}, KV "
+              f"{report.kv_dtype}) on {report.platform}: context {report.context}, batch {report.batch}, "
+              f"prompt {report.prompt}")
+        print(report.table())
+        best = report.best
+        print(f"best ({report.objective}): {best.policy}: {best.decode_tok_s:,.2f} decode tok/s, "
+              f"TTFT {best.ttft_s:.3f} s; llama.cpp: {best.llama_cpp or best.llama_cpp_note}")
+        if plan is not None:
+            agreement = compare_engines(plan, report, args.platform)
+            print(agreement.text())
+    elif "simulated" in why_not:
+        print(f"engine simulated: does not apply: {why_not['simulated']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    path = report.save(args.out)
-    print(f"best ({report.objective}): {best.policy}: {best.decode_tok_s:,.2f} decode tok/s, "
-          f"TTFT {best.ttft_s:.3f} s; llama.cpp: {best.llama_cpp or best.llama_cpp_note}")
+    if report is not None:
+        data = report.to_dict()
+        data["llama_cpp"] = plan.to_dict() if plan is not None else {"error": why_not["llama.cpp"]}
+        if agreement is not None:
+            data["engines"] = agreement.to_dict()
+        from hetsim.graphs.graph import atomic_write
+
+        path = atomic_write(args.out, lambda fh: json.dump(data, fh, indent=1, allow_nan=False))
+    else:
+        path = plan.save(args.out)
     print(f"wrote {path}")
     return 0
 

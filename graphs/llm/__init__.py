@@ -2,23 +2,23 @@
 decode step, and weights streamed from host memory.
 
 >>> from hetsim.graphs.llm import llm_graph
->>> g = llm_graph("llama3-70b", phase="decode", kv_length=8192, weights="q4")
->>> round(g.param_bytes / 2**30, 1)   # q4_K weights + an 8192-token f16 KV cache
+>>> g = llm_graph("llama-3-70b", phase="decode", kv_length=8192, weights="Q4_K")
+>>> round(g.param_bytes / 2**30, 1)   # Q4_K weights + an 8192-token f16 KV cache
 39.5
 """
 
 from __future__ import annotations
 
+from hetsim.graphs.llm.architecture import Architecture, ModelWeights
 from hetsim.graphs.llm.build import ACT_BYTES, PHASES, llm_graph
 from hetsim.graphs.llm.config import (
     KV_DTYPES,
-    PRESETS,
     WEIGHT_FORMATS,
-    LLMConfig,
     WeightFormat,
     kv_dtype_bytes,
     weight_format,
 )
+from hetsim.graphs.llm.workload import LLMWorkload
 from hetsim.graphs.llm.spec import LLM_PREFIX, is_llm_spec, llm_graph_from_spec, parse_llm_spec
 from hetsim.graphs.llm.streaming import WEIGHT_SUFFIX, stream_weights
 
@@ -27,10 +27,11 @@ __all__ = [
     "KV_DTYPES",
     "LLM_PREFIX",
     "PHASES",
-    "PRESETS",
     "WEIGHT_FORMATS",
     "WEIGHT_SUFFIX",
-    "LLMConfig",
+    "Architecture",
+    "LLMWorkload",
+    "ModelWeights",
     "WeightFormat",
     "is_llm_spec",
     "kv_dtype_bytes",

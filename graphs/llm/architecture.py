@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hetsim.graphs.graph import GraphError
-from hetsim.graphs.llm.config import require_positive_ints
+from hetsim.graphs.llm.config import kv_dtype_bytes, require_positive_ints
 from hetsim.graphs.llm.gguf_header import TensorInfo, tensor_nbytes
 
 __all__ = ["Architecture", "LayerBytes", "ModelWeights"]
@@ -39,11 +39,13 @@ _BLOCK = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 @dataclass(frozen=True)
 class Architecture:
-    """Hyper-parameters of a decoder-only transformer as llama.cpp uses them.
+    """Hyper-parameters of a decoder-only transformer: the one description of a model that
+    the llama.cpp planner, the simulated graph (:func:`graphs.llm.llm_graph`) and the
+    placement policies read.
 
     ``arch`` is llama.cpp's architecture name (``llama``, ``qwen3``, ``gemma3``,
-    ``phi3``, ``qwen3moe``, ``deepseek2``, ``gpt-oss``...). ``head_dim`` / ``head_dim_v``
-    are the key and value head sizes. ``expert_ffn`` is one routed expert's width,
+    ``phi3``, ``qwen3moe``, ``deepseek2``, ``glm4moe``, ``gpt-oss``...). ``head_dim`` /
+    ``head_dim_v`` are the key and value head sizes (``head_dim`` 0: ``hidden / heads``). ``expert_ffn`` is one routed expert's width,
     ``shared_experts`` x ``shared_ffn`` the always-active shared experts, and the
     first ``dense_layers`` layers have a dense FFN of width ``ffn``. ``swa_layers``
     attend to the last ``sliding_window`` tokens.
@@ -77,7 +79,21 @@ class Architecture:
 
     def __post_init__(self) -> None:
         where = f"model {self.name!r} ({self.arch})"
-        require_positive_ints(where, self, ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "max_context"))
+        require_positive_ints(where, self, ("layers", "hidden", "heads", "kv_heads", "vocab", "max_context"))
+        ints = ("head_dim", "ffn", "head_dim_v", "experts", "top_k", "expert_ffn", "shared_experts", "shared_ffn",
+                "dense_layers", "kv_lora_rank", "q_lora_rank", "rope_head_dim", "sliding_window")
+        for k in ints:
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise GraphError(f"{where}: {k!r} must be an int >= 0, got {v!r}")
+        if not self.head_dim:
+            if self.hidden % self.heads:
+                raise GraphError(f"{where}: hidden {self.hidden} is not a multiple of heads {self.heads}")
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+        if not isinstance(self.swa_layers, tuple):
+            object.__setattr__(self, "swa_layers", tuple(self.swa_layers))
+        if not self.experts and self.top_k:
+            raise GraphError(f"{where}: top_k={self.top_k} without experts")
         if self.heads % self.kv_heads:
             raise GraphError(f"{where}: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
         if self.experts and not 1 <= self.top_k <= self.experts:
@@ -91,6 +107,74 @@ class Architecture:
     def is_moe(self) -> bool:
         """Whether the model has routed experts."""
         return self.experts > 0
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the query projection: ``heads * head_dim``."""
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the K projection: ``kv_heads * head_dim``."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def routed_ffn(self) -> int:
+        """Width of the FFN a token's routed expert (or the dense FFN) has."""
+        return self.expert_ffn if self.is_moe else self.ffn
+
+    # --------------------------------------------------------------- counting
+    def attention_parameters(self) -> int:
+        """Weights of one (non-MLA) layer's attention: Q, K, V, O projections and its norm."""
+        h = self.hidden
+        return h * self.q_dim + h * self.kv_dim + h * self.kv_heads * self.head_dim_v \
+            + self.heads * self.head_dim_v * h + h
+
+    def expert_parameters(self) -> int:
+        """Weights of one SwiGLU FFN of the routed width (one expert): gate, up, down."""
+        return 3 * self.hidden * self.routed_ffn
+
+    def ffn_parameters(self) -> int:
+        """Weights of one layer's FFN block: norm, router and every expert (MoE)."""
+        n = max(self.experts, 1)
+        return self.hidden + self.hidden * self.experts + n * self.expert_parameters()
+
+    def parameters(self) -> int:
+        """Weights in closed form: embeddings, layers, final norm and output projection
+        (the simulated graph's count; :meth:`ModelWeights.parameters` counts a file's tensors).
+
+        >>> round(Architecture.preset("llama-3-8b").parameters() / 1e9, 2)
+        8.03
+        """
+        per_layer = self.attention_parameters() + self.ffn_parameters()
+        heads = 1 if self.tied_embeddings else 2
+        return heads * self.vocab * self.hidden + self.layers * per_layer + self.hidden
+
+    def kv_bytes_per_token(self, kv_dtype: str = "f16") -> float:
+        """KV-cache bytes one token takes over all layers (no sliding window)."""
+        if self.is_mla:
+            return self.layers * (self.kv_lora_rank + self.rope_head_dim) * kv_dtype_bytes(kv_dtype)
+        return self.layers * self.kv_heads * (self.head_dim + self.head_dim_v) * kv_dtype_bytes(kv_dtype)
+
+    @staticmethod
+    def presets() -> list[str]:
+        """Names of the model presets (:mod:`graphs.llm.presets`)."""
+        from hetsim.graphs.llm.presets import preset_names
+
+        return preset_names()
+
+    @classmethod
+    def preset(cls, name: str) -> Architecture:
+        """The preset ``name`` (spelling variants such as ``llama3-70b`` for ``llama-3-70b``
+        accepted); :class:`GraphError` "unknown model" listing the known names."""
+        from hetsim.graphs.llm.presets import preset_architecture
+
+        return preset_architecture(name)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Architecture:
+        """The architecture :meth:`to_dict` wrote."""
+        return cls(**{**data, "swa_layers": tuple(data.get("swa_layers", ()))})
 
     @property
     def is_mla(self) -> bool:

@@ -34,7 +34,8 @@ A ``matmul`` node's ``attrs`` hold its weight's ``k`` (input) and ``n`` (output)
 sizes (and ``groups``, the experts, on a grouped one). Node attributes: ``layer`` (the
 decoder layer index) on every node of a layer, ``moe_block`` on the routed-expert nodes,
 ``top_k`` on the router's ``topk`` node.
-``meta["llm"]`` holds the configuration, the phase and its sizes, and ``units``: the
+``meta["llm"]`` holds the :class:`~graphs.llm.workload.LLMWorkload` (read it with
+``LLMWorkload.of(graph)``): the architecture, the phase and its sizes, and ``units``: the
 groups of nodes a placement moves together (``token_embd``, ``blk.{i}.attn``,
 ``blk.{i}.ffn``, ``blk.{i}.ffn_exps``, ``output``).
 """
@@ -45,9 +46,60 @@ import math
 from typing import Any
 
 from hetsim.graphs.graph import Graph, GraphError
-from hetsim.graphs.llm.config import LLMConfig, kv_dtype_bytes, weight_format
+from hetsim.graphs.llm.architecture import Architecture, ModelWeights
+from hetsim.graphs.llm.config import WEIGHT_FORMATS, WeightFormat, kv_dtype_bytes, weight_format
+from hetsim.graphs.llm.workload import LLMWorkload
 
-__all__ = ["ACT_BYTES", "PHASES", "llm_graph"]
+__all__ = ["ACT_BYTES", "PHASES", "SIMULATED_LIMITS", "check_simulated", "graph_weight_format", "llm_graph"]
+
+#: what the simulated graph cannot express, as (test, what it is)
+SIMULATED_LIMITS = (
+    (lambda a: a.is_mla, "multi-head latent attention"),
+    (lambda a: a.shared_experts > 0, "shared experts"),
+    (lambda a: a.dense_layers > 0, "leading dense layers"),
+    (lambda a: bool(a.swa_layers and a.sliding_window), "sliding-window layers"),
+    (lambda a: a.head_dim_v != a.head_dim, "value heads of another size than key heads"),
+)
+
+
+def check_simulated(arch: Architecture) -> None:
+    """:class:`GraphError` naming what of ``arch`` the simulated graph does not express."""
+    missing = [what for test, what in SIMULATED_LIMITS if test(arch)]
+    if missing:
+        raise GraphError(f"model {arch.name!r} ({arch.arch}) has {', '.join(missing)}, which the simulated "
+                         "policies do not express; plan it as llama.cpp runs it (without --policy)")
+
+
+#: nodes the graph of one phase may hold (about 20 per layer): beyond, building it would
+#: exhaust memory before a single op is priced
+MAX_NODES = 2_000_000
+
+
+def _check_size(arch: Architecture, batch: object) -> None:
+    """:class:`GraphError` for a graph too large to build, estimated before allocating."""
+    nodes = 20 * arch.layers + 8
+    if nodes > MAX_NODES:
+        raise GraphError(f"model {arch.name!r}: {arch.layers} layers would make a graph of about {nodes:,} nodes "
+                         f"(at most {MAX_NODES:,}): too large to build")
+
+
+def graph_weight_format(arch: Architecture, weights: str | WeightFormat) -> WeightFormat:
+    """The weights as one format: a ggml type (``Q4_K``) as it is; a llama.cpp file type
+    (``Q4_K_M``) at the bits per weight llama-quantize's recipe gives ``arch``."""
+    try:
+        return weight_format(weights)
+    except GraphError:
+        from hetsim.graphs.llm.quant_recipe import FILE_TYPES, file_type, recipe_tensors
+
+        try:
+            ftype = file_type(weights)
+        except GraphError:
+            raise GraphError(f"unknown weight type {weights!r}; ggml types: {', '.join(WEIGHT_FORMATS)}; "
+                             f"llama.cpp file types: {', '.join(FILE_TYPES)}") from None
+        model = ModelWeights(arch, recipe_tensors(arch, ftype), ftype, f"llama-quantize's {ftype} recipe")
+        return WeightFormat(ftype, model.bits_per_weight(), "float" if model.float_weights else "dequant",
+                            model.origin)
+
 
 #: bytes of one activation element (llama.cpp computes in float32)
 ACT_BYTES = 4
@@ -83,14 +135,14 @@ class _Builder:
 
 
 def llm_graph(
-    config: LLMConfig | str,
+    config: Architecture | str,
     *,
     phase: str = "decode",
     batch: int = 1,
     tokens: int | None = None,
     kv_length: int | None = None,
     context: int | None = None,
-    weights: str = "f16",
+    weights: str | WeightFormat = "f16",
     kv_dtype: str = "f16",
 ) -> Graph:
     """The graph of one prefill or one decode step of ``config``.
@@ -98,7 +150,7 @@ def llm_graph(
     Parameters
     ----------
     config
-        An :class:`LLMConfig` or a preset name.
+        An :class:`~graphs.llm.architecture.Architecture` or a preset name.
     phase
         ``"prefill"`` (``tokens`` prompt tokens per sequence) or ``"decode"`` (one
         token per sequence attending to ``kv_length`` cached tokens, itself included).
@@ -112,7 +164,8 @@ def llm_graph(
         KV-cache capacity per sequence, which sizes its memory (default: the prompt
         for a prefill, ``kv_length`` or the model's ``max_context`` for a decode).
     weights
-        Weight storage format (:func:`~graphs.llm.config.weight_format`).
+        Weight storage format: a ggml type (:func:`~graphs.llm.config.weight_format`) or a
+        llama.cpp file type (``Q4_K_M``: :func:`graph_weight_format`).
     kv_dtype
         KV-cache element type (:data:`~graphs.llm.config.KV_DTYPES`).
 
@@ -124,7 +177,7 @@ def llm_graph(
     Raises
     ------
     GraphError
-        unknown preset, format or dtype; a context longer than the model allows;
+        unknown preset, format or dtype; an architecture the graph does not express;
         a non-positive size.
 
     Examples
@@ -133,11 +186,15 @@ def llm_graph(
     >>> g.nodes["blk.0.attn_q"]["flops"] == 2 * 64 * 64
     True
     """
-    cfg = LLMConfig.preset(config) if isinstance(config, str) else config
+    cfg = Architecture.preset(config) if isinstance(config, str) else config
     if phase not in PHASES:
         raise GraphError(f"unknown phase {phase!r}; phases: {', '.join(PHASES)}")
-    fmt = weight_format(weights)
+    check_simulated(cfg)
+    fmt = graph_weight_format(cfg, weights)
     kvb = kv_dtype_bytes(kv_dtype)
+    if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context < 2):
+        raise GraphError(f"context must be an int >= 2 (the prompt and one generated token), got {context!r}")
+    _check_size(cfg, batch)
     if phase == "prefill":
         tokens = 512 if tokens is None else tokens
         kv_length = tokens
@@ -150,12 +207,10 @@ def llm_graph(
     for key, v in (("batch", batch), ("tokens", tokens), ("kv_length", kv_length), ("context", context)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise GraphError(f"{key} must be an int >= 1, got {v!r}")
-    if context > cfg.max_context:
-        raise GraphError(f"context {context} is longer than {cfg.name!r} allows ({cfg.max_context} tokens)")
     if kv_length > context:
         raise GraphError(f"{phase}: {kv_length} tokens do not fit a context of {context}")
 
-    B, T, h, qd, kvd = batch, tokens, cfg.hidden, cfg.q_dim, cfg.kv_dim
+    B, T, h, qd, kvd, ffn = batch, tokens, cfg.hidden, cfg.q_dim, cfg.kv_dim, cfg.routed_ffn
     N = B * T  # rows of every per-token op
     a, wb = ACT_BYTES, fmt.bytes_per_weight
     # attention: (query, key) pairs per sequence and head; keys and values read per sequence
@@ -208,11 +263,11 @@ def llm_graph(
         u = f"{p}.ffn"
         xn = norm(u, f"{p}.ffn_norm", x, N, **L)
         if not cfg.is_moe:
-            gt = matmul(u, f"{p}.ffn_gate", xn, N, h, cfg.ffn, **L)
-            up = matmul(u, f"{p}.ffn_up", xn, N, h, cfg.ffn, **L)
-            act = b.op(u, f"{p}.ffn_act", "silu_mul", rows=N, width=cfg.ffn, flops=5 * N * cfg.ffn,
-                       nbytes=3 * N * cfg.ffn * a, inputs=[(gt, N * cfg.ffn * a), (up, N * cfg.ffn * a)], **L)
-            dn = matmul(u, f"{p}.ffn_down", act, N, cfg.ffn, h, **L)
+            gt = matmul(u, f"{p}.ffn_gate", xn, N, h, ffn, **L)
+            up = matmul(u, f"{p}.ffn_up", xn, N, h, ffn, **L)
+            act = b.op(u, f"{p}.ffn_act", "silu_mul", rows=N, width=ffn, flops=5 * N * ffn,
+                       nbytes=3 * N * ffn * a, inputs=[(gt, N * ffn * a), (up, N * ffn * a)], **L)
+            dn = matmul(u, f"{p}.ffn_down", act, N, ffn, h, **L)
         else:
             E, K = cfg.experts, cfg.top_k
             rt = matmul(u, f"{p}.ffn_gate_inp", xn, N, h, E, **L)
@@ -221,12 +276,12 @@ def llm_graph(
             R = N * K  # routed rows: N * K / E expected per expert
             p_used = 1.0 - (1.0 - K / E) ** N  # chance an expert gets a token: its weights are read
             ue, X = f"{p}.ffn_exps", {"layer": i, "moe_block": i}
-            ge = matmul(ue, f"{p}.ffn_gate_exps", xn, R, h, cfg.ffn, groups=E, read_p=p_used, **X)
+            ge = matmul(ue, f"{p}.ffn_gate_exps", xn, R, h, ffn, groups=E, read_p=p_used, **X)
             g.add_edge(tk, ge, bytes=int(round(R * 2 * a)))
-            ue_ = matmul(ue, f"{p}.ffn_up_exps", xn, R, h, cfg.ffn, groups=E, read_p=p_used, **X)
-            ae = b.op(ue, f"{p}.ffn_act_exps", "silu_mul", rows=R, width=cfg.ffn, flops=5 * R * cfg.ffn,
-                      nbytes=3 * R * cfg.ffn * a, inputs=[(ge, R * cfg.ffn * a), (ue_, R * cfg.ffn * a)], **X)
-            de = matmul(ue, f"{p}.ffn_down_exps", ae, R, cfg.ffn, h, groups=E, read_p=p_used, **X)
+            ue_ = matmul(ue, f"{p}.ffn_up_exps", xn, R, h, ffn, groups=E, read_p=p_used, **X)
+            ae = b.op(ue, f"{p}.ffn_act_exps", "silu_mul", rows=R, width=ffn, flops=5 * R * ffn,
+                      nbytes=3 * R * ffn * a, inputs=[(ge, R * ffn * a), (ue_, R * ffn * a)], **X)
+            de = matmul(ue, f"{p}.ffn_down_exps", ae, R, ffn, h, groups=E, read_p=p_used, **X)
             dn = b.op(u, f"{p}.ffn_moe_sum", "moe_sum", rows=N, width=h, flops=2 * N * K * h,
                       nbytes=(K + 1) * N * h * a + N * K * a,
                       inputs=[(tk, N * 2 * K * a), (de, R * h * a)], **L)
@@ -239,9 +294,8 @@ def llm_graph(
                          "consumers": ["token_embd"]}]
     g.meta["outputs"] = [{"node": out, "output": 0, "shape": [B, cfg.vocab], "dtype": "float32",
                           "bytes": B * cfg.vocab * a}]
-    g.meta["llm"] = {
-        "config": cfg.to_dict(), "phase": phase, "batch": B, "tokens": T, "kv_length": kv_length,
-        "context": context, "weights": fmt.name, "kv_dtype": kv_dtype, "units": b.units,
-        "expert_read_fraction": (1.0 - (1.0 - cfg.top_k / cfg.experts) ** N) if cfg.is_moe else 1.0,
-    }
+    g.meta["llm"] = LLMWorkload(
+        cfg, fmt, phase, B, T, kv_length, context, kv_dtype, b.units,
+        expert_read_fraction=(1.0 - (1.0 - cfg.top_k / cfg.experts) ** N) if cfg.is_moe else 1.0,
+    ).to_meta()
     return g

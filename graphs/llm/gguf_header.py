@@ -98,8 +98,19 @@ class GGUFHeader:
 class _Stream:
     """Reads little-endian values; a short read is a :class:`GraphError` saying what was read."""
 
-    def __init__(self, fh: BinaryIO, path: str) -> None:
-        self.fh, self.path, self.read_so_far = fh, path, "nothing"
+    def __init__(self, fh: BinaryIO, path: str, size: int) -> None:
+        self.fh, self.path, self.read_so_far, self.size = fh, path, "nothing", size
+
+    def left(self) -> int:
+        """Bytes of the file not read yet."""
+        return self.size - self.fh.tell()
+
+    def check_count(self, what: str, count: int) -> None:
+        """A count of items the rest of the file cannot hold even at a byte each is corrupt: an
+        error before anything is allocated for them (a shorter shortfall reads as truncated)."""
+        if count > self.left():
+            raise GraphError(f"{self.path}: corrupt GGUF file: {what} of {count} items after {self.read_so_far} "
+                             f"(the file has {self.left()} bytes left)")
 
     def take(self, n: int) -> bytes:
         data = self.fh.read(n)
@@ -123,6 +134,7 @@ class _Stream:
             return self.string()
         if vtype == _ARRAY:
             itype, count = self.unpack("<I"), self.unpack("<Q")
+            self.check_count("an array", count)
             if itype in _SCALARS and count > 64:  # vocabularies: skip, keep the length
                 self.take(count * struct.calcsize(_SCALARS[itype]))
                 return count
@@ -139,8 +151,9 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
     ------
     GraphError
         the file is missing, not GGUF, of a version other than 2 or 3, truncated (naming
-        what was read before it ended) or holds a tensor of a ggml type this ``gguf``
-        package does not know (naming the tensor and the type code).
+        what was read before it ended), counts more items than its bytes can hold (checked
+        before anything is allocated), names a tensor twice, or holds a tensor of a ggml type
+        this ``gguf`` package does not know (naming the tensor and the type code).
     """
     import gguf
 
@@ -148,7 +161,7 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
     if not path.is_file():
         raise GraphError(f"{path}: no such GGUF file")
     with path.open("rb") as fh:
-        s = _Stream(fh, str(path))
+        s = _Stream(fh, str(path), path.stat().st_size)
         magic = fh.read(4)
         if magic != _MAGIC:
             raise GraphError(f"{path}: not a GGUF file (starts with {magic!r}, expected b'GGUF')")
@@ -160,12 +173,15 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
         s.read_so_far = f"the version ({version})"
         n_tensors, n_kv = s.unpack("<Q"), s.unpack("<Q")
         s.read_so_far = f"the version ({version}) and counts ({n_tensors} tensors, {n_kv} metadata entries)"
+        s.check_count("a metadata table", n_kv)
+        s.check_count("a tensor table", n_tensors)
         metadata: dict[str, Any] = {}
         for i in range(n_kv):
             key = s.string()
             metadata[key] = s.value(s.unpack("<I"))
             s.read_so_far = f"{i + 1} of {n_kv} metadata entries (last {key!r})"
         tensors = []
+        seen: set[str] = set()
         for i in range(n_tensors):
             name = s.string()
             n_dims = s.unpack("<I")
@@ -179,6 +195,9 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
             except ValueError:
                 raise GraphError(f"{path}: tensor {name!r} has unknown quantisation type {code} "
                                  f"(gguf {_gguf_version()} knows {len(gguf.GGMLQuantizationType)} types)") from None
+            if name in seen:
+                raise GraphError(f"{path}: corrupt GGUF file: tensor name {name!r} appears twice")
+            seen.add(name)
             tensors.append(TensorInfo(name, shape, type_name))
             s.read_so_far = f"all {n_kv} metadata entries and {i + 1} of {n_tensors} tensor records (last {name!r})"
     return GGUFHeader(str(path), version, metadata, tuple(tensors))

@@ -19,7 +19,11 @@ Phi3ForCausalLM                           phi3        fused QKV and gate/up
 MixtralForCausalLM                        llama       ``num_local_experts``, ``num_experts_per_tok``
 Qwen3MoeForCausalLM                       qwen3moe    ``num_experts``, ``moe_intermediate_size``
 DeepseekV2/V3ForCausalLM                  deepseek2   MLA ranks, shared experts, dense layers
+Glm4MoeForCausalLM (GLM-4.5, 4.6)         glm4moe     ``n_routed_experts``, shared experts,
+                                                      ``first_k_dense_replace``, ``head_dim``
 GptOssForCausalLM                         gpt-oss     ``num_local_experts``, ``layer_types``
+Qwen2/2.5-VL, Qwen3-VL (MoE), Mistral3,   the text    the language model of a vision-language
+Glm4vMoe ...ForConditionalGeneration      tower's     model (``text_config``): its text tower
 ========================================  ==========  ==========================================
 
 Anything else (state-space or hybrid layers, encoder-decoders, unknown classes) is
@@ -35,7 +39,7 @@ from typing import Any
 from hetsim.graphs.graph import GraphError
 from hetsim.graphs.llm.architecture import Architecture
 
-__all__ = ["HF_ARCHITECTURES", "architecture_from_hf", "read_hf_config"]
+__all__ = ["HF_ARCHITECTURES", "VLM_TEXT_TOWERS", "architecture_from_hf", "read_hf_config"]
 
 #: transformers class -> llama.cpp architecture
 HF_ARCHITECTURES: dict[str, str] = {
@@ -43,7 +47,17 @@ HF_ARCHITECTURES: dict[str, str] = {
     "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3moe",
     "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3",
     "Phi3ForCausalLM": "phi3", "DeepseekV2ForCausalLM": "deepseek2", "DeepseekV3ForCausalLM": "deepseek2",
-    "GptOssForCausalLM": "gpt-oss",
+    "GptOssForCausalLM": "gpt-oss", "Glm4MoeForCausalLM": "glm4moe",
+}
+#: vision-language classes -> the class of their text tower (``text_config``, or the top level)
+VLM_TEXT_TOWERS: dict[str, str] = {
+    "Qwen2VLForConditionalGeneration": "Qwen2ForCausalLM",
+    "Qwen2_5_VLForConditionalGeneration": "Qwen2ForCausalLM",
+    "Qwen3VLForConditionalGeneration": "Qwen3ForCausalLM",
+    "Qwen3VLMoeForConditionalGeneration": "Qwen3MoeForCausalLM",
+    "Mistral3ForConditionalGeneration": "MistralForCausalLM",
+    "Glm4vMoeForConditionalGeneration": "Glm4MoeForCausalLM",
+    "LlavaForConditionalGeneration": "LlamaForCausalLM",
 }
 _HYBRID_KEYS = ("mamba_d_state", "ssm_state_size", "attn_layer_period", "linear_conv_kernel_dim")
 
@@ -71,6 +85,16 @@ def _get(cfg: dict[str, Any], where: str, key: str, default: Any = None) -> Any:
     return v
 
 
+def _int(cfg: dict[str, Any], where: str, key: str, default: Any = None) -> int:
+    """``cfg[key]`` as an int (absent or null: ``default``): a boolean, a float or a string there
+    is an error naming the key."""
+    v = cfg.get(key)
+    v = _get({key: default if v is None else v}, where, key)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise GraphError(f"{where}: {key!r} must be an integer, got {type(v).__name__} {v!r:.40}")
+    return v
+
+
 def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
     """The :class:`Architecture` a Hugging Face config describes.
 
@@ -83,6 +107,13 @@ def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
     classes = cfg.get("architectures") or []
     cls = classes[0] if classes else cfg.get("model_type", "?")
     where = f"config {name or cls!r}"
+    if cls in VLM_TEXT_TOWERS:  # a vision-language model: plan its language model
+        text = cfg.get("text_config") or {}
+        cls = VLM_TEXT_TOWERS[cls]
+        if isinstance(text.get("architectures"), list) and text["architectures"]:
+            cls = text["architectures"][0] if text["architectures"][0] in HF_ARCHITECTURES else cls
+        cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **text, "architectures": [cls]}
+        classes = [cls]
     hybrid = [k for k in _HYBRID_KEYS if k in cfg]
     layer_types = cfg.get("layer_types") or []
     odd = sorted({t for t in layer_types if t not in ("full_attention", "sliding_attention")})
@@ -95,37 +126,43 @@ def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
     arch = HF_ARCHITECTURES[cls]
     if "text_config" in cfg:  # Gemma 3 multimodal: the language model's config
         cfg = {**cfg["text_config"], "architectures": classes}
-    h = int(_get(cfg, where, "hidden_size"))
-    heads = int(_get(cfg, where, "num_attention_heads"))
-    n = int(_get(cfg, where, "num_hidden_layers"))
+    h = _int(cfg, where, "hidden_size")
+    heads = _int(cfg, where, "num_attention_heads")
+    n = _int(cfg, where, "num_hidden_layers")
     kw: dict[str, Any] = dict(
         name=name or str(cfg.get("_name_or_path") or cls), arch=arch, layers=n, hidden=h, heads=heads,
-        kv_heads=int(cfg.get("num_key_value_heads") or heads),
-        head_dim=int(cfg.get("head_dim") or h // heads),
-        ffn=int(_get(cfg, where, "intermediate_size")), vocab=int(_get(cfg, where, "vocab_size")),
-        max_context=int(_get(cfg, where, "max_position_embeddings")),
+        kv_heads=_int(cfg, where, "num_key_value_heads", heads),
+        head_dim=_int(cfg, where, "head_dim", 0),
+        ffn=_int(cfg, where, "intermediate_size"), vocab=_int(cfg, where, "vocab_size"),
+        max_context=_int(cfg, where, "max_position_embeddings"),
         tied_embeddings=bool(cfg.get("tie_word_embeddings", arch.startswith("gemma"))),
         source=f"Hugging Face config ({cls})",
     )
     if cls.startswith("Mixtral") or cls == "GptOssForCausalLM":
-        kw.update(experts=int(_get(cfg, where, "num_local_experts")),
-                  top_k=int(_get(cfg, where, "num_experts_per_tok")))
+        kw.update(experts=_int(cfg, where, "num_local_experts"),
+                  top_k=_int(cfg, where, "num_experts_per_tok"))
     if cls == "Qwen3MoeForCausalLM":
-        kw.update(experts=int(_get(cfg, where, "num_experts")), top_k=int(_get(cfg, where, "num_experts_per_tok")),
-                  expert_ffn=int(_get(cfg, where, "moe_intermediate_size")))
+        kw.update(experts=_int(cfg, where, "num_experts"), top_k=_int(cfg, where, "num_experts_per_tok"),
+                  expert_ffn=_int(cfg, where, "moe_intermediate_size"))
     if cls.startswith("Deepseek"):
-        rope = int(_get(cfg, where, "qk_rope_head_dim"))
-        kw.update(experts=int(_get(cfg, where, "n_routed_experts")), top_k=int(_get(cfg, where, "num_experts_per_tok")),
-                  expert_ffn=int(_get(cfg, where, "moe_intermediate_size")),
-                  shared_experts=int(cfg.get("n_shared_experts") or 0),
-                  shared_ffn=int(_get(cfg, where, "moe_intermediate_size")),
-                  dense_layers=int(cfg.get("first_k_dense_replace") or 0),
-                  kv_lora_rank=int(_get(cfg, where, "kv_lora_rank")), q_lora_rank=int(cfg.get("q_lora_rank") or 0),
-                  rope_head_dim=rope, head_dim=int(_get(cfg, where, "qk_nope_head_dim")) + rope,
-                  head_dim_v=int(_get(cfg, where, "v_head_dim")), kv_heads=heads)
+        rope = _int(cfg, where, "qk_rope_head_dim")
+        kw.update(experts=_int(cfg, where, "n_routed_experts"), top_k=_int(cfg, where, "num_experts_per_tok"),
+                  expert_ffn=_int(cfg, where, "moe_intermediate_size"),
+                  shared_experts=_int(cfg, where, "n_shared_experts", 0),
+                  shared_ffn=_int(cfg, where, "moe_intermediate_size"),
+                  dense_layers=_int(cfg, where, "first_k_dense_replace", 0),
+                  kv_lora_rank=_int(cfg, where, "kv_lora_rank"), q_lora_rank=_int(cfg, where, "q_lora_rank", 0),
+                  rope_head_dim=rope, head_dim=_int(cfg, where, "qk_nope_head_dim") + rope,
+                  head_dim_v=_int(cfg, where, "v_head_dim"), kv_heads=heads)
+    if cls == "Glm4MoeForCausalLM":
+        kw.update(experts=_int(cfg, where, "n_routed_experts"), top_k=_int(cfg, where, "num_experts_per_tok"),
+                  expert_ffn=_int(cfg, where, "moe_intermediate_size"),
+                  shared_experts=_int(cfg, where, "n_shared_experts", 0),
+                  shared_ffn=_int(cfg, where, "moe_intermediate_size"),
+                  dense_layers=_int(cfg, where, "first_k_dense_replace", 0))
     if cls == "Phi3ForCausalLM":
         kw["fused_qkv"] = True
-    window = int(cfg.get("sliding_window") or 0)
+    window = _int(cfg, where, "sliding_window", 0)
     if window and (arch.startswith("gemma") or arch == "gpt-oss"):
         if layer_types:
             swa = tuple(i for i, t in enumerate(layer_types) if t == "sliding_attention")

@@ -24,19 +24,22 @@ from hetsim.graphs.graph import GraphError
 from hetsim.graphs.llm.architecture import Architecture, ModelWeights
 from hetsim.graphs.llm.gguf_header import GGUFHeader, read_gguf_header
 from hetsim.graphs.llm.hf_config import architecture_from_hf, read_hf_config
+from hetsim.graphs.llm.presets import canonical_preset, preset_architecture, preset_names
 from hetsim.graphs.llm.quant_recipe import file_type, recipe_tensors
 
-__all__ = ["GGUF_ARCHITECTURES", "architecture_from_gguf", "default_file_type", "load_model", "model_presets"]
+__all__ = ["GGUF_ARCHITECTURES", "GGUF_TEXT_TOWERS", "architecture_from_gguf", "default_file_type", "load_model", "model_presets"]
 
-CONFIG_DIR = Path(__file__).with_name("configs")
 #: llama.cpp architectures the planner expresses from a GGUF header
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "gemma2", "gemma3", "phi3",
-                      "deepseek2", "gpt-oss", "mixtral")
+                      "deepseek2", "gpt-oss", "mixtral", "glm4moe", "qwen2vl", "qwen3vl", "qwen3vlmoe", "mistral3")
+#: vision-language GGUFs (the language model's file; the vision tower is a separate mmproj file)
+#: -> the architecture of their text tower
+GGUF_TEXT_TOWERS = {"qwen2vl": "qwen2", "qwen3vl": "qwen3", "qwen3vlmoe": "qwen3moe", "mistral3": "llama"}
 
 
 def model_presets() -> list[str]:
     """Names of the model presets (``graphs/llm/configs/*.json``)."""
-    return sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
+    return preset_names()
 
 
 def _scalar(v: Any) -> Any:
@@ -72,7 +75,7 @@ def architecture_from_gguf(header: GGUFHeader) -> Architecture:
     if not vocab:
         raise GraphError(f"{path}: GGUF file has neither {arch}.vocab_size nor token_embd.weight")
     kw: dict[str, Any] = dict(
-        name=str(md.get("general.name") or Path(path).stem), arch=arch, layers=n, hidden=h, heads=heads,
+        name=str(md.get("general.name") or Path(path).stem), arch=GGUF_TEXT_TOWERS.get(arch, arch), layers=n, hidden=h, heads=heads,
         kv_heads=int(get("attention.head_count_kv", heads)),
         head_dim=int(get("attention.key_length", h // heads)),
         head_dim_v=int(get("attention.value_length", 0) or 0),
@@ -141,12 +144,8 @@ def load_model(source: str | Path, weights: str | None = None) -> ModelWeights:
         arch = architecture_from_hf(cfg, name=p.parent.name if p.suffix == ".json" else p.name)
         origin = str(p)
     else:
-        preset = CONFIG_DIR / f"{source}.json"
-        if not preset.is_file():
-            raise GraphError(f"{source!r} is not a GGUF file, config.json, model folder or preset; presets: "
-                             f"{', '.join(model_presets())}")
-        arch = architecture_from_hf(read_hf_config(preset), name=str(source))
-        origin = f"preset {source}"
+        arch = preset_architecture(str(source))  # "unknown model ..." listing the presets
+        origin = f"preset {canonical_preset(str(source))}"
     ftype = file_type(weights) if weights is not None else default_file_type(arch)
     return ModelWeights(arch, recipe_tensors(arch, ftype), ftype, origin)
 

@@ -16,7 +16,9 @@ type (``Q4_K_M``, ``Q8_0``...). The rules are the main ones of
   ``attn_v`` is Q8_0 in 8-expert models and at least Q5_K in 80-layer (70B) models;
 * a K-quant whose row is not a multiple of 256 falls back (Q4_K -> Q5_0, Q5_K -> Q5_1,
   Q6_K -> Q8_0, Q2_K/Q3_K -> IQ4_NL); a row not a multiple of 32 is F16;
-* MXFP4_MOE (gpt-oss): routed experts MXFP4, other matrices Q8_0.
+* MXFP4_MOE (gpt-oss): routed experts MXFP4, other matrices Q8_0;
+* the i-quants (IQ4_XS ... IQ1_S) store every matrix at their base type, the output Q6_K
+  (llama-quantize's further per-tensor choices for them are not modelled).
 
 So Q4_K_M averages 4.8-4.9 bits per weight on a Llama, not Q4_K's 4.5.
 
@@ -42,11 +44,18 @@ FILE_TYPES: dict[str, str] = {
     "Q5_K_M": "Q5_K", "Q5_K_S": "Q5_K", "Q5_0": "Q5_0", "Q5_1": "Q5_1",
     "Q4_K_M": "Q4_K", "Q4_K_S": "Q4_K", "Q4_0": "Q4_0", "Q4_1": "Q4_1",
     "Q3_K_L": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_S": "Q3_K", "Q2_K": "Q2_K", "MXFP4_MOE": "MXFP4",
+    "IQ4_XS": "IQ4_XS", "IQ4_NL": "IQ4_NL", "IQ3_M": "IQ3_S", "IQ3_S": "IQ3_S", "IQ3_XS": "IQ3_XXS",
+    "IQ3_XXS": "IQ3_XXS", "IQ2_M": "IQ2_S", "IQ2_S": "IQ2_S", "IQ2_XS": "IQ2_XS", "IQ2_XXS": "IQ2_XXS",
+    "IQ1_M": "IQ1_M", "IQ1_S": "IQ1_S",
 }
 _ALIASES = {"FP16": "F16", "FP32": "F32", "Q8": "Q8_0", "Q6": "Q6_K", "Q5": "Q5_K_M", "Q4": "Q4_K_M",
             "Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "Q3_K": "Q3_K_M", "Q3": "Q3_K_M", "MXFP4": "MXFP4_MOE"}
-_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL"}
-_K_QUANTS = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL",
+             "IQ4_XS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ3_XXS": "IQ4_NL", "IQ2_S": "IQ4_NL", "IQ2_XS": "IQ4_NL",
+             "IQ2_XXS": "IQ4_NL", "IQ1_M": "IQ4_NL", "IQ1_S": "IQ4_NL"}
+_K_QUANTS = tuple(_FALLBACK)  # types of 256-weight blocks
+#: tensors a recipe may list (about 16 per layer): beyond, the table would exhaust memory
+MAX_TENSORS = 2_000_000
 
 
 def file_type(name: str) -> str:
@@ -149,8 +158,18 @@ def _layer_shapes(a: Architecture, i: int) -> list[tuple[str, tuple[int, ...]]]:
 
 
 def recipe_tensors(a: Architecture, ftype: str) -> tuple[TensorInfo, ...]:
-    """The tensors of ``a`` as a llama.cpp file of type ``ftype`` would hold them."""
+    """The tensors of ``a`` as a llama.cpp file of type ``ftype`` would hold them.
+
+    Raises
+    ------
+    GraphError
+        an unknown file type; a model whose tensor table would exhaust memory (estimated
+        from its layer count before any is listed).
+    """
     ftype = file_type(ftype)
+    if a.layers * 16 > MAX_TENSORS:
+        raise GraphError(f"model {a.name!r}: {a.layers} layers would list about {a.layers * 16:,} tensors (at most "
+                         f"{MAX_TENSORS:,}): too large to plan")
     out = [TensorInfo("token_embd.weight", (a.hidden, a.vocab),
                       _with_fallback(_matrix_type(a, ftype, "token_embd", -1), a.hidden))]
     for i in range(a.layers):

@@ -2,7 +2,7 @@
 
 ``llm:NAME`` is the decode step of preset ``NAME`` at its full context;
 comma-separated ``key=value`` pairs set :func:`~graphs.llm.llm_graph`'s arguments:
-``llm:llama3-70b,phase=decode,context=4096,weights=q4`` (integers for ``tokens``,
+``llm:llama-3-70b,phase=decode,context=4096,weights=Q4_K_M`` (integers for ``tokens``,
 ``kv_length``, ``context``; strings for ``phase``, ``weights``, ``kv_dtype``).
 
 >>> parse_llm_spec("llm:tiny,context=64,weights=q8")
@@ -15,7 +15,7 @@ from typing import Any
 
 from hetsim.graphs.graph import Graph, GraphError
 from hetsim.graphs.llm.build import llm_graph
-from hetsim.graphs.llm.config import LLMConfig
+from hetsim.graphs.llm.architecture import Architecture
 
 __all__ = ["LLM_PREFIX", "is_llm_spec", "llm_graph_from_spec", "parse_llm_spec"]
 
@@ -35,7 +35,7 @@ def parse_llm_spec(model: str) -> tuple[str, dict[str, Any]]:
     if not is_llm_spec(model):
         raise GraphError(f"{model!r} is not an LLM workload (llm:NAME[,key=value...])")
     name, *pairs = model[len(LLM_PREFIX):].split(",")
-    LLMConfig.preset(name)
+    Architecture.preset(name)
     kwargs: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from hetsim.costmodel.llamacpp import (
     AchievedRates,
+    BackendRates,
     LlamaCppRun,
     Machine,
     Placement,
@@ -54,16 +55,23 @@ class RunEvaluation:
 
 
 def _fits(pl: Placement, machine: Machine, reserve: int) -> bool:
-    return not machine.has_gpu or pl.memory["gpu"] + reserve <= machine.gpu_memory
+    if not machine.has_gpu:
+        return True
+    if machine.unified_memory and machine.host_memory and pl.memory["gpu"] + pl.memory["host"] > machine.host_memory:
+        return False  # one pool: the GPU's share and the host's together
+    return pl.memory["gpu"] + reserve <= machine.gpu_memory
 
 
-def evaluate_run(model: ModelWeights, machine: Machine, run: LlamaCppRun, *, context: int, rates: AchievedRates,
+def evaluate_run(model: ModelWeights, machine: Machine, run: LlamaCppRun, *, context: int,
+                 rates: AchievedRates | BackendRates,
                  prompt: int = 512, generate: int = 128, reserve: int = DEFAULT_RESERVE_BYTES) -> RunEvaluation:
-    """Price ``run`` (pp of ``prompt`` and tg of ``generate`` tokens) with a KV cache of ``context``."""
+    """Price ``run`` with a KV cache of ``context``: pp of ``prompt`` tokens after ``run.depth``
+    cached ones, and tg of ``generate`` tokens at the depth that prompt leaves."""
     pl = place(model, run, context, has_gpu=machine.has_gpu, gpus=machine.gpu_count)
     run = replace(run, context=context)
     return RunEvaluation(run, pl, predict(model, machine, run, "pp", prompt, rates, pl),
-                         predict(model, machine, run, "tg", generate, rates, pl), reserve, _fits(pl, machine, reserve))
+                         predict(model, machine, replace(run, depth=run.depth + prompt), "tg", generate, rates, pl),
+                         reserve, _fits(pl, machine, reserve))
 
 
 def fitting_runs(model: ModelWeights, machine: Machine, *, context: int, base: LlamaCppRun | None = None,
@@ -74,26 +82,25 @@ def fitting_runs(model: ModelWeights, machine: Machine, *, context: int, base: L
     Raises
     ------
     SchedulerError
-        a context beyond the model's maximum; nothing fits (needed and available memory).
+        nothing fits (needed and available memory).
     """
     base = base or LlamaCppRun()
     n = model.arch.layers
-    if context > model.arch.max_context:
-        raise SchedulerError(f"context {context} exceeds {model.arch.name!r}'s maximum {model.arch.max_context}")
     if not machine.has_gpu:
         return [replace(base, ngl=0)]
     candidates = []
-    for ngl in range(n + 1, -1, -1):
-        run = replace(base, ngl=ngl, n_cpu_moe=0)
-        if _fits(place(model, run, context, gpus=machine.gpu_count), machine, reserve):
-            candidates.append(run)
-            break
+
+    def fits(run: LlamaCppRun) -> bool:
+        return _fits(place(model, run, context, gpus=machine.gpu_count), machine, reserve)
+
+    # GPU memory grows with -ngl and shrinks with --n-cpu-moe: bisect for the largest / smallest that fits
+    ngl = _last_true(0, n + 1, lambda k: fits(replace(base, ngl=k, n_cpu_moe=0)))
+    if ngl is not None:
+        candidates.append(replace(base, ngl=ngl, n_cpu_moe=0))
     if model.arch.is_moe and (not candidates or candidates[0].ngl <= n):
-        for k in range(1, n + 1):
-            run = replace(base, ngl=n + 1, n_cpu_moe=k)
-            if _fits(place(model, run, context, gpus=machine.gpu_count), machine, reserve):
-                candidates.append(run)
-                break
+        k = _last_true(-(n), -1, lambda j: fits(replace(base, ngl=n + 1, n_cpu_moe=-j)))
+        if k is not None:
+            candidates.append(replace(base, ngl=n + 1, n_cpu_moe=-k))
     if not candidates:
         pl = place(model, replace(base, ngl=0), context, gpus=machine.gpu_count)
         raise SchedulerError(f"{model.arch.name!r} fits no placement on {machine.name!r}: with -ngl 0 the GPU "
@@ -102,7 +109,21 @@ def fitting_runs(model: ModelWeights, machine: Machine, *, context: int, base: L
     return candidates
 
 
-def suggest_run(model: ModelWeights, machine: Machine, *, context: int, rates: AchievedRates,
+def _last_true(lo: int, hi: int, ok) -> int | None:
+    """The largest ``k`` in ``lo..hi`` with ``ok(k)``, for an ``ok`` true up to some ``k`` and
+    false above it; None when ``ok(lo)`` is false."""
+    if not ok(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def suggest_run(model: ModelWeights, machine: Machine, *, context: int, rates: AchievedRates | BackendRates,
                 base: LlamaCppRun | None = None, reserve: int = DEFAULT_RESERVE_BYTES) -> RunEvaluation:
     """The fitting run of :func:`fitting_runs` with the highest predicted generation speed.
 

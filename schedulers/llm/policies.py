@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from hetsim.graphs.llm.workload import LLMWorkload
 from hetsim.schedulers.base import Scheduler, SchedulerError
 from hetsim.schedulers.llm.residency import (
     DEFAULT_RESERVE_BYTES,
@@ -164,7 +165,7 @@ class ExpertOffload(LLMPolicy):
 
     def why_not(self, graph: Graph, platform: Platform) -> str | None:
         reason = super().why_not(graph, platform)
-        if reason is None and not graph.meta["llm"]["config"].get("experts"):
+        if reason is None and not LLMWorkload.of(graph).arch.is_moe:
             return f"{self.name}: {graph.meta['llm']['config']['name']!r} has no experts"
         return reason
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hetsim.graphs.llm.build import llm_graph
-from hetsim.graphs.llm.config import LLMConfig
+from hetsim.graphs.llm.workload import LLMWorkload
 from hetsim.schedulers.base import SchedulerError
 from hetsim.schedulers.llm.policies import NGL, ExpertOffload, LLMPolicy, WeightStreaming
 from hetsim.schedulers.llm.residency import (
@@ -53,15 +53,15 @@ OBJECTIVES = ("decode", "ttft")
 def objective_graph(graph: Graph, objective: str, prompt: int) -> Graph:
     """The graph whose simulated time is the objective: ``graph`` itself when its phase
     matches, else the other phase of the same model, batch, context and formats."""
-    llm = llm_meta(graph)
+    llm_meta(graph)  # a SchedulerError when it is no LLM graph
+    w = LLMWorkload.of(graph)
     phase = "decode" if objective == "decode" else "prefill"
-    if llm["phase"] == phase:
+    if w.phase == phase:
         return graph
-    cfg = LLMConfig(**llm["config"])
-    common = dict(batch=llm["batch"], context=llm["context"], weights=llm["weights"], kv_dtype=llm["kv_dtype"])
+    common = dict(batch=w.batch, context=w.context, weights=w.weights, kv_dtype=w.kv_dtype)
     if phase == "decode":
-        return llm_graph(cfg, phase="decode", kv_length=llm["context"], **common)
-    return llm_graph(cfg, phase="prefill", tokens=min(prompt, llm["context"]), **common)
+        return llm_graph(w.arch, phase="decode", kv_length=w.context, **common)
+    return llm_graph(w.arch, phase="prefill", tokens=min(prompt, w.context), **common)
 
 
 class PlacementSearch(LLMPolicy):
