@@ -240,12 +240,12 @@ def test_an_event_wait_orders_the_read_and_the_stream_after_it():
     assert s2.tail >= s1.tail + 1e-3  # b started after a ended
     # the host reading a's output needs its own wait
     with pytest.raises(CudaRuleError, match=r"'c' on the host .* reads the output of 'b'"):
-        dev._check_read("c", None, dev.host(), b, None)
+        dev.check_read("c", None, dev.host(), b, None)
     done = dev.event(timing=False)
     with dev.using(0, s2):
         dev.record(done, s2)
     dev.wait_host(done)
-    dev._check_read("c", None, dev.host(), b, None)
+    dev.check_read("c", None, dev.host(), b, None)
     assert dev.clock() >= s2.tail
 
 

@@ -339,7 +339,7 @@ class VirtualCuda:
             return None
         return entry[1]
 
-    def _check_read(self, reader: str, stream: VirtualStream | None, h: HostThread, value: Any,
+    def check_read(self, reader: str, stream: VirtualStream | None, h: HostThread, value: Any,
                     memory: int | None) -> float:
         """Check that ``reader`` (on ``stream``, or on the host when None) may read
         ``value``; the host time from which it exists."""
@@ -385,7 +385,7 @@ class VirtualCuda:
                 raise CudaRuleError(f"{node!r} is launched on GPU {memory} outside a stream of it")
             if h.capturing is not None:
                 return self._capture_kernel(h, call, node, device, stream, args, request)
-            ready = max((self._check_read(node, stream, h, a, memory) for a in args), default=0.0)
+            ready = max((self.check_read(node, stream, h, a, memory) for a in args), default=0.0)
             dispatch, seconds = self.price(node, device)
             h.clock = max(h.clock, ready) + dispatch
             out = call(list(args), request)
@@ -396,7 +396,7 @@ class VirtualCuda:
             return out
 
     def _host_op(self, h: HostThread, call: Any, node: str, device: str, args: list[Any], request: int) -> Any:
-        ready = max((self._check_read(node, None, h, a, HOST) for a in args), default=0.0)
+        ready = max((self.check_read(node, None, h, a, HOST) for a in args), default=0.0)
         dispatch, seconds = self.price(node, device)
         h.clock = max(h.clock, ready) + dispatch + seconds
         out = call(list(args), request)
@@ -507,7 +507,7 @@ class VirtualCuda:
                 name = f"copy of {sp.name}"
             else:  # the host staged the data in a pinned buffer
                 name = "a host-to-device copy"
-            ready = self._check_read(name, stream, h, src, None)
+            ready = self.check_read(name, stream, h, src, None)
             src_mem = sp.memory if sp is not None else HOST
             dst_mem = dp.memory if dp is not None else HOST
             h.clock = max(h.clock, ready) + float(self.gpus[stream.gpu].copy_issue_s)
@@ -557,7 +557,7 @@ class VirtualCuda:
             h = self.host()
             if stream.gpu != graph.gpu:
                 raise CudaRuleError(f"graph {graph.name!r} of GPU {graph.gpu} replayed on stream {stream.name}")
-            ready = max((self._check_read(f"graph {graph.name}: {node}", stream, h, a, graph.gpu)
+            ready = max((self.check_read(f"graph {graph.name}: {node}", stream, h, a, graph.gpu)
                          for node, a in graph.external), default=0.0)
             h.clock = max(h.clock, ready) + float(self.gpus[graph.gpu].graph_launch_s)
             for _node, call, args, outs, _ in graph.kernels:
