@@ -25,7 +25,7 @@ from hetsim.runtime.backends.torch_backend import TorchBackend  # noqa: E402
 from hetsim.runtime.executor import execute as executor_execute  # noqa: E402
 from hetsim.runtime.executor.execute import Execution, execute_wired  # noqa: E402
 from hetsim.runtime.executor.result import UNTRACED  # noqa: E402
-from hetsim.runtime.executor.launches import gpu_segments, launch_order  # noqa: E402
+from hetsim.runtime.executor.segments import gpu_segments, launch_order  # noqa: E402
 from hetsim.runtime.executor.setup import CheckedPlan, Wiring, plan_devices, resolve_launch  # noqa: E402
 from hetsim.sim import Plan, PlanError, Platform  # noqa: E402
 
@@ -186,6 +186,9 @@ class FakeCuda:
         if self.fail_at == "wait_host":
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
+    def done(self, event: FakeEvent) -> bool:
+        return True  # its copies run when issued
+
     def elapsed_s(self, start: FakeEvent, end: FakeEvent) -> float:
         return (end.id - start.id) * 1e-6
 
@@ -299,7 +302,7 @@ def test_each_segment_is_captured_once_and_replayed(fake_gpu):
         # a capture run of its own, 2 warm-up and 3 timed runs
         assert [gr.replays for gr in fake_gpu.graphs] == [6, 6]
         assert [x for x in fake_gpu.log if x[0] in ("warmup", "capture")] == [
-            ("warmup", "s2"), ("capture", 0, "s2"), ("warmup", "s2"), ("capture", 1, "s2")]
+            ("warmup", "s1"), ("capture", 0, "s1"), ("warmup", "s1"), ("capture", 1, "s1")]
         assert res.launch == "graph" and res.check["error"] <= 1.0 and res.check["node_error"] <= 1.0
         # the median run: one launch record per segment replay, the CPU op's dispatch and op records
         kinds = sorted((r["kind"], r["name"]) for r in res.records)
@@ -319,8 +322,8 @@ def test_events_copies_and_waits_of_a_timed_run(fake_gpu):
     with _execution(g, wiring, MIXED, fake_gpu) as ex:
         ex.run(1, timed=False)
         rt = ex.engine.cuda
-        h2d, d2h, comp = rt.h2d[1].name, rt.d2h[1].name, rt.compute[(1, 0)].name
-        assert (h2d, d2h, comp) == ("s0", "s1", "s2")
+        h2d, d2h, comp = rt.h2d[1].name, rt.d2h[(1, 0)].name, rt.compute[(1, 0)].name
+        assert (h2d, comp, d2h) == ("s0", "s1", "s2")  # the compute stream's outputs leave on its own copy stream
         fake_gpu.log.clear()
         ex.run(1)
         ev = {key[0]: e.id for key, e in rt.events.items() if key[0] in ("segment",)}

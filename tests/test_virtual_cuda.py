@@ -173,12 +173,14 @@ def test_the_clock_is_each_threads_own():
     assert dev.clock() == pytest.approx(float(ONE_STREAM.device("gpu").event_s)) and seen == [0.0]
 
 
-@pytest.mark.xfail(strict=True, reason="the executor counts a GPU-to-CPU copy as arrived when it is issued: "
-                                       "the CPU worker takes b and blocks on its copy while c's input is there")
+@pytest.mark.xfail(strict=True, reason="a CPU worker that finds no op whose copies have landed waits for the "
+                                       "one whose last copy was issued first (b), not for the first copy to land: "
+                                       "c becomes ready while it waits, and lands first")
 def test_a_cpu_worker_runs_an_op_whose_input_has_arrived():
     """a (1 ms) and e (0.1 ms) run on two GPU streams; b reads a, c reads e, both on
     the CPU, b ranked first. The simulator's CPU worker runs c while a's output is on
-    its way (3.14 ms); the executor's takes b, whose copy is only issued, and blocks."""
+    its way (3.14 ms); the executor's takes b, the only op ready when it looks, whose
+    copy has not landed, and waits for it."""
     from hetsim.sim import simulate
 
     class Cost(Flat):
@@ -434,3 +436,30 @@ MATRIX = [(m, p, s, launch) for m in MODELS for p in PLATFORMS for s in schedule
 @pytest.mark.parametrize(("model", "platform", "scheduler", "launch"), MATRIX)
 def test_every_plan_of_the_matrix_runs_under_the_virtual_device(zoo_models, model, platform, scheduler, launch):
     check_plan_runs(zoo_models, model, platform, scheduler, launch)
+
+
+def test_a_cpu_worker_takes_an_op_whose_copy_has_landed_before_one_still_copying():
+    """b (ranked first) and c are both ready on the CPU when its worker looks; b's input
+    is still being copied from the GPU, c's has landed: the worker runs c first, as the
+    simulator's worker does (an op is ready once its inputs are in its memory)."""
+    from hetsim.sim import simulate
+
+    class Cost(Flat):
+        def op_time(self, graph: Any, node: str, device: Any) -> float:
+            return {"a": 1e-3, "e": 1e-5, "f": 2e-4, "h": 1e-4}.get(node, 1e-3)
+
+    g, wiring = _graph({"e": [], "a": [], "f": [], "b": ["a"], "c": ["e"], "h": ["f"], "d": ["b", "c"],
+                        "i": ["d", "h"]})
+    plan = Plan({"e": "gpu", "a": "gpu", "f": "cpu", "b": "cpu", "c": "cpu", "h": "cpu", "d": "cpu", "i": "cpu"},
+                {"f": 0, "a": 1, "e": 2, "h": 3, "b": 4, "c": 5, "d": 6, "i": 7})
+    platform = FOUR_STREAMS.replace(devices=tuple(
+        dataclasses.replace(d, launch="eager", event_s=0.0, copy_issue_s=0.0) if d.kind == "gpu" else d
+        for d in FOUR_STREAMS.devices))
+    predicted = simulate(g, platform, plan, Cost()).makespan
+    dev = VirtualCuda(platform, Cost())
+    with dev.execution(g, plan, wiring, launch="eager") as ex:
+        ex.run(1)
+        res = ex.result()
+    ops = {r["node"]: r["start"] for r in res.records if r["kind"] == "op" and r["resource"] == "cpu"}
+    assert ops["c"] < ops["b"]  # c's input had landed when the worker came back from f and h
+    assert res.makespans[0] == pytest.approx(predicted, rel=0.02)

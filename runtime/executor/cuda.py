@@ -16,8 +16,10 @@
   the producer's event. A CPU consumer of a GPU tensor blocks on the event of its
   copy (in the CPU worker, no relay thread); the main thread blocks on the events
   of the graph outputs' copies before it stops the clock.
-* Copies run on two copy streams per GPU (host-to-device, device-to-host), each
-  tensor once per destination memory, through pinned host buffers: a CPU tensor is
+* Copies run on copy streams, each tensor once per destination memory, through
+  pinned host buffers: to a GPU on its host-to-device stream, to the host on the
+  device-to-host stream of the producer's compute stream (each compute stream has
+  its own, so a copy never waits behind another stream's kernel); a CPU tensor is
   written into a pinned buffer by the producer's thread and copied asynchronously;
   a GPU tensor is copied into a pinned buffer after its producer's event. GPU to
   GPU: a peer copy on the destination's host-to-device stream.
@@ -90,7 +92,9 @@ class CudaRuntime:
         self.tvm = backend == "tvm"
         self.compute: dict[tuple[int, int], Any] = {}
         self.h2d: dict[int, Any] = {}
-        self.d2h: dict[int, Any] = {}
+        #: compute stream -> the stream its outputs are copied to the host on
+        self.d2h: dict[tuple[int, int], Any] = {}
+        self.copies_of: dict[int, Any] = {}
         self.index: dict[int, int] = {}
         self.bufs: dict[tuple, Any] = {}
         self.events: dict[tuple, Any] = {}
@@ -106,7 +110,11 @@ class CudaRuntime:
 
     # --------------------------------------------------------------- lifecycle
     def start(self, engine: Engine) -> None:
-        """Create the compute streams and each GPU memory's two copy streams."""
+        """Create each GPU memory's host-to-device copy stream, and each compute stream
+        with the stream its outputs are copied to the host on: a copy waits on the GPU
+        for its producer's kernel, so one device-to-host stream per GPU would hold a
+        copy whose producer ended back behind one whose producer is still running (the
+        simulator's transfer starts when its producer ends and the link is free)."""
         dev = self.dev
         for d, spec in enumerate(engine.specs):
             if spec.kind != "gpu" or engine.dev_names[d] not in engine.active:
@@ -115,9 +123,10 @@ class CudaRuntime:
             if m not in self.h2d:
                 self.index[m] = spec.index
                 self.h2d[m] = dev.stream(spec.index)
-                self.d2h[m] = dev.stream(spec.index)
             for s in range(engine.streams[d]):
                 self.compute[(d, s)] = dev.stream(spec.index)
+                self.d2h[(d, s)] = dev.stream(spec.index)
+                self.copies_of[id(self.compute[(d, s)])] = self.d2h[(d, s)]
 
     def stop(self) -> None:
         """Drop the captured graphs (their memory pools go with them)."""
@@ -346,7 +355,10 @@ class CudaRuntime:
         nbytes = x.numel() * x.element_size()
         to_host = m_dst not in self.h2d
         m_gpu = m_src if to_host else m_dst
-        stream = self.d2h[m_src] if to_host else self.h2d[m_dst]
+        if to_host:  # on the producer's stream's own copy stream (a GPU op always has its event here)
+            stream = self.copies_of[id(src_ev[1])]
+        else:
+            stream = self.h2d[m_dst]
         if to_host:  # device -> pinned buffer; the consumer waits on the copy's event
             dst = self._buf(("d2h", r, p, k), x)
             src = x

@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from hetsim.runtime.executor.segments import SegmentRun, segment_tables, successors
@@ -65,7 +65,7 @@ _OUT = -1  # consumer id of a graph output waiting for its copy to the host
 class RequestState:
     """State of one request in one run."""
 
-    __slots__ = ("r", "base", "vals", "pending", "loc", "mem", "cvals", "inflight", "evs",
+    __slots__ = ("r", "base", "vals", "pending", "loc", "mem", "cvals", "cseq", "inflight", "evs",
                  "remaining", "end", "refs")
 
 
@@ -223,6 +223,8 @@ class Engine:
         self.op_recs: list[tuple] = []
         #: seconds each run-time placement of the last run took (``_place``, under the lock)
         self.decision_times: list[float] = []
+        #: copies arrived so far (their issue numbers, ``RequestState.cseq``)
+        self.copies = 0
         self.xfer_recs: list[tuple] = []
         self.threads: list[threading.Thread] = []
         self.spin_s = spin_s
@@ -335,13 +337,15 @@ class Engine:
         except BaseException as e:  # noqa: BLE001 - reported to the main thread
             self.fail(e, f"configuring {self.specs[d].name}")
             return
-        self.serve(d, s, self.cpu_item(d), spin=self.spin_s if cores and self.cuda is None else 0.0)
+        self.serve(d, s, self.cpu_item(d), spin=self.spin_s if cores and self.cuda is None else 0.0,
+                   choose=self.landed_first(d) if self.cuda is not None else None)
 
-    def serve(self, d: int, s: int, item: Any, *, spin: float = 0.0) -> None:
+    def serve(self, d: int, s: int, item: Any, *, spin: float = 0.0, choose: Any = None) -> None:
         """The loop of the worker of device ``d``'s stream ``s``, CPU and GPU alike: take
         the lowest ready key of the device's heap (blocking while it is empty, after
-        polling it ``spin`` seconds), run it with ``item(state, op, d, s)`` (the ops it
-        completes, or None after a failure, which ends the worker), then
+        polling it ``spin`` seconds; ``choose(heap, key)``, when given, may take another
+        key instead, :meth:`landed_first`), run it with ``item(state, op, d, s)`` (the ops
+        it completes, or None after a failure, which ends the worker), then
         :meth:`complete` them; a negative key stops the worker."""
         lock, heap, idle = self.lock, self.heaps[d], self.idle[d]
         wake = threading.Lock()
@@ -366,6 +370,8 @@ class Engine:
             if key < 0:
                 lock.release()
                 return
+            if choose is not None:
+                key = choose(heap, key)
             r, rk = divmod(key, n)
             u = order[rk]
             if dyn:
@@ -392,6 +398,53 @@ class Engine:
                 jobs += self.finish(st, v, mine)
         if jobs:
             self.run_jobs(st, jobs)
+
+    def landed_first(self, d: int) -> Any:
+        """How a worker of CPU device ``d`` in a plan with GPUs chooses among its ready
+        keys (``choose(heap, key)`` of :meth:`serve`, lock held): an op is ready once
+        its inputs' copies are issued, but runs only once they have landed, so the
+        worker takes the lowest key whose copies from a GPU have all landed (a
+        non-blocking event query each); where none has, the one whose last pending copy
+        was issued first, and waits for it (an op that becomes ready meanwhile and whose
+        copy lands first waits too: the simulator would run it). The simulator's CPU op is ready when
+        its copies have landed: without this, a worker blocked on the first-ranked op's
+        copy while another op's input was there."""
+        mine = self.dmem[d]
+        calls, order, n, reqs = self.calls[mine], self.order, self.n, self.reqs
+        done = self.cuda.dev.done
+
+        def pending(key: int) -> int:
+            """0 when every input copied from a GPU has landed, else the issue number of
+            the last one still on its way."""
+            r, rk = divmod(key, n)
+            st = reqs[r]
+            mem, cvals, last = st.mem, st.cvals, 0
+            for _, p, k in calls[order[rk]].slots:
+                if mem[p] != mine:
+                    ev = cvals[(p, k, mine)][1]
+                    if ev is not None and not done(ev[0]):
+                        last = max(last, st.cseq[(p, k, mine)])
+            return last
+
+        def choose(heap: list[int], key: int) -> int:
+            best, best_pending = key, pending(key)
+            if not best_pending:
+                return key
+            for k in sorted(heap):
+                if k < 0:
+                    continue
+                p = pending(k)
+                if p < best_pending:
+                    best, best_pending = k, p
+                    if not p:
+                        break
+            if best != key:
+                heap.remove(best)
+                heapify(heap)
+                heappush(heap, key)
+            return best
+
+        return choose
 
     def cpu_item(self, d: int) -> Any:
         """How a worker of CPU device ``d`` runs op ``u`` of a request: it waits (on the
@@ -508,8 +561,11 @@ class Engine:
         self.decision_times.append(self.clock() - t_start)
 
     def arrive(self, st: RequestState, key: tuple[int, int, int], value: Any, event: Any) -> None:
-        """A copy has reached its memory (lock held)."""
+        """A copy has reached its memory (lock held): its value, and the event of the copy
+        where it is still on its way (then its issue number counts in :meth:`landed_first`)."""
         st.cvals[key] = (value, event)
+        self.copies += 1
+        st.cseq[key] = self.copies
         for v in st.inflight.pop(key):
             if v == _OUT:
                 if event is not None:
@@ -547,7 +603,7 @@ class Engine:
         st.pending = list(self.npred)
         st.loc = list(self.loc0)
         st.mem = [self.dmem[d] if d >= 0 else -1 for d in self.loc0]
-        st.cvals, st.inflight = {}, {}
+        st.cvals, st.cseq, st.inflight = {}, {}, {}
         st.evs = [None] * len(self.names)
         st.remaining = n + len(self.out_keys)
         st.refs = list(self.nrefs) if self.free_early else None

@@ -470,6 +470,12 @@ class VirtualCuda:
                 h.clock = max(h.clock, event.time, event.host_time) + float(self.gpus[event.gpu].event_s)
                 _merge(h.vc, event.vc)
 
+    def done(self, event: VirtualEvent) -> bool:
+        """Whether ``event`` has happened by the calling thread's time (a query: no cost,
+        no wait)."""
+        with self.lock:
+            return event.recorded and event.time <= self.host().clock
+
     def elapsed_s(self, start: VirtualEvent, end: VirtualEvent) -> float:
         """Seconds from timing event ``start`` to ``end``."""
         if not (start.timing and end.timing):
