@@ -94,5 +94,30 @@ def plot_main(
     for path in save_figure(figure(df), args.out / name):
         print(f"wrote {path}")
     for key, value in headline(df).items():
-        print(f"{key}: {value}")
+        print(headline_entry(key, value))
     return 0
+
+
+def headline_entry(key: str, value: Any) -> str:
+    """One headline figure as printed: ``key: value``; a table (a DataFrame, a mapping of
+    mappings, a list of mappings) as ``key:`` then its rows aligned under it, a flat
+    mapping as ``key: a 1, b 2``, a list as ``key: a, b``.
+
+    >>> print(headline_entry("gap", {"heft": {"median": 0.0, "max": 3.9}}))
+    gap:
+          median  max
+    heft     0.0  3.9
+    """
+    import pandas as pd
+
+    if isinstance(value, Mapping) and value and all(isinstance(v, Mapping) for v in value.values()):
+        value = pd.DataFrame.from_dict(dict(value), orient="index")
+    elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        value = pd.DataFrame(value)
+    if isinstance(value, pd.DataFrame):
+        return f"{key}:\n" + value.to_string(index=not isinstance(value.index, pd.RangeIndex))
+    if isinstance(value, Mapping):
+        return f"{key}: " + ", ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return f"{key}: " + ", ".join(map(str, value))
+    return f"{key}: {value}"
