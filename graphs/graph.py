@@ -43,12 +43,13 @@ import json
 import math
 import numbers
 import os
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import networkx as nx
+
+from hetsim.graphs.files import atomic_write
 
 __all__ = [
     "Graph",
@@ -158,6 +159,12 @@ class Graph:
         self.meta: dict[str, Any] = dict(meta or {})
         #: the in-memory source model (``from_torch``); not saved, kept by :meth:`copy`
         self.program: Any = None
+        #: whether the Python model code its ``meta["model_spec"]`` names may be imported to
+        #: rebuild its model (the executor, the tvm backend): only when the user said so
+        #: (:func:`graphs.load_model_spec` of a ``file.py:Class`` spec they named, or of a
+        #: graph file with ``trust_model_code=True``: the CLI's ``--trust-model-code``); a
+        #: graph file runs no code by itself. Not saved, kept by :meth:`copy`
+        self.model_code_trusted: bool = False
 
     # ----------------------------------------------------------------- building
     def add_op(
@@ -278,6 +285,7 @@ class Graph:
         """A deep copy (attribute dicts included; :attr:`program` is shared)."""
         g = Graph(copy.deepcopy(self.nx), name=self.name, meta=copy.deepcopy(self.meta))
         g.program = self.program
+        g.model_code_trusted = self.model_code_trusted
         return g
 
     def __repr__(self) -> str:
@@ -344,35 +352,6 @@ class Graph:
         """Write the graph as JSON, atomically (a crash never leaves a truncated file)."""
         return atomic_write(path, lambda fh: json.dump(self.to_dict(), fh, separators=(",", ":")))
 
-
-
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], *, binary: bool = False) -> Path:
-    """Write a text (or, with ``binary``, a bytes) file atomically: ``write(fh)`` fills a
-    temporary file in the same folder, which then replaces ``path``; on any failure
-    ``path`` is left as it was.
-
-    The contents are flushed to disk before the rename. Used by every hetsim writer of
-    graph, plan, profile, cost-model and result files.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a fresh hidden sibling, created here so that the umask applies (mkstemp gives 0600)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "xb") if binary else open(tmp, "x", newline="", encoding="utf-8") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as e:  # a full disk fails a write or fsync, which name no file: name ``path``
-        Path(tmp).unlink(missing_ok=True)
-        if e.filename is None and e.errno is not None:
-            raise type(e)(e.errno, e.strerror or os.strerror(e.errno), str(path)) from e
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def load(path: str | os.PathLike[str]) -> Graph:

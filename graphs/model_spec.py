@@ -233,6 +233,7 @@ def load_model_spec(
     granularity: str = "op",
     seed: int = 0,
     cache: str | os.PathLike[str] | bool | None = None,
+    trust_model_code: bool = False,
 ) -> Graph:
     """Import the model a spec names as a graph.
 
@@ -252,6 +253,12 @@ def load_model_spec(
         Seed of the weights and example inputs.
     cache
         Zoo graph cache (see :func:`graphs.zoo.load`).
+    trust_model_code
+        A graph file's ``meta["model_spec"]`` may name Python model code
+        (``file.py:Class``), which the executor imports to rebuild the model: only with
+        ``True`` (the CLI's ``--trust-model-code``) is the loaded graph marked so
+        (:attr:`Graph.model_code_trusted`). A ``file.py:Class`` spec named here is the
+        caller's own choice of code: its graph is marked trusted.
 
     Returns
     -------
@@ -275,7 +282,9 @@ def load_model_spec(
     if ms.kind in ("zoo", "graph") and specs:
         raise GraphError(f"model {ms.target!r}: input shapes are for ONNX and file.py:Class models only")
     if ms.kind == "graph":
-        return load(ms.target)
+        loaded = load(ms.target)
+        loaded.model_code_trusted = bool(trust_model_code)
+        return loaded
     if ms.kind == "zoo":
         return zoo.load(ms.target, batch=batch, granularity=granularity, seed=seed, cache=cache, **options)
     record = {
@@ -297,6 +306,7 @@ def load_model_spec(
         module, example = build_module(ms, specs, options=options, seed=seed)
         graph = from_torch(module, example, granularity=granularity, name=str(ms.attr).lower())
     graph.meta["model_spec"] = record
+    graph.model_code_trusted = ms.kind == "module"  # the code the caller named
     return graph
 
 

@@ -92,6 +92,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--input-shape", action="append", metavar="[NAME=]DIMS[:DTYPE[:HIGH]]",
                    help="example input of an ONNX or file.py:ClassName MODEL, full shape, e.g. 1x3x224x224 "
                    "or input_ids=2x16:int64:50257; repeat for several inputs")
+    p.add_argument("--trust-model-code", action="store_true",
+                   help="a graph JSON MODEL whose meta.model_spec names Python code (file.py:Class): import that "
+                   "file to rebuild the model (a graph file runs no code without this flag)")
     p.add_argument("--launch", choices=["graph", "eager"], default=None,
                    help="how plans that use a GPU launch its ops, in the run and in the simulation: graph (each "
                    "segment between cross-device edges a CUDA graph; the default) or eager (one launch per op); "
@@ -179,7 +182,7 @@ def _run_one(args: argparse.Namespace) -> int:
     else:  # constructor arguments of a file.py:ClassName model
         options = parse_kv(args.arg) if spec.kind == "module" else {}
     graph = load_model_spec(spec, inputs=args.input_shape or (), options=options, batch=args.batch,
-                            granularity=args.granularity)
+                            granularity=args.granularity, trust_model_code=args.trust_model_code)
     how: Any = schedulers.load_plan(args.plan) if args.plan else args.scheduler
     if args.plan:  # a plan of another graph is named as such before anything runs
         from hetsim.sim.plan import PlanError
