@@ -16,7 +16,9 @@ Imports over 6 s are marked slow; the whole file takes about 3.5 minutes.
 from __future__ import annotations
 
 import functools
+import json
 import math
+import stat
 from collections import Counter
 
 import networkx as nx
@@ -552,3 +554,47 @@ def test_load_cache_rebuilds_a_corrupt_entry(tmp_path):
     assert {g.nodes[n]["step"] for n in g} == {0, 1}
     assert zoo.load("lstm", cache=tmp_path, **kw).to_dict() == g.to_dict()
     assert math.isclose(g.total_flops, Graph.from_dict(g.to_dict()).total_flops)
+
+
+def test_a_cached_graph_another_user_could_edit_is_never_read(tmp_path, monkeypatch):
+    """The zoo cache had no owner or mode check (folders 0755, files 0644): a cached graph
+    edited by another user was read back as it was."""
+    import os
+    import warnings
+
+    from hetsim.graphs.private_cache import CacheWarning
+
+    kw = {"seq_len": 2, "hidden": 4, "layers": 1}
+    first = zoo.load("gru", cache=tmp_path, **kw)
+    path = zoo.cache_path(tmp_path, "gru", **kw)
+    edited = first.to_dict()
+    edited["name"] = "edited by someone else"
+    path.write_text(json.dumps(edited))
+    assert zoo.load("gru", cache=tmp_path, **kw).name == "edited by someone else"  # the user's own edit: read
+
+    path.chmod(0o666)  # others may write it: not read, rebuilt and replaced
+    assert zoo.load("gru", cache=tmp_path, **kw).name == "gru"
+    assert stat.S_IMODE(path.stat().st_mode) & 0o022 == 0
+
+    path.unlink()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(edited))
+    path.symlink_to(elsewhere)  # a link planted under the cached name: not followed
+    with pytest.raises(OSError, match="symbolic link"):  # nor written through
+        zoo.load("gru", cache=tmp_path, **kw)
+    path.unlink()
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.warns(CacheWarning, match=r"zoo graph cache .*shared may be written by other users"):
+        zoo.load("gru", cache=shared, **kw)
+    assert list(shared.iterdir()) == []
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)  # as if another user's folder
+    with pytest.warns(CacheWarning, match="belongs to user id"):
+        assert zoo.load("gru", cache=tmp_path, **kw).name == "gru"
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zoo.load("gru", cache=tmp_path / "fresh", **kw)
+    assert stat.S_IMODE((tmp_path / "fresh").stat().st_mode) == 0o700

@@ -55,6 +55,7 @@ from hetsim.costmodel.gpu.roofline import (
     views,
 )
 from hetsim.costmodel.learned.xgb_features import sum_fit
+from hetsim.graphs.private_cache import read_own_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -335,9 +336,10 @@ class GPUBank:
                                "gpus": {g: d.digest for g, d in sorted(self.gpus.items()) if g != exclude}},
                               sort_keys=True)
             path = self.cache / f"bandwidth-{hashlib.sha1(blob.encode()).hexdigest()[:20]}.json"
-            if path.is_file():
+            data = read_own_file(path)  # None: missing, a link, or writable by another user
+            if data is not None:
                 try:
-                    return float(json.loads(path.read_text())["bandwidth_fraction"])
+                    return float(json.loads(data)["bandwidth_fraction"])
                 except (OSError, ValueError, KeyError, TypeError):
                     pass  # a damaged cache entry is computed again
         value = self._bandwidth_fraction(exclude)
@@ -460,7 +462,7 @@ class GPUBank:
     def _cached(self, key: str, fit: Any) -> FamilyModel | None:
         if self.cache is not None:
             meta_path = self.cache / f"{key}.json"
-            if meta_path.is_file():
+            if read_own_file(meta_path) is not None:
                 try:
                     return _load_model(meta_path)
                 except (OSError, ValueError, KeyError, CostModelError):
@@ -521,13 +523,16 @@ def _save_model(path: Path, model: FamilyModel | None) -> None:
 def _load_model(path: Path) -> FamilyModel | None:
     import xgboost
 
-    meta = json.loads(path.read_text())
+    text = read_own_file(path)  # a cache file only this user could have written, read as checked
+    if text is None:
+        raise CostModelError(f"{path}: missing, a link, or writable by another user")
+    meta = json.loads(text)
     if meta.get("hetsim_gpu_model") != MODEL_VERSION:
         raise CostModelError(f"{path}: another model version")
     if meta["empty"]:
         return None
-    raw = path.with_suffix(".ubj").read_bytes()
-    if hashlib.sha1(raw).hexdigest() != meta["booster_sha1"]:
+    raw = read_own_file(path.with_suffix(".ubj"))
+    if raw is None or hashlib.sha1(raw).hexdigest() != meta["booster_sha1"]:
         raise CostModelError(f"{path}: booster file does not match")
     booster = xgboost.Booster()
     booster.load_model(bytearray(raw))

@@ -61,7 +61,7 @@ import torch
 from torch import nn
 
 from hetsim.graphs.graph import SCHEMA_VERSION, Graph, GraphError
-from hetsim.graphs.graph import load as _load_graph
+from hetsim.graphs.private_cache import read_own_file, usable_folder
 from hetsim.graphs.zoo import cnn, mobile, rnn, transformer
 from hetsim.graphs.zoo.rnn import tag_steps
 
@@ -255,7 +255,11 @@ def load(
     cache
         A directory to cache imported graphs in as JSON; ``None`` uses ``$HETSIM_CACHE``
         when set (else no cache); ``True`` uses ``$HETSIM_CACHE`` or
-        ``~/.cache/hetsim/zoo``; ``False`` never caches.
+        ``~/.cache/hetsim/zoo`` (created private); ``False`` never caches. A folder
+        of another user's, or one other users may write, is not used, and nor is a
+        cached file that is a link or that other users may write
+        (:mod:`graphs.private_cache`): a graph is never read from a file another
+        user could have edited.
 
     Returns
     -------
@@ -275,14 +279,17 @@ def load(
     if granularity not in _GRANULARITIES:
         raise GraphError(f"granularity must be one of {list(_GRANULARITIES)}, got {granularity!r}")
     directory = _cache_dir(cache)
+    if directory is not None:  # only a folder of this user's that no one else may write
+        directory = usable_folder(directory, what="zoo graph cache")
     path = None
     graph = None
     if directory is not None:
         path = cache_path(directory, name, batch=batch, granularity=granularity, seed=seed, **kw)
-        if path.exists():
+        data = read_own_file(path)  # None: missing, a link, or writable by another user
+        if data is not None:
             try:
-                graph = _load_graph(path)
-            except GraphError:
+                graph = Graph.from_dict(json.loads(data), source=str(path))
+            except (GraphError, ValueError, RecursionError):
                 graph = None  # corrupt or outdated entry: rebuild and overwrite it
     if graph is None:
         graph = _import(name, batch=batch, granularity=granularity, seed=seed, kw=kw)
