@@ -190,8 +190,10 @@ class Graph:
             raise GraphError(f"node id {node!r:.60} must be a string")
         if node in self.nx:
             raise GraphError(f"duplicate node id {node!r}")
-        ins = [_tensor_spec(t) for t in inputs]
-        outs = [_tensor_spec(t) for t in outputs]
+        ins = [_tensor_spec(f"node {node!r}: inputs", t) for t in inputs]
+        outs = [_tensor_spec(f"node {node!r}: outputs", t) for t in outputs]
+        _check_tensor_list(f"node {node!r}", "inputs", ins)  # what a file must hold: what the API accepts
+        _check_tensor_list(f"node {node!r}", "outputs", outs)
         if bytes is None:
             bytes = sum(tensor_bytes(t["shape"], t["dtype"]) for t in ins + outs)  # noqa: A001
         for key, value in (("flops", flops), ("bytes", bytes), ("param_bytes", param_bytes)):
@@ -349,9 +351,20 @@ class Graph:
         return graph
 
     def to_json(self, path: str | os.PathLike[str]) -> Path:
-        """Write the graph as JSON, atomically (a crash never leaves a truncated file)."""
-        return atomic_write(path, lambda fh: json.dump(self.to_dict(), fh, separators=(",", ":")))
+        """Write the graph as JSON, atomically (a crash never leaves a truncated file).
+        The graph is validated first: no file is written that :func:`load` would refuse."""
+        validate(self)
+        return atomic_write(path, lambda fh: json.dump(self.to_dict(), fh, separators=(",", ":"),
+                                                       default=json_scalar))
 
+
+
+def json_scalar(value: Any) -> Any:
+    """``json.dump``'s ``default``: a numpy scalar (set through ``graph.nodes[n]``) as the
+    Python number it holds; anything else is refused as JSON refuses it."""
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "shape", None) == ():
+        return value.item()
+    raise TypeError(f"{type(value).__name__} {value!r:.60} is not JSON data")
 
 
 def load(path: str | os.PathLike[str]) -> Graph:
@@ -379,12 +392,21 @@ def load(path: str | os.PathLike[str]) -> Graph:
     return Graph.from_dict(data, source=str(path))
 
 
-def _tensor_spec(t: Any) -> dict[str, Any]:
-    if isinstance(t, Mapping):
-        shape, dtype = t["shape"], t["dtype"]
-    else:
-        shape, dtype = t
-    return {"shape": [int(d) for d in shape], "dtype": str(dtype)}
+def _tensor_spec(where: str, t: Any) -> dict[str, Any]:
+    """``{"shape": [...], "dtype": ...}`` of a tensor given as such a mapping or a
+    ``(shape, dtype)`` pair, its dims made ints (numpy's included)."""
+    try:
+        if isinstance(t, Mapping):
+            shape, dtype = t["shape"], t["dtype"]
+        else:
+            shape, dtype = t
+        dims = list(shape)
+    except (KeyError, TypeError, ValueError):
+        raise GraphError(f"{where}: a tensor must be {{'shape': [...], 'dtype': ...}} or (shape, dtype), "
+                         f"got {t!r:.60}") from None
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in dims):
+        raise GraphError(f"{where}: shape {dims!r:.60} is not a list of ints >= 0")
+    return {"shape": [int(d) for d in dims], "dtype": str(dtype)}
 
 
 def _check_tensor_list(where: str, key: str, value: Any) -> None:
@@ -394,7 +416,7 @@ def _check_tensor_list(where: str, key: str, value: Any) -> None:
         if not isinstance(t, Mapping) or "shape" not in t or "dtype" not in t:
             raise GraphError(f"{where}: {key}[{j}] must be {{'shape': [...], 'dtype': ...}}")
         if not isinstance(t["shape"], list) or not all(
-            isinstance(d, int) and d >= 0 for d in t["shape"]
+            isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in t["shape"]
         ):
             raise GraphError(f"{where}: {key}[{j}] shape {t['shape']!r} is not a list of ints >= 0")
         if t["dtype"] not in DTYPE_BYTES:
@@ -447,7 +469,7 @@ def validate(graph: Graph, *, source: str | None = None) -> Graph:
         if d["op"] == "fused" and not isinstance(d.get("ops"), list):
             raise GraphError(f"{where}: a fused node needs an 'ops' list")
         for k in _INT_NODE_KEYS:
-            if k in d and (isinstance(d[k], bool) or not isinstance(d[k], int)):
+            if k in d and (isinstance(d[k], bool) or not isinstance(d[k], numbers.Integral)):
                 raise GraphError(f"{where}: {k!r} must be an int, got {d[k]!r}")
     for u, v, d in graph.nx.edges(data=True):
         where = f"{where0}: edge {u!r} -> {v!r}"
@@ -455,7 +477,7 @@ def validate(graph: Graph, *, source: str | None = None) -> Graph:
             raise GraphError(f"{where}: missing 'bytes'")
         _check_number(where, "bytes", d["bytes"])
         out = d.get("output", 0)
-        if isinstance(out, bool) or not isinstance(out, int) or out < 0:
+        if isinstance(out, bool) or not isinstance(out, numbers.Integral) or out < 0:
             raise GraphError(f"{where}: 'output' must be an int >= 0, got {out!r}")
         n_out = len(graph.nx.nodes[u]["outputs"])
         if n_out and out >= n_out:
@@ -515,7 +537,7 @@ def check_io(graph: Graph, *, source: str | None = None) -> None:
                 raise GraphError(f"{where} names unknown node {node!r}")
             out = spec.get("output", 0)
             n_out = len(nodes[node]["outputs"])
-            if isinstance(out, bool) or not isinstance(out, int) or out < 0 or (n_out and out >= n_out):
+            if isinstance(out, bool) or not isinstance(out, numbers.Integral) or out < 0 or (n_out and out >= n_out):
                 raise GraphError(f"{where}: 'output' {out!r} is not one of the {n_out} output(s) of node {node!r}")
             if "bytes" in spec:
                 _check_number(where, "bytes", spec["bytes"])

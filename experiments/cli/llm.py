@@ -23,7 +23,9 @@ import argparse
 import math
 from pathlib import Path
 
+from hetsim.experiments.cli.common import int_at_least
 from hetsim.experiments.cli.main import CLIError
+from hetsim.experiments.llm_calibrate import MAX_STREAM_MIB
 
 DEFAULT_OUT = Path("out") / "llm-plan.json"
 
@@ -99,7 +101,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from hetsim.experiments.llm_calibrate import THIS_PLATFORM
 
     c.add_argument("--out", type=Path, default=THIS_PLATFORM, metavar="FILE", help=f"default {THIS_PLATFORM}")
-    c.add_argument("--mib", type=int, default=512, metavar="MIB", help="MiB per STREAM array (default 512)")
+    c.add_argument("--mib", type=int_at_least(1, MAX_STREAM_MIB), default=512, metavar="MIB",
+                   help=f"MiB per STREAM array, 1 to {MAX_STREAM_MIB} (default 512)")
     return p
 
 

@@ -84,9 +84,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    "their runs interleaved and pooled: one execution's memory layout is an offset all its runs "
                    "share (default 3; each execution holds its own buffers, so --replicas 1 for a model that "
                    "barely fits)")
-    p.add_argument("--batch", type=positive_int, default=1, help="batch size (zoo models; default 1)")
-    p.add_argument("--granularity", choices=["op", "fused"], default="op",
-                   help="graph granularity (fused needs --backend tvm; default op)")
+    p.add_argument("--batch", type=positive_int, default=None,
+                   help="batch size of zoo models (default 1; refused for a graph file of another batch)")
+    p.add_argument("--granularity", choices=["op", "fused"], default=None,
+                   help="graph granularity (fused needs --backend tvm; default op, a graph file's own)")
     p.add_argument("--arg", action="append", metavar="[MODEL.]KEY=VALUE",
                    help="zoo model option, e.g. --arg image_size=64 (repeatable)")
     p.add_argument("--input-shape", action="append", metavar="[NAME=]DIMS[:DTYPE[:HIGH]]",
@@ -224,7 +225,7 @@ def _run_all(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr, flush=True)
 
     table = validate_all(models, args.platform, scheds, args.cost, backend=args.backend or "torch",
-                         warmup=args.warmup, repeats=args.repeats, batch=args.batch,
+                         warmup=args.warmup, repeats=args.repeats, batch=args.batch or 1,
                          model_kwargs=_model_kwargs(models, args.arg),
                          device_map=_device_map(args.device_map), out=args.out, progress=say,
                          in_context=args.in_context, calibrate=args.host_calibration,
@@ -286,7 +287,7 @@ def _profile_in_context(args: argparse.Namespace) -> int:
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     path = profile_in_context(models, args.profile_in_context, device=args.device,
-                              backend=args.backend or "torch", batch=args.batch,
+                              backend=args.backend or "torch", batch=args.batch or 1,
                               model_kwargs=_model_kwargs(models, args.arg), platform=args.platform)
     print(f"wrote the in-context profile {path} ({', '.join(models)} on {args.device})")
     return 0

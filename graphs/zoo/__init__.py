@@ -51,6 +51,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import numbers
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -121,9 +122,16 @@ def _construct(name: str, kw: dict[str, Any]) -> nn.Module:
         raise GraphError(f"zoo model {name!r}: {e}") from None
 
 
-def _check_int(key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise GraphError(f"{key} must be an int >= {minimum}, got {value!r}")
+#: largest batch a zoo model is built at: its example input is allocated and the model
+#: run on it once to import it (resnet18 at batch 1024: 0.6 GB of input alone)
+MAX_BATCH = 1024
+
+
+def _check_int(key: str, value: Any, minimum: int, maximum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise GraphError(f"{key} must be an int >= {minimum}, got {value!r:.60}")
+    if maximum is not None and value > maximum:
+        raise GraphError(f"{key} must be at most {maximum}, got {value!r:.60}")
 
 
 def build(
@@ -154,7 +162,7 @@ def build(
         For an unknown model, an unknown option or an invalid value.
     """
     _resolve_kwargs(name, kw)
-    _check_int("batch", batch, 1)
+    _check_int("batch", batch, 1, MAX_BATCH)
     _check_int("seed", seed, 0)
     _, family = _entry(name)
     with torch.random.fork_rng(devices=[]):
@@ -274,7 +282,7 @@ def load(
     [0, 1, 2, 3]
     """
     _resolve_kwargs(name, kw)
-    _check_int("batch", batch, 1)
+    _check_int("batch", batch, 1, MAX_BATCH)
     _check_int("seed", seed, 0)
     if granularity not in _GRANULARITIES:
         raise GraphError(f"granularity must be one of {list(_GRANULARITIES)}, got {granularity!r}")
