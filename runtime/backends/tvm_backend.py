@@ -40,6 +40,7 @@ import numpy as np
 
 from hetsim.graphs.features import signature
 from hetsim.graphs.graph import VIEW_OPS, Graph, atomic_write, first_line
+from hetsim.graphs.private_cache import read_own_file
 from hetsim.runtime.backends.base import (
     BackendError,
     DeviceSpec,
@@ -233,8 +234,6 @@ class KernelCache:
 
     def secret(self, folder: Path) -> bytes:
         """This user's key of the keyed hashes in FOLDER (``.key``, created 0600 when missing)."""
-        from hetsim.graphs.private_cache import read_own_file
-
         path = folder / ".key"
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -321,8 +320,6 @@ def load_intact(library: Path, key: bytes) -> Any:
     import hmac
 
     import tvm
-
-    from hetsim.graphs.private_cache import read_own_file
 
     data, recorded = read_own_file(library), read_own_file(hash_path(library))
     if data is None or recorded is None:
