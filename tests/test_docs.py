@@ -161,5 +161,5 @@ def test_no_help_text_of_the_command_reference_renders_as_an_e_mail_address() ->
                 stack.extend(action.choices.values())
     assert any("cpu\\@threads" in t for t in texts)
     for text in texts:
-        html = publish_parts(text.replace("%%", "%"), writer_name="html")["body"]
+        html = publish_parts(text.replace("%%", "%"), writer="html")["body"]
         assert "mailto:" not in html, text
