@@ -159,3 +159,17 @@ def test_simulate_bounds_requests_and_the_last_arrival() -> None:
         simulate(g, "cpu2", plan, requests=MAX_REQUESTS + 1)
     with pytest.raises(SimulationError, match="past the 1e"):
         simulate(g, "cpu2", plan, requests=3, interval_s=1e300)
+
+
+@pytest.mark.parametrize("kind", [["--kind", "bars", "--agg", "mean"], ["--kind", "speedup", "--baseline", "all-cpu",
+                                                                        "--x", "requests"]])  # fmt: skip
+def test_a_word_in_a_number_column_of_results_is_named(kind: list[str], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``TypeError: operation 'truediv' not supported for dtype 'str'``: a non-numeric
+    makespan cell of results.csv reached the arithmetic."""
+    (tmp_path / "results.csv").write_text("point_id,status,model,scheduler,requests,makespan_s\n"
+                                          "p1,ok,m,all-cpu,1,abc\np2,ok,m,heft,1,0.5\n")
+    assert main(["plot", str(tmp_path), *kind, "--out", str(tmp_path / "fig")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"hetsim plot: error: {tmp_path / 'results.csv'}: column 'makespan_s' holds 'abc' in data row 1, " \
+                  "not a number\n"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from hetsim.experiments.output_folder import FolderLockedError, lock_folder
-from hetsim.experiments.sweep.point import COLUMNS
+from hetsim.experiments.sweep.point import COLUMNS, METRIC_COLUMNS
 from hetsim.experiments.sweep.spec import SweepError
 from hetsim.graphs.files import atomic_write, open_own_file
 
@@ -247,6 +247,15 @@ def load_results(path: str | os.PathLike[str], *, ids: Iterable[str] | None = No
         for col in ("error", "model_args", "scheduler_args"):
             if col in df:
                 df[col] = df[col].fillna("")
+        for col in METRIC_COLUMNS:  # a number per cell, or empty: a word there is named, never divided
+            if col in df and not pd.api.types.is_numeric_dtype(df[col]):
+                numbers = pd.to_numeric(df[col], errors="coerce")
+                bad = df[col].notna() & numbers.isna()
+                if bad.any():
+                    row = int(bad.to_numpy().nonzero()[0][0])
+                    raise ValueError(f"{path}: column {col!r} holds {df[col].iloc[row]!r:.40} in data row "
+                                     f"{row + 1}, not a number")
+                df[col] = numbers
     if "point_id" in df:
         df = df.drop_duplicates("point_id", keep="last")
     if ids is None:
