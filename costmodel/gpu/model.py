@@ -514,7 +514,7 @@ def _save_model(path: Path, model: FamilyModel | None) -> None:
     meta: dict[str, Any] = {"hetsim_gpu_model": MODEL_VERSION, "empty": model is None}
     if model is not None:
         raw = bytes(model.booster.save_raw(raw_format="ubj"))
-        (path.with_suffix(".ubj")).write_bytes(raw)
+        atomic_write(path.with_suffix(".ubj"), lambda fh: fh.write(raw), binary=True)
         meta.update(family=model.family, mode=model.mode, coef=model.coef, columns=model.columns,
                     n_rows=model.n_rows, gpus=model.gpus, booster_sha1=hashlib.sha1(raw).hexdigest())
     atomic_write(path, lambda fh: fh.write(json.dumps(meta) + "\n"))

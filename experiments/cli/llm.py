@@ -26,6 +26,7 @@ from pathlib import Path
 from hetsim.experiments.cli.common import int_at_least
 from hetsim.experiments.cli.main import CLIError
 from hetsim.experiments.llm_calibrate import MAX_STREAM_MIB
+from hetsim.graphs.files import atomic_write
 
 DEFAULT_OUT = Path("out") / "llm-plan.json"
 
@@ -205,8 +206,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     from hetsim.experiments.llm_calibrate import calibrate, platform_toml
 
     m = calibrate(mib=args.mib)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(platform_toml(m))
+    text = platform_toml(m)
+    atomic_write(args.out, lambda fh: fh.write(text))  # never through a link, never half-written
     gpu = m["gpu"]
     print(f"host: {m['threads']} threads, {m['host_memory'] / 2**30:.1f} GiB, STREAM triad "
           f"{m['host_bandwidth'] / 1e9:.1f} GB/s")
