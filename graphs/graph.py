@@ -419,7 +419,7 @@ def _check_tensor_list(where: str, key: str, value: Any) -> None:
             isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in t["shape"]
         ):
             raise GraphError(f"{where}: {key}[{j}] shape {t['shape']!r} is not a list of ints >= 0")
-        if t["dtype"] not in DTYPE_BYTES:
+        if not isinstance(t["dtype"], str) or t["dtype"] not in DTYPE_BYTES:
             raise GraphError(f"{where}: {key}[{j}] has unknown dtype {t['dtype']!r}")
 
 

@@ -173,3 +173,11 @@ def test_a_word_in_a_number_column_of_results_is_named(kind: list[str], tmp_path
     err = capsys.readouterr().err
     assert err == f"hetsim plot: error: {tmp_path / 'results.csv'}: column 'makespan_s' holds 'abc' in data row 1, " \
                   "not a number\n"
+
+
+def test_a_dtype_that_is_a_list_is_named() -> None:
+    """Found by the input fuzz: ``"dtype": []`` raised ``TypeError: unhashable type``."""
+    data = chain().to_dict()
+    data["nodes"][0]["outputs"][0]["dtype"] = []
+    with pytest.raises(GraphError, match=r"outputs\[0\] has unknown dtype \[\]"):
+        Graph.from_dict(data, source="g.json")
