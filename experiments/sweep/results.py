@@ -250,7 +250,7 @@ def load_results(path: str | os.PathLike[str], *, ids: Iterable[str] | None = No
         for col in METRIC_COLUMNS:  # a number per cell, or empty: a word there is named, never divided
             if col in df and not pd.api.types.is_numeric_dtype(df[col]):
                 numbers = pd.to_numeric(df[col], errors="coerce")
-                bad = df[col].notna() & numbers.isna()
+                bad = df[col].notna() & numbers.isna() & (df[col].astype(str).str.strip().str.lower() != "nan")
                 if bad.any():
                     row = int(bad.to_numpy().nonzero()[0][0])
                     raise ValueError(f"{path}: column {col!r} holds {df[col].iloc[row]!r:.40} in data row "
