@@ -183,6 +183,22 @@ def write_profile(
     return folder
 
 
+#: what names the machine and software a profile was measured with: (section, key)
+MACHINE_KEYS = (("machine", "hostname"), ("machine", "cpu_model"), ("machine", "gpu_model"), ("libraries", "torch"))
+
+
+def machine_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``"machine.hostname 'a' here 'b'"`` for each of :data:`MACHINE_KEYS` that both
+    manifests name and that differs."""
+    out = []
+    for section, key in MACHINE_KEYS:
+        a = (old.get(section) or {}).get(key) if isinstance(old.get(section), Mapping) else None
+        b = (new.get(section) or {}).get(key) if isinstance(new.get(section), Mapping) else None
+        if a is not None and b is not None and a != b:
+            out.append(f"{section}.{key} {a!r:.60}, this run {b!r:.60}")
+    return out
+
+
 class ProfileWriter:
     """Incremental, resumable, atomic writer of one profile folder (the contract
     is in the module docstring).
@@ -220,6 +236,12 @@ class ProfileWriter:
                 raise CostModelError(
                     f"{mpath}: format version {old['hetsim_profile']}, the new run writes version "
                     f"{self.manifest['hetsim_profile']} (GPU times measured another way); use another folder"
+                )
+            other = machine_differences(old, self.manifest)
+            if other:
+                raise CostModelError(
+                    f"{mpath}: a profile of another machine ({'; '.join(other)}): its rows and this run's "
+                    "would be mixed; use another folder"
                 )
             if old["devices"] != self.manifest["devices"]:
                 raise CostModelError(

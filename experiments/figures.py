@@ -7,15 +7,16 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from hetsim.experiments.sweep import Sweep, run_sweep
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from hetsim.experiments.sweep import Sweep
-
-__all__ = ["GRAPH_CACHE", "graph_cache", "plot_main", "run_sweeps", "sweep_main"]
+__all__ = ["GRAPH_CACHE", "SweepFigure", "graph_cache", "headline_entry", "plot_main", "run_sweeps", "sweep_main"]
 
 #: graph cache shared by the figure scripts (``$HETSIM_CACHE`` overrides it)
 GRAPH_CACHE = Path(__file__).resolve().parent / ".cache" / "graphs"
@@ -31,8 +32,6 @@ def run_sweeps(
 ) -> pd.DataFrame:
     """Run the points of each sweep not yet in ``out/results.csv``; return their rows."""
     import pandas as pd
-
-    from hetsim.experiments.sweep import run_sweep
 
     frames = [
         run_sweep(s, out, workers=workers, cache_dir=graph_cache(), parquet=False, progress=progress)
@@ -70,6 +69,43 @@ def sweep_main(
     return 0
 
 
+@dataclass(frozen=True)
+class SweepFigure:
+    """A figure whose runner is one sweep: the grid of ``sweep.toml`` in its folder, and
+    a reduced grid of the same shape for the tests (``--quick``).
+
+    Parameters
+    ----------
+    here
+        The figure's folder (``experiments/figN_.../``).
+    quick
+        The reduced grid, as :meth:`Sweep.from_dict` reads it.
+    describe
+        One line naming an error row of ``results.csv`` (``f"{r.model} b{r.batch}"``).
+    """
+
+    here: Path
+    quick: Mapping[str, Any]
+    describe: Callable[[Any], str]
+
+    def full_sweep(self) -> Sweep:
+        """The figure's grid (``sweep.toml``)."""
+        return Sweep.from_toml(self.here / "sweep.toml")
+
+    def quick_sweep(self) -> Sweep:
+        """The reduced grid."""
+        return Sweep.from_dict(self.quick)
+
+    def run(self, sweep: Sweep, out: str | os.PathLike[str], *, workers: int = 2,
+            progress: bool = True) -> pd.DataFrame:  # fmt: skip
+        """Run the points of ``sweep`` not yet in ``out/results.csv``; return its rows."""
+        return run_sweeps([sweep], out, workers=workers, progress=progress)
+
+    def main(self, doc: str | None, argv: Sequence[str] | None = None) -> int:
+        """Command line: ``run.py [--quick] [--out DIR] [--workers N]``."""
+        return sweep_main(doc, self.here, self.full_sweep, self.quick_sweep, self.run, self.describe, argv)
+
+
 def plot_main(
     doc: str | None,
     here: Path,
@@ -94,5 +130,30 @@ def plot_main(
     for path in save_figure(figure(df), args.out / name):
         print(f"wrote {path}")
     for key, value in headline(df).items():
-        print(f"{key}: {value}")
+        print(headline_entry(key, value))
     return 0
+
+
+def headline_entry(key: str, value: Any) -> str:
+    """One headline figure as printed: ``key: value``; a table (a DataFrame, a mapping of
+    mappings, a list of mappings) as ``key:`` then its rows aligned under it, a flat
+    mapping as ``key: a 1, b 2``, a list as ``key: a, b``.
+
+    >>> print(headline_entry("gap", {"heft": {"median": 0.0, "max": 3.9}}))
+    gap:
+          median  max
+    heft     0.0  3.9
+    """
+    import pandas as pd
+
+    if isinstance(value, Mapping) and value and all(isinstance(v, Mapping) for v in value.values()):
+        value = pd.DataFrame.from_dict(dict(value), orient="index")
+    elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        value = pd.DataFrame(value)
+    if isinstance(value, pd.DataFrame):
+        return f"{key}:\n" + value.to_string(index=not isinstance(value.index, pd.RangeIndex))
+    if isinstance(value, Mapping):
+        return f"{key}: " + ", ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return f"{key}: " + ", ".join(map(str, value))
+    return f"{key}: {value}"

@@ -20,21 +20,29 @@ it from :data:`THIS_PLATFORM`.
 from __future__ import annotations
 
 import datetime as dt
+import numbers
 import os
 import platform as pyplatform
 import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["THIS_PLATFORM", "calibrate", "host_bandwidth", "platform_toml", "this_platform"]
+__all__ = ["MAX_STREAM_MIB", "THIS_PLATFORM", "calibrate", "host_bandwidth", "platform_toml", "this_platform"]
 
 #: where ``hetsim llm calibrate`` writes this machine and ``--platform this`` reads it
 THIS_PLATFORM = Path("out") / "this-machine.toml"
 FORMAT = "hetsim-llm-calibrate-1"
 
 
+#: largest STREAM array, in MiB (three are allocated)
+MAX_STREAM_MIB = 16384
+
+
 def host_bandwidth(mib: int = 512, passes: int = 5) -> float:
-    """Bytes/s of a multi-threaded STREAM triad over three arrays of ``mib`` MiB each."""
+    """Bytes/s of a multi-threaded STREAM triad over three arrays of ``mib`` MiB each
+    (an int in [1, :data:`MAX_STREAM_MIB`]: no array, no bandwidth)."""
+    if isinstance(mib, bool) or not isinstance(mib, numbers.Integral) or not 1 <= mib <= MAX_STREAM_MIB:
+        raise ValueError(f"mib must be an int in [1, {MAX_STREAM_MIB}], got {mib!r:.40}")
     import numba
     import numpy as np
 

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hetsim.graphs.files import open_own_file
+
 __all__ = ["LOCK_FILE", "FolderLockedError", "lock_folder", "replace_outputs"]
 
 #: the lock file of an output folder
@@ -41,39 +43,55 @@ def lock_folder(folder: str | os.PathLike[str]) -> Iterator[Path]:
 
     A POSIX record lock (``fcntl.lockf``) on ``folder/.hetsim.lock``: it dies with its
     process (a killed writer leaves no stale lock), and worker processes forked while
-    it is held do not inherit it. Where ``fcntl`` is missing (Windows) nothing is locked.
+    it is held do not inherit it. The lock file is opened without following a link
+    (a link or anything but a regular file there is refused) and removed when the
+    lock is released; a writer that locked a lock file removed meanwhile tries again.
+    Where ``fcntl`` is missing (Windows) nothing is locked.
 
     Raises
     ------
     FolderLockedError
         when another process holds the lock: ``"out: locked by pid 1234 (another hetsim
         command is writing there)"``.
+    OSError
+        when ``folder/.hetsim.lock`` is a link or not a regular file.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / LOCK_FILE, "a+", encoding="utf-8") as fh:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield folder
+        return
+    path = folder / LOCK_FILE
+    while True:
+        fd = open_own_file(path, os.O_RDWR | os.O_CREAT)
         try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows
-            yield folder
-            return
-        try:
-            fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except (BlockingIOError, PermissionError):
-            fh.seek(0)
-            holder = fh.read().strip() or "?"
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
             raise FolderLockedError(f"{folder}: locked by pid {holder} (another hetsim command is writing "
                                     "there)") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
         try:
-            yield folder
+            same = os.path.samestat(os.fstat(fd), os.lstat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # its holder removed it as we opened it: lock the one there now
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield folder
+    finally:
+        try:
+            os.unlink(path)  # still held: a writer that opened it finds it gone and tries again
+        except FileNotFoundError:
+            pass
         finally:
-            fh.seek(0)
-            fh.truncate()
-            fcntl.lockf(fh, fcntl.LOCK_UN)
+            fcntl.lockf(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
 
 def replace_outputs(out: str | os.PathLike[str], write: Callable[[Path], None], owned: Iterable[str]) -> Path:

@@ -43,12 +43,13 @@ import json
 import math
 import numbers
 import os
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import networkx as nx
+
+from hetsim.graphs.files import atomic_write
 
 __all__ = [
     "Graph",
@@ -158,6 +159,12 @@ class Graph:
         self.meta: dict[str, Any] = dict(meta or {})
         #: the in-memory source model (``from_torch``); not saved, kept by :meth:`copy`
         self.program: Any = None
+        #: whether the Python model code its ``meta["model_spec"]`` names may be imported to
+        #: rebuild its model (the executor, the tvm backend): only when the user said so
+        #: (:func:`graphs.load_model_spec` of a ``file.py:Class`` spec they named, or of a
+        #: graph file with ``trust_model_code=True``: the CLI's ``--trust-model-code``); a
+        #: graph file runs no code by itself. Not saved, kept by :meth:`copy`
+        self.model_code_trusted: bool = False
 
     # ----------------------------------------------------------------- building
     def add_op(
@@ -183,8 +190,10 @@ class Graph:
             raise GraphError(f"node id {node!r:.60} must be a string")
         if node in self.nx:
             raise GraphError(f"duplicate node id {node!r}")
-        ins = [_tensor_spec(t) for t in inputs]
-        outs = [_tensor_spec(t) for t in outputs]
+        ins = [_tensor_spec(f"node {node!r}: inputs", t) for t in inputs]
+        outs = [_tensor_spec(f"node {node!r}: outputs", t) for t in outputs]
+        _check_tensor_list(f"node {node!r}", "inputs", ins)  # what a file must hold: what the API accepts
+        _check_tensor_list(f"node {node!r}", "outputs", outs)
         if bytes is None:
             bytes = sum(tensor_bytes(t["shape"], t["dtype"]) for t in ins + outs)  # noqa: A001
         for key, value in (("flops", flops), ("bytes", bytes), ("param_bytes", param_bytes)):
@@ -278,6 +287,7 @@ class Graph:
         """A deep copy (attribute dicts included; :attr:`program` is shared)."""
         g = Graph(copy.deepcopy(self.nx), name=self.name, meta=copy.deepcopy(self.meta))
         g.program = self.program
+        g.model_code_trusted = self.model_code_trusted
         return g
 
     def __repr__(self) -> str:
@@ -341,38 +351,20 @@ class Graph:
         return graph
 
     def to_json(self, path: str | os.PathLike[str]) -> Path:
-        """Write the graph as JSON, atomically (a crash never leaves a truncated file)."""
-        return atomic_write(path, lambda fh: json.dump(self.to_dict(), fh, separators=(",", ":")))
+        """Write the graph as JSON, atomically (a crash never leaves a truncated file).
+        The graph is validated first: no file is written that :func:`load` would refuse."""
+        validate(self)
+        return atomic_write(path, lambda fh: json.dump(self.to_dict(), fh, separators=(",", ":"),
+                                                       default=json_scalar))
 
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], *, binary: bool = False) -> Path:
-    """Write a text (or, with ``binary``, a bytes) file atomically: ``write(fh)`` fills a
-    temporary file in the same folder, which then replaces ``path``; on any failure
-    ``path`` is left as it was.
-
-    The contents are flushed to disk before the rename. Used by every hetsim writer of
-    graph, plan, profile, cost-model and result files.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a fresh hidden sibling, created here so that the umask applies (mkstemp gives 0600)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "xb") if binary else open(tmp, "x", newline="", encoding="utf-8") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as e:  # a full disk fails a write or fsync, which name no file: name ``path``
-        Path(tmp).unlink(missing_ok=True)
-        if e.filename is None and e.errno is not None:
-            raise type(e)(e.errno, e.strerror or os.strerror(e.errno), str(path)) from e
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+def json_scalar(value: Any) -> Any:
+    """``json.dump``'s ``default``: a numpy scalar (set through ``graph.nodes[n]``) as the
+    Python number it holds; anything else is refused as JSON refuses it."""
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "shape", None) == ():
+        return value.item()
+    raise TypeError(f"{type(value).__name__} {value!r:.60} is not JSON data")
 
 
 def load(path: str | os.PathLike[str]) -> Graph:
@@ -400,12 +392,21 @@ def load(path: str | os.PathLike[str]) -> Graph:
     return Graph.from_dict(data, source=str(path))
 
 
-def _tensor_spec(t: Any) -> dict[str, Any]:
-    if isinstance(t, Mapping):
-        shape, dtype = t["shape"], t["dtype"]
-    else:
-        shape, dtype = t
-    return {"shape": [int(d) for d in shape], "dtype": str(dtype)}
+def _tensor_spec(where: str, t: Any) -> dict[str, Any]:
+    """``{"shape": [...], "dtype": ...}`` of a tensor given as such a mapping or a
+    ``(shape, dtype)`` pair, its dims made ints (numpy's included)."""
+    try:
+        if isinstance(t, Mapping):
+            shape, dtype = t["shape"], t["dtype"]
+        else:
+            shape, dtype = t
+        dims = list(shape)
+    except (KeyError, TypeError, ValueError):
+        raise GraphError(f"{where}: a tensor must be {{'shape': [...], 'dtype': ...}} or (shape, dtype), "
+                         f"got {t!r:.60}") from None
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in dims):
+        raise GraphError(f"{where}: shape {dims!r:.60} is not a list of ints >= 0")
+    return {"shape": [int(d) for d in dims], "dtype": str(dtype)}
 
 
 def _check_tensor_list(where: str, key: str, value: Any) -> None:
@@ -415,10 +416,10 @@ def _check_tensor_list(where: str, key: str, value: Any) -> None:
         if not isinstance(t, Mapping) or "shape" not in t or "dtype" not in t:
             raise GraphError(f"{where}: {key}[{j}] must be {{'shape': [...], 'dtype': ...}}")
         if not isinstance(t["shape"], list) or not all(
-            isinstance(d, int) and d >= 0 for d in t["shape"]
+            isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in t["shape"]
         ):
             raise GraphError(f"{where}: {key}[{j}] shape {t['shape']!r} is not a list of ints >= 0")
-        if t["dtype"] not in DTYPE_BYTES:
+        if not isinstance(t["dtype"], str) or t["dtype"] not in DTYPE_BYTES:
             raise GraphError(f"{where}: {key}[{j}] has unknown dtype {t['dtype']!r}")
 
 
@@ -468,7 +469,7 @@ def validate(graph: Graph, *, source: str | None = None) -> Graph:
         if d["op"] == "fused" and not isinstance(d.get("ops"), list):
             raise GraphError(f"{where}: a fused node needs an 'ops' list")
         for k in _INT_NODE_KEYS:
-            if k in d and (isinstance(d[k], bool) or not isinstance(d[k], int)):
+            if k in d and (isinstance(d[k], bool) or not isinstance(d[k], numbers.Integral)):
                 raise GraphError(f"{where}: {k!r} must be an int, got {d[k]!r}")
     for u, v, d in graph.nx.edges(data=True):
         where = f"{where0}: edge {u!r} -> {v!r}"
@@ -476,7 +477,7 @@ def validate(graph: Graph, *, source: str | None = None) -> Graph:
             raise GraphError(f"{where}: missing 'bytes'")
         _check_number(where, "bytes", d["bytes"])
         out = d.get("output", 0)
-        if isinstance(out, bool) or not isinstance(out, int) or out < 0:
+        if isinstance(out, bool) or not isinstance(out, numbers.Integral) or out < 0:
             raise GraphError(f"{where}: 'output' must be an int >= 0, got {out!r}")
         n_out = len(graph.nx.nodes[u]["outputs"])
         if n_out and out >= n_out:
@@ -536,7 +537,7 @@ def check_io(graph: Graph, *, source: str | None = None) -> None:
                 raise GraphError(f"{where} names unknown node {node!r}")
             out = spec.get("output", 0)
             n_out = len(nodes[node]["outputs"])
-            if isinstance(out, bool) or not isinstance(out, int) or out < 0 or (n_out and out >= n_out):
+            if isinstance(out, bool) or not isinstance(out, numbers.Integral) or out < 0 or (n_out and out >= n_out):
                 raise GraphError(f"{where}: 'output' {out!r} is not one of the {n_out} output(s) of node {node!r}")
             if "bytes" in spec:
                 _check_number(where, "bytes", spec["bytes"])

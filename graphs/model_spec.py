@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import os
 import re
 import sys
@@ -99,6 +100,11 @@ def parse_model_spec(text: str) -> ModelSpec:
     return ModelSpec("zoo", text)
 
 
+#: largest example input of an ONNX or Python model, in bytes (it is allocated, and the
+#: model run on it, to import the model)
+MAX_INPUT_BYTES = 2**30
+
+
 def parse_input_spec(text: str) -> InputSpec:
     """Parse ``[NAME=]DIMS[:DTYPE[:HIGH]]`` (e.g. ``x=1x3x32x32``, ``16:int64:96``).
 
@@ -126,6 +132,10 @@ def parse_input_spec(text: str) -> InputSpec:
     dtype = parts[1] if len(parts) > 1 and parts[1] else "float32"
     if dtype not in DTYPE_BYTES:
         raise GraphError(f"input spec {raw!r}: unknown dtype {dtype!r}; known: {sorted(DTYPE_BYTES)}")
+    size = math.prod(shape) * DTYPE_BYTES[dtype]
+    if size > MAX_INPUT_BYTES:
+        raise GraphError(f"input spec {raw!r}: {size:.3g} bytes, past the {MAX_INPUT_BYTES / 2**30:g} GiB an example "
+                         "input may hold (the model runs on it once to be imported)")
     high = 2
     if len(parts) > 2:
         try:
@@ -229,10 +239,11 @@ def load_model_spec(
     *,
     inputs: Sequence[str | InputSpec] = (),
     options: Mapping[str, Any] | None = None,
-    batch: int = 1,
-    granularity: str = "op",
+    batch: int | None = None,
+    granularity: str | None = None,
     seed: int = 0,
     cache: str | os.PathLike[str] | bool | None = None,
+    trust_model_code: bool = False,
 ) -> Graph:
     """Import the model a spec names as a graph.
 
@@ -245,13 +256,22 @@ def load_model_spec(
     options
         Zoo model options, or the Python model's constructor keyword arguments.
     batch
-        Batch size of a zoo model (ONNX and Python models: part of the input dims).
+        Batch size of a zoo model (``None``: 1). ONNX and Python models take theirs
+        from the input dims, a graph file has its own: another batch is refused, never
+        ignored.
     granularity
-        ``"op"`` or ``"fused"``.
+        ``"op"`` or ``"fused"`` (``None``: ``"op"``, a graph file's own); a graph file
+        of another granularity is refused, never returned as it is.
     seed
         Seed of the weights and example inputs.
     cache
         Zoo graph cache (see :func:`graphs.zoo.load`).
+    trust_model_code
+        A graph file's ``meta["model_spec"]`` may name Python model code
+        (``file.py:Class``), which the executor imports to rebuild the model: only with
+        ``True`` (the CLI's ``--trust-model-code``) is the loaded graph marked so
+        (:attr:`Graph.model_code_trusted`). A ``file.py:Class`` spec named here is the
+        caller's own choice of code: its graph is marked trusted.
 
     Returns
     -------
@@ -277,9 +297,28 @@ def load_model_spec(
     if ms.kind == "graph":
         from hetsim.graphs.trace import from_trace, is_trace_file
 
-        return from_trace(ms.target) if is_trace_file(ms.target) else load(ms.target)
+        if options:
+            raise GraphError(f"model {ms.target!r}: a graph file takes no options ({sorted(options)})")
+        if is_trace_file(ms.target):
+            return from_trace(ms.target)
+        loaded = load(ms.target)
+        own_batch = loaded.meta.get("batch") or 1
+        if batch is not None and batch != own_batch:
+            raise GraphError(f"model {ms.target!r}: batch {batch} asked of a graph file of batch {own_batch}: "
+                             "a graph file is simulated as it was saved (import the model again at that batch)")
+        own_gran = loaded.meta.get("granularity", "op")
+        if granularity is not None and granularity != own_gran:
+            raise GraphError(f"model {ms.target!r}: granularity {granularity!r} asked of a graph file of "
+                             f"granularity {own_gran!r} (import the model again at that granularity)")
+        loaded.model_code_trusted = bool(trust_model_code)
+        return loaded
     if ms.kind == "zoo":
-        return zoo.load(ms.target, batch=batch, granularity=granularity, seed=seed, cache=cache, **options)
+        return zoo.load(ms.target, batch=1 if batch is None else batch, granularity=granularity or "op", seed=seed,
+                        cache=cache, **options)
+    if batch not in (None, 1):
+        raise GraphError(f"model {ms.target!r}: batch is for zoo models; an ONNX or file.py:Class model takes its "
+                         "batch from its input shapes (--input-shape)")
+    granularity = granularity or "op"
     record = {
         "spec": ms.target if ms.kind == "onnx" else f"{ms.target}:{ms.attr}",
         "inputs": [_unparse(s) for s in specs],
@@ -299,6 +338,7 @@ def load_model_spec(
         module, example = build_module(ms, specs, options=options, seed=seed)
         graph = from_torch(module, example, granularity=granularity, name=str(ms.attr).lower())
     graph.meta["model_spec"] = record
+    graph.model_code_trusted = ms.kind == "module"  # the code the caller named
     return graph
 
 

@@ -148,9 +148,16 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
     plan = Plan.from_json(path)
     desc = plan.meta.pop("policy", None)
     if desc is not None:
-        if not isinstance(desc, dict) or "name" not in desc:
-            raise PlanError(f"{path}: malformed policy description {desc!r}")
-        sched = get(str(desc["name"]), **dict(desc.get("params") or {}))
+        if not isinstance(desc, dict) or not isinstance(desc.get("name"), str):
+            raise PlanError(f"{path}: malformed policy description {desc!r:.80} (need {{'name': str, 'params': {{...}}}})")
+        params = desc.get("params") or {}
+        if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+            raise PlanError(f"{path}: policy {desc['name']!r:.40}: 'params' must be a table of names to values, "
+                            f"got {params!r:.60}")
+        try:
+            sched = get(desc["name"], **params)
+        except SchedulerError as e:
+            raise PlanError(f"{path}: policy: {e}") from None
         make: Callable[[], Any] | None = getattr(sched, "make_policy", None)
         if make is None:
             raise PlanError(f"{path}: scheduler {desc['name']!r} has no dynamic policy")

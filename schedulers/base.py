@@ -59,6 +59,20 @@ __all__ = [
 INPUT_PREFIX = "<input>"
 
 
+def answer(value: Any, what: str, cost: Any) -> float:
+    """A cost model's time for WHAT as a float, when it is a finite number >= 0; else a
+    :class:`SchedulerError` naming WHAT and the cost model (a NaN divided HEFT's mean
+    op time by zero)."""
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        t = math.nan
+    if not math.isfinite(t) or t < 0:
+        name = type(getattr(cost, "cost", cost)).__name__
+        raise SchedulerError(f"cost model {name} returned {value!r} for {what} (need a finite time >= 0)")
+    return t
+
+
 class SchedulerError(ValueError):
     """A scheduler cannot plan this graph on this platform; the message says why."""
 
@@ -125,8 +139,8 @@ class CostTable:
             dn: dict[str, float] = {}
             for dev, (ops, disp) in zip(platform.devices, priced_times):
                 fits = nodes[n]["bytes"] <= dev.memory_bytes
-                wn[dev.name] = float(ops[j]) if fits else math.inf
-                dn[dev.name] = float(disp[j])
+                wn[dev.name] = answer(ops[j], f"node {n!r} on device {dev.name!r}", cost) if fits else math.inf
+                dn[dev.name] = answer(disp[j], f"the dispatch of node {n!r} on device {dev.name!r}", cost)
             if all(math.isinf(t) for t in wn.values()):
                 raise SchedulerError(f"node {n!r} fits in the memory of no device of {platform.name!r}")
             self.w[n] = wn
@@ -197,7 +211,8 @@ class CostTable:
         if hit is None:
             hops = self.hops(src, dst)
             if hops:
-                hit = sum(float(self.cost.transfer_time(nbytes, lk)) for _, lk in hops)
+                hit = sum(answer(self.cost.transfer_time(nbytes, lk), f"{nbytes} bytes over link {lk.name!r}",
+                                 self.cost) for _, lk in hops)
             else:
                 hit = self.handoff(src, dst) + self.read_time(nbytes, src, dst)
             self._comm[key] = hit

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Platform
 
-__all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "PLAN_SCHEMA_VERSION", "policy_select", "size_text"]
+__all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "MAX_REQUESTS", "PLAN_SCHEMA_VERSION", "policy_select",
+           "size_text"]  # fmt: skip
+
+#: most requests (or micro-batches) one simulation runs: a plan's ``microbatches``,
+#: ``simulate(requests=)``, a sweep's ``requests``, ``--requests`` (each request holds
+#: its own state: 10**6 requests of a 200-node graph take minutes and gigabytes)
+MAX_REQUESTS = 10**6
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -174,7 +181,7 @@ class Plan:
         for n, p in self.priority.items():
             if n not in nodes:
                 raise PlanError(f"plan gives a priority to unknown node {n!r}")
-            if isinstance(p, bool) or not isinstance(p, int | float) or math.isnan(p):
+            if isinstance(p, bool) or not isinstance(p, numbers.Real) or math.isnan(p):
                 raise PlanError(f"node {n!r}: priority must be a number, got {p!r}")
         # memory: one op's working set, and the weights resident on each device
         weights: dict[str, int] = {}
@@ -203,10 +210,10 @@ class Plan:
                         )
         if self.microbatches is not None and (
             isinstance(self.microbatches, bool)
-            or not isinstance(self.microbatches, int)
-            or self.microbatches < 1
+            or not isinstance(self.microbatches, numbers.Integral)
+            or not 1 <= self.microbatches <= MAX_REQUESTS
         ):
-            raise PlanError(f"microbatches must be an int >= 1, got {self.microbatches!r}")
+            raise PlanError(f"microbatches must be an int in [1, {MAX_REQUESTS}], got {self.microbatches!r}")
         if self.stages is not None:
             self._validate_stages(graph)
         return self
@@ -278,7 +285,7 @@ class Plan:
         if not isinstance(priority, Mapping):
             raise PlanError(f"{source}: 'priority' must be a mapping node -> number, got {priority!r:.60}")
         for n, p in priority.items():
-            if isinstance(p, bool) or not isinstance(p, int | float) or not _float_range(p) or math.isnan(p):
+            if isinstance(p, bool) or not isinstance(p, numbers.Real) or not _float_range(p) or math.isnan(p):
                 raise PlanError(f"{source}: priority of node {n!r} must be a number, got {p!r:.60}")
         stages = data.get("stages")
         if stages is not None and not (
@@ -290,9 +297,10 @@ class Plan:
                 if not isinstance(n, str):
                     raise PlanError(f"{source}: stage {i} holds {n!r:.60}, not a node id")
         microbatches = data.get("microbatches")
-        if microbatches is not None and (isinstance(microbatches, bool) or not isinstance(microbatches, int)
-                                         or microbatches < 1):
-            raise PlanError(f"{source}: 'microbatches' must be an int >= 1, got {microbatches!r:.60}")
+        if microbatches is not None and (isinstance(microbatches, bool) or not isinstance(microbatches, numbers.Integral)
+                                         or not 1 <= microbatches <= MAX_REQUESTS):
+            raise PlanError(f"{source}: 'microbatches' must be an int in [1, {MAX_REQUESTS}], "
+                            f"got {microbatches!r:.60}")
         meta = data.get("meta") or {}
         if not isinstance(meta, Mapping):
             raise PlanError(f"{source}: 'meta' must be a mapping, got {meta!r:.60}")

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 import tomllib
 from collections import deque
@@ -188,6 +189,9 @@ class Device:
             raise PlatformError(f"{where}: 'kind' must be 'cpu' or 'gpu', got {self.kind!r:.60}")
         for key in ("peak_flops", "mem_bandwidth_bytes_per_s"):
             _positive(where, key, getattr(self, key))
+            if not RATE_RANGE[0] <= getattr(self, key) <= RATE_RANGE[1]:
+                raise PlatformError(f"{where}: {key!r} {getattr(self, key)!r:.30} is outside [{RATE_RANGE[0]:g}, "
+                                    f"{RATE_RANGE[1]:g}] (per second): no device runs so slow or so fast")
         object.__setattr__(self, "memory_bytes", _whole_bytes(where, "memory_bytes", self.memory_bytes))
         for key in ("description", "memory_domain", "launch"):
             _string(where, key, getattr(self, key), optional=key != "description")
@@ -199,23 +203,23 @@ class Device:
                 raise PlatformError(f"{where}: unknown 'launch' {self.launch!r}; modes: {list(LAUNCH_MODES)}")
             if self.kind != "gpu":
                 raise PlatformError(f"{where}: 'launch' applies to GPU devices only, not {self.kind!r}")
-        if (isinstance(self.launch_queue_depth, bool) or not isinstance(self.launch_queue_depth, int)
+        if (isinstance(self.launch_queue_depth, bool) or not isinstance(self.launch_queue_depth, numbers.Integral)
                 or self.launch_queue_depth < 1):
             raise PlatformError(f"{where}: 'launch_queue_depth' must be an int >= 1, got {self.launch_queue_depth!r}")
         if self.handoff_bandwidth_bytes_per_s is not None:
             _positive(where, "handoff_bandwidth_bytes_per_s", self.handoff_bandwidth_bytes_per_s)
         for key in ("sm_count", "l2_bytes"):
             v = getattr(self, key)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
                 raise PlatformError(f"{where}: {key!r} must be an int >= 1, got {v!r}")
         for key in ("clock_hz", "tdp_w"):
             if getattr(self, key) is not None:
                 _positive(where, key, getattr(self, key))
         if self.cost is not None and (not isinstance(self.cost, str) or not self.cost):
             raise PlatformError(f"{where}: 'cost' must be a non-empty cost spec string, got {self.cost!r}")
-        if isinstance(self.streams, bool) or not isinstance(self.streams, int) or self.streams < 1:
+        if isinstance(self.streams, bool) or not isinstance(self.streams, numbers.Integral) or self.streams < 1:
             raise PlatformError(f"{where}: 'streams' must be an int >= 1, got {self.streams!r}")
-        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral)
                                          or self.threads < 1):
             raise PlatformError(f"{where}: 'threads' must be an int >= 1, got {self.threads!r}")
         if self.memory_domain is None:
@@ -352,11 +356,11 @@ class Platform:
             raise PlatformError(
                 f"platform {self.name!r}: host {self.host!r} is not a device ({sorted(by_name)})"
             )
-        if (isinstance(self.dispatch_threads, bool) or not isinstance(self.dispatch_threads, int)
+        if (isinstance(self.dispatch_threads, bool) or not isinstance(self.dispatch_threads, numbers.Integral)
                 or self.dispatch_threads < 1):
             raise PlatformError(f"platform {self.name!r}: 'dispatch_threads' must be an int >= 1, "
                                 f"got {self.dispatch_threads!r:.60}")
-        if (isinstance(self.decision_s, bool) or not isinstance(self.decision_s, int | float)
+        if (isinstance(self.decision_s, bool) or not isinstance(self.decision_s, numbers.Real)
                 or not 0.0 <= float(self.decision_s) < math.inf):
             raise PlatformError(f"platform {self.name!r}: 'decision_s' must be a finite number >= 0, "
                                 f"got {self.decision_s!r}")
@@ -627,6 +631,8 @@ class Platform:
     @classmethod
     def preset(cls, name: str) -> Platform:
         """A built-in platform; :class:`PlatformError` lists the names on a typo."""
+        if not isinstance(name, str) or name not in cls.presets():  # a name, never a path
+            raise PlatformError(f"unknown platform preset {name!r:.80}; presets: {cls.presets()}")
         folder = resources.files("hetsim.sim") / "presets"
         res = folder / f"{name}.toml"
         if not res.is_file():
@@ -665,9 +671,14 @@ def read_toml(path: str | os.PathLike[str], what: str, error: type[Exception]) -
         raise error(f"{path}: malformed TOML ({e})") from None
 
 
+#: accepted range of a device's ``peak_flops`` and ``mem_bandwidth_bytes_per_s``: below 1
+#: per second an op's time overflows into 300-digit figures, past 1e21 it vanishes
+RATE_RANGE = (1.0, 1e21)
+
+
 def _finite(value: Any) -> bool:
     """Whether ``value`` is an int or float (not a bool) within float range."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return False
     try:
         return math.isfinite(float(value))
@@ -684,7 +695,7 @@ def _whole_bytes(where: str, key: str, value: Any) -> int:
     """``value`` as an int of bytes >= 1: an int, or a float with no fraction (``8e9``)."""
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise PlatformError(f"{where}: {key!r} must be a positive number of whole bytes, got {value!r:.60}")
     return value
 

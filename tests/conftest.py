@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -10,12 +12,55 @@ from hypothesis import HealthCheck, settings
 from hetsim.graphs.graph import Graph
 
 settings.register_profile(
-    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile(
-    "thorough", max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "thorough", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+#: the checkout under test
+ROOT = Path(__file__).resolve().parents[1]
+#: folders of the checkout that commands write into by default (git ignores them): a
+#: user's own files live there, so tests run where these are folders of their own
+WRITTEN = ("out", "results")
+
+
+@pytest.fixture(scope="session")
+def checkout_view(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder that shows the checkout (each top-level entry a link to the checkout's)
+    but has ``out/`` and ``results/`` of its own: every test runs there, so a command
+    that writes ``out/...`` by default, or a documented block, leaves the checkout's
+    ``out/`` (a user's files) alone."""
+    view = tmp_path_factory.mktemp("checkout")
+    for entry in ROOT.iterdir():
+        if entry.name not in (*WRITTEN, ".git"):
+            (view / entry.name).symlink_to(entry)
+    return view
+
+
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    """path -> (size, mtime in ns) of every file under FOLDER."""
+    if not folder.is_dir():
+        return {}
+    return {str(p): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_out_untouched() -> Iterator[None]:
+    """The checkout's ``out/`` and ``results/`` are as they were when the tests end."""
+    before = {name: _listing(ROOT / name) for name in WRITTEN}
+    yield
+    after = {name: _listing(ROOT / name) for name in WRITTEN}
+    changed = {name: sorted(set(before[name].items()) ^ set(after[name].items()))[:5] for name in WRITTEN
+               if before[name] != after[name]}  # fmt: skip
+    assert not changed, f"tests wrote into the checkout's {sorted(changed)}: {changed}"
+
+
+@pytest.fixture(autouse=True)
+def run_in_checkout_view(checkout_view: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's working folder is :func:`checkout_view`."""
+    monkeypatch.chdir(checkout_view)
 
 
 def _t(*shape: int) -> tuple[list[int], str]:

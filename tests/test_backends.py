@@ -19,7 +19,12 @@ import torch.nn.functional as F
 
 from hetsim.graphs import Graph, zoo
 from hetsim.runtime.backends import BackendError, get_backend, parse_device, parse_devices, to_numpy
-from hetsim.runtime.backends.tvm_backend import RelaxModel, import_model, import_module
+from hetsim.runtime.backends.tvm_backend import (
+    RelaxModel,
+    import_model,
+    import_module,
+    keyed_digest,
+)
 
 RTOL = ATOL = 1e-4
 #: small sizes for CI: CNNs at 64x64, RNNs with 4 steps of 32, transformers over 8 tokens
@@ -262,9 +267,13 @@ def test_tvm_kernel_cache_is_private_and_loads_only_libraries_with_their_recorde
         first.prepare(model.graph, n, "cpu", seed=1)
     assert stat.S_IMODE(tvm_cache.stat().st_mode) == 0o700
     libraries = sorted(tvm_cache.glob("*.so"))
+    key = (tvm_cache / ".key").read_bytes()
+    assert stat.S_IMODE((tvm_cache / ".key").stat().st_mode) == 0o600 and len(key) == 32
     for lib in libraries:
         recorded = (tvm_cache / f"{lib.name}.sha256").read_text().strip()
-        assert recorded == hashlib.sha256(lib.read_bytes()).hexdigest()
+        assert recorded == keyed_digest(lib.read_bytes(), key)
+        # a plain sha256 beside it (what anyone could compute) is not what is recorded
+        assert recorded != hashlib.sha256(lib.read_bytes()).hexdigest()
     tampered = libraries[0]
     swap = tvm_cache / "swap"  # someone else's bytes under a cached name (a new file: the old one is mapped)
     swap.write_bytes(tampered.read_bytes() + b"\0")
@@ -274,8 +283,17 @@ def test_tvm_kernel_cache_is_private_and_loads_only_libraries_with_their_recorde
     for n in model.graph:
         second.prepare(model.graph, n, "cpu", seed=1)
     assert second.cache.builds == 1  # the tampered library rebuilt, never loaded; the others loaded
-    assert (tvm_cache / f"{tampered.name}.sha256").read_text().strip() == \
-        hashlib.sha256(tampered.read_bytes()).hexdigest()
+    assert (tvm_cache / f"{tampered.name}.sha256").read_text().strip() == keyed_digest(tampered.read_bytes(), key)
+    # a library whose bytes and plain sha256 are both forged is not loaded either
+    forged = libraries[-1]
+    swap.write_bytes(forged.read_bytes() + b"\0")
+    os.replace(swap, forged)
+    (tvm_cache / f"{forged.name}.sha256").write_text(hashlib.sha256(forged.read_bytes()).hexdigest() + "\n")
+    third = get_backend("tvm", cache=tvm_cache)
+    third.register(model.graph, model)
+    for n in model.graph:
+        third.prepare(model.graph, n, "cpu", seed=1)
+    assert third.cache.builds == 1
 
 
 def test_a_kernel_cache_folder_of_another_user_is_not_used(tmp_path, monkeypatch):
@@ -290,6 +308,12 @@ def test_a_kernel_cache_folder_of_another_user_is_not_used(tmp_path, monkeypatch
     other = KernelCache(folder)
     with pytest.warns(KernelCacheWarning, match=rf"kernel cache {folder} belongs to user id \d+, not to this user"):
         assert other.folder() is None
+    monkeypatch.undo()
+    mine = KernelCache(tmp_path / "mine")
+    assert mine.folder() is not None
+    (tmp_path / "mine").chmod(0o777)  # opened up after its first check: checked again at every use
+    with pytest.warns(KernelCacheWarning, match="opened to other users"):
+        assert mine.folder() is None
     monkeypatch.setenv("HETSIM_CACHE", str(tmp_path))
     assert KernelCache().directory == tmp_path / f"tvm-{os.getuid()}"
 

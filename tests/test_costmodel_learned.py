@@ -422,6 +422,26 @@ def test_evaluate_needs_two_models(profile_dir: Path, tmp_path: Path) -> None:
         costmodel.evaluate(tmp_path / "one")
 
 
+def test_cli_eval_writes_its_four_files_together(profile_dir: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``costmodel eval`` wrote its files one by one: a failure at the plots (a full disk)
+    left a new ``eval.csv`` beside the old plots."""
+    from hetsim.costmodel.learned import evaluate
+    from hetsim.experiments.cli.main import main
+
+    out = tmp_path / "ev"
+    assert main(["costmodel", "eval", str(profile_dir), "--out", str(out), "--kinds", "polynomial"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == ["eval.csv", "eval.pdf", "eval.png", "eval_points.csv"]
+
+    def full_disk(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(evaluate, "plot_eval", full_disk)
+    assert main(["costmodel", "eval", str(profile_dir), "--out", str(out), "--kinds", "polynomial,table"]) == 2
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_cli_eval_and_fit(profile_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 

@@ -143,3 +143,27 @@ def test_every_page_is_in_a_toctree() -> None:
     for page in ["guide/index", "howto/index", "results/index", "reference/cli", "reference/api/index",
                  "architecture"]:  # fmt: skip
         assert re.search(rf"^{re.escape(page)}$", (ROOT / "docs" / "index.md").read_text(), flags=re.M), page
+
+
+def test_no_help_text_of_the_command_reference_renders_as_an_e_mail_address() -> None:
+    """``validate``'s help says ``cpu -> cpu@threads``: reStructuredText read it as an
+    address and the command reference showed a mailto link."""
+    from docutils.core import publish_parts
+
+    sys.path.insert(0, str(ROOT / "docs" / "reference"))
+    try:
+        parser = script("docs/reference/cli_parser.py").reference_parser()
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "reference"))
+    texts, stack = [], [parser]
+    while stack:
+        p = stack.pop()
+        texts.append(p.description or "")
+        for action in p._actions:
+            texts.append(action.help or "")
+            if hasattr(action, "choices") and isinstance(action.choices, dict):
+                stack.extend(action.choices.values())
+    assert any("cpu\\@threads" in t for t in texts)
+    for text in texts:
+        html = publish_parts(text.replace("%%", "%"), writer="html")["body"]
+        assert "mailto:" not in html, text

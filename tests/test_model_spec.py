@@ -113,10 +113,10 @@ def test_user_module_runs_with_one_call(user_file, tmp_path):
     assert set(plan.placement.values()) == {"cpu0", "cpu1"}
     run = hetsim.execute(g, plan, platform, warmup=0, repeats=1)
     assert run.check["reference"] == "torch module" and run.check["error"] <= 1.0
-    # a graph file keeps the spec: executing it rebuilds the model from the spec
+    # a graph file keeps the spec: executing it rebuilds the model from the spec, when trusted to
     g.to_json(tmp_path / "g.json")
-    again = load(tmp_path / "g.json")
-    assert again.program is None
+    again = load_model_spec(str(tmp_path / "g.json"), trust_model_code=True)
+    assert again.program is None and again.model_code_trusted
     run2 = hetsim.execute(again, plan, platform, warmup=0, repeats=1)
     assert run2.check["error"] <= 1.0
     # keyword inputs, integer inputs
@@ -124,6 +124,32 @@ def test_user_module_runs_with_one_call(user_file, tmp_path):
     assert [i["name"] for i in emb.meta["inputs"]] == ["ids", "scale"]
     plan = hetsim.get_scheduler("all-cpu").schedule(emb, platform, hetsim.Roofline())
     assert hetsim.execute(emb, plan, platform, warmup=0, repeats=1).check["error"] <= 1.0
+
+
+def test_a_graph_file_runs_no_code_it_names_unless_told_to(user_file, tmp_path, capsys):
+    """``hetsim validate g.json`` imported the ``.py`` file named in the graph's
+    ``meta.model_spec`` without a word; ``hetsim.execute`` did the same."""
+    from hetsim.experiments.cli.main import main
+
+    g = load_model_spec(f"{user_file}:TwoBranch", inputs=["2x8"], options={"hidden": 16})
+    assert g.model_code_trusted  # the caller named that code
+    g.to_json(tmp_path / "g.json")
+    marker = tmp_path / "imported"
+    user_file.write_text(f"open({str(marker)!r}, 'w').close()\n" + user_file.read_text())
+    bare = load(tmp_path / "g.json")
+    assert not bare.model_code_trusted
+    platform = hetsim.Platform.preset("cpu2")
+    plan = hetsim.get_scheduler("all-cpu").schedule(bare, platform, hetsim.Roofline())
+    with pytest.raises(hetsim.runtime.ExecutionError, match="names Python model code.*--trust-model-code"):
+        hetsim.execute(bare, plan, platform, warmup=0, repeats=1)
+    assert main(["validate", str(tmp_path / "g.json"), "--platform", "cpu2", "--scheduler", "all-cpu",
+                 "--warmup", "0", "--repeats", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--trust-model-code" in err
+    assert not marker.exists()
+    assert main(["validate", str(tmp_path / "g.json"), "--platform", "cpu2", "--scheduler", "all-cpu",
+                 "--warmup", "0", "--repeats", "1", "--trust-model-code", "--replicas", "1"]) == 0
+    assert marker.exists()
 
 
 def test_graph_without_a_model_names_what_to_do(tmp_path):

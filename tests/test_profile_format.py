@@ -248,6 +248,21 @@ def test_writer_validates_before_writing(tmp_path: Path) -> None:
         ProfileWriter(tmp_path / "run", {**MANIFEST, "devices": [{"name": "cpu", "kind": "cpu"}]}).open()
 
 
+def test_a_profile_folder_of_another_machine_is_refused_by_name(tmp_path: Path) -> None:
+    """``hetsim profile`` into a folder whose manifest names another host, CPU and torch
+    merged its rows with the folder's silently."""
+    w = ProfileWriter(tmp_path / "run", {**MANIFEST, "libraries": {**MANIFEST["libraries"], "torch": "2.13.0"}}).open()
+    w.append_ops(rows_of(_graph("m1", [4])))
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
+    other = {**MANIFEST, "machine": {**MANIFEST["machine"], "hostname": "elsewhere", "cpu_model": "other cpu"},
+             "libraries": {**MANIFEST["libraries"], "torch": "2.4.0"}}
+    with pytest.raises(CostModelError, match=r"a profile of another machine \(machine.hostname 'h', this run "
+                                             r"'elsewhere'; machine.cpu_model 'c', this run 'other cpu'; "
+                                             r"libraries.torch '2.13.0', this run '2.4.0'\)"):
+        ProfileWriter(tmp_path / "run", other).open()
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
+
+
 def test_writer_links_and_dispatch(tmp_path: Path) -> None:
     w = ProfileWriter(tmp_path / "run", MANIFEST).open()
     w.append_ops(rows_of(_graph("m1", [4])))

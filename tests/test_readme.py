@@ -142,13 +142,15 @@ def git_status() -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("code", shell_blocks())
-def test_every_documented_shell_block_runs_and_leaves_the_checkout_as_it_was(code: str, command_path: str) -> None:
-    """Each block runs as written (``bash -e`` in the repository root) and leaves git's
+def test_every_documented_shell_block_runs_and_leaves_the_checkout_as_it_was(code: str, command_path: str,
+                                                                            checkout_view: Path) -> None:
+    """Each block runs as written (``bash -e`` in a view of the repository root whose
+    ``out/`` is its own, not the checkout's, which holds a user's files) and leaves git's
     view of the checkout unchanged: clean on a clean checkout."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     before = git_status()
     env = {**os.environ, "PATH": command_path, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
-    done = subprocess.run(["bash", "-e", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(["bash", "-e", "-c", code], cwd=checkout_view, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{code}\nexit {done.returncode}\n{done.stderr[-3000:]}"
     assert git_status() == before

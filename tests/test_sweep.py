@@ -432,4 +432,4 @@ def test_results_file_rewrites_keep_every_row_and_leave_no_temporary(tmp_path: P
         rf.drop({"b"})
         rf.append({"point_id": "b", "status": "ok", "note": "x,y"})
     assert path.read_text() == 'point_id,status,note\na,ok,\nc,ok,\nb,ok,"x,y"\n'
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".hetsim.lock", "results.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]

@@ -10,13 +10,15 @@ Import times on the 2-core dev machine under load (op / fused, seconds): alexnet
 googlenet 5.3/3.2, gpt2(16) 6.6/8.2, gru(4x32) 0.7/0.8, inception_v3 6.1/6.5,
 lstm(4x32) 1.1/0.7, mobilenet_v2 4.0/4.4, mobilenet_v3_large 3.8/3.5, resnet18 2.0/1.3,
 resnet50 2.7/2.5, shufflenet_v2_x1_0 3.9/4.2, squeezenet1_1 1.1/0.9, vgg16 1.1/3.7.
-Imports over 6 s are marked slow; the whole file takes about 3.5 minutes.
+Imports over 3 s, and full-size forward passes over 2 s, are marked slow (``-m slow``).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
+import stat
 from collections import Counter
 
 import networkx as nx
@@ -121,11 +123,23 @@ DEPTHWISE = {
     "mobilenet_v2": 17, "mobilenet_v3_large": 15, "efficientnet_b0": 16,
     "shufflenet_v2_x1_0": 19, "inception_v3": 0,
 }  # fmt: skip
-#: (model, granularity) imports that take over 6 s on 2 cores.
+#: (model, granularity) imports that take over 3 s on 2 cores: run with ``-m slow``.
 SLOW_IMPORTS = {
     ("densenet121", "op"), ("densenet121", "fused"), ("gpt2", "op"), ("gpt2", "fused"),
-    ("inception_v3", "op"), ("inception_v3", "fused"),
+    ("inception_v3", "op"), ("inception_v3", "fused"), ("alexnet", "op"), ("bert_base", "op"),
+    ("bert_base", "fused"), ("efficientnet_b0", "op"), ("efficientnet_b0", "fused"), ("googlenet", "op"),
+    ("mobilenet_v2", "op"), ("mobilenet_v2", "fused"), ("mobilenet_v3_large", "op"),
+    ("mobilenet_v3_large", "fused"), ("shufflenet_v2_x1_0", "op"), ("shufflenet_v2_x1_0", "fused"),
+    ("vgg16", "fused"),
 }  # fmt: skip
+#: models whose full-size torch forward pass takes over 2 s on 2 cores: run with ``-m slow``
+SLOW_FORWARD = {"densenet121", "inception_v3", "mobilenet_v3_large", "resnet50", "shufflenet_v2_x1_0", "vgg16",
+                "alexnet", "mobilenet_v2", "resnet18", "bert_base"}  # fmt: skip
+
+
+def _models(models: list[str]) -> list:
+    """MODELS as parameters, those of :data:`SLOW_FORWARD` marked slow."""
+    return [pytest.param(m, marks=[pytest.mark.slow] if m in SLOW_FORWARD else []) for m in models]
 
 
 def _cases(models: list[str], granularities: tuple[str, ...] = ("op", "fused")) -> list:
@@ -176,7 +190,7 @@ def test_names_sorted_and_complete():
     assert zoo.names() == ALL
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", _models(ALL))
 def test_params_match_reference(name):
     assert zoo.params(name) == EXACT_PARAMS[name]
     if name in PUBLISHED_PARAMS:
@@ -224,7 +238,7 @@ def test_unknown_or_bad_option_is_named():
 
 
 # --------------------------------------------------------------- torch: structure
-@pytest.mark.parametrize("name", CNNS)
+@pytest.mark.parametrize("name", _models(CNNS))
 def test_cnn_macs_match_published(name):
     model, inputs = zoo.build(name)
     size = IMAGE_SIZE.get(name, 224)
@@ -233,6 +247,7 @@ def test_cnn_macs_match_published(name):
     assert count_macs(model, inputs) / 1e9 == published
 
 
+@pytest.mark.slow
 def test_inception_v3_needs_75_pixels():
     with pytest.raises(GraphError, match=">= 75"):
         zoo.build("inception_v3", image_size=74)
@@ -241,7 +256,7 @@ def test_inception_v3_needs_75_pixels():
         assert model(x).shape == (1, 3)
 
 
-@pytest.mark.parametrize("name", CNNS)
+@pytest.mark.parametrize("name", _models(CNNS))
 def test_cnn_forward_shapes(name):
     model, inputs = zoo.build(name, batch=2, image_size=160, num_classes=10)
     assert inputs[0].shape == (2, 3, 160, 160)
@@ -251,6 +266,7 @@ def test_cnn_forward_shapes(name):
     assert torch.isfinite(out).all()
 
 
+@pytest.mark.slow
 def test_sequence_models_forward_shapes():
     model, (x,) = zoo.build("lstm", batch=3, seq_len=5, hidden=16, input_size=7, out_features=4)
     assert x.shape == (3, 5, 7) and model(x).shape == (3, 4)
@@ -266,7 +282,7 @@ def test_sequence_models_forward_shapes():
         assert model(ids).shape == (1, 8, 50257)
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", _models(ALL))
 def test_exports_with_one_call_per_layer(name):
     model, inputs = zoo.build(name, **SMALL.get(name, {}))
     ep = torch.export.export(model, inputs)
@@ -392,7 +408,8 @@ def test_import_no_node_does_only_weight_work(name, granularity):
     assert graphs.weight_only_nodes(_imported(name, granularity)) == []
 
 
-@pytest.mark.parametrize("name", ["bert_base", "gpt2", "vit_b_16", "alexnet"])
+@pytest.mark.parametrize("name", [pytest.param(m, marks=[pytest.mark.slow] if (m, "op") in SLOW_IMPORTS else [])
+                                  for m in ["bert_base", "gpt2", "vit_b_16", "alexnet"]])
 def test_import_folded_weights_are_parameters_of_their_readers(name):
     """A linear layer's transposed weight is a parameter of its matmul, with its bytes:
     no node transposes or reshapes a weight on every inference (GPT-2's tied LM head
@@ -552,3 +569,47 @@ def test_load_cache_rebuilds_a_corrupt_entry(tmp_path):
     assert {g.nodes[n]["step"] for n in g} == {0, 1}
     assert zoo.load("lstm", cache=tmp_path, **kw).to_dict() == g.to_dict()
     assert math.isclose(g.total_flops, Graph.from_dict(g.to_dict()).total_flops)
+
+
+def test_a_cached_graph_another_user_could_edit_is_never_read(tmp_path, monkeypatch):
+    """The zoo cache had no owner or mode check (folders 0755, files 0644): a cached graph
+    edited by another user was read back as it was."""
+    import os
+    import warnings
+
+    from hetsim.graphs.private_cache import CacheWarning
+
+    kw = {"seq_len": 2, "hidden": 4, "layers": 1}
+    first = zoo.load("gru", cache=tmp_path, **kw)
+    path = zoo.cache_path(tmp_path, "gru", **kw)
+    edited = first.to_dict()
+    edited["name"] = "edited by someone else"
+    path.write_text(json.dumps(edited))
+    assert zoo.load("gru", cache=tmp_path, **kw).name == "edited by someone else"  # the user's own edit: read
+
+    path.chmod(0o666)  # others may write it: not read, rebuilt and replaced
+    assert zoo.load("gru", cache=tmp_path, **kw).name == "gru"
+    assert stat.S_IMODE(path.stat().st_mode) & 0o022 == 0
+
+    path.unlink()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(edited))
+    path.symlink_to(elsewhere)  # a link planted under the cached name: not followed
+    with pytest.raises(OSError, match="symbolic link"):  # nor written through
+        zoo.load("gru", cache=tmp_path, **kw)
+    path.unlink()
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.warns(CacheWarning, match=r"zoo graph cache .*shared may be written by other users"):
+        zoo.load("gru", cache=shared, **kw)
+    assert list(shared.iterdir()) == []
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)  # as if another user's folder
+    with pytest.warns(CacheWarning, match="belongs to user id"):
+        assert zoo.load("gru", cache=tmp_path, **kw).name == "gru"
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zoo.load("gru", cache=tmp_path / "fresh", **kw)
+    assert stat.S_IMODE((tmp_path / "fresh").stat().st_mode) == 0o700

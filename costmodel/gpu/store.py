@@ -26,6 +26,7 @@ from typing import Any
 
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.gpu.trees import TreeEnsemble
+from hetsim.graphs.private_cache import read_own_file
 
 __all__ = ["MODEL_VERSION", "SHIPPED", "ModelStore", "cache_dir", "copy_entries", "ship", "store_key"]
 
@@ -67,7 +68,7 @@ class ModelStore:
             if not meta_path.is_file():
                 continue
             try:
-                return read_entry(meta_path)
+                return read_entry(meta_path, private=folder == self.write)
             except (OSError, ValueError, KeyError, TypeError, CostModelError):
                 continue
         return None
@@ -78,14 +79,26 @@ class ModelStore:
             write_entry(self.write, key, meta, trees)
 
 
-def read_entry(meta_path: Path) -> tuple[dict[str, Any], TreeEnsemble | None]:
-    """One stored entry: its description and, when it has one, its trees."""
-    meta = json.loads(meta_path.read_text())
+def read_entry(meta_path: Path, *, private: bool = False) -> tuple[dict[str, Any], TreeEnsemble | None]:
+    """One stored entry: its description and, when it has one, its trees. ``private``
+    (the user's cache): each file is read only when it is a regular file of this
+    user's that no one else may write, through the descriptor checked
+    (:func:`graphs.private_cache.read_own_file`); else it is passed over."""
+
+    def read(path: Path) -> bytes:
+        if not private:
+            return path.read_bytes()
+        data = read_own_file(path)
+        if data is None:
+            raise CostModelError(f"{path}: missing, a link, or writable by another user")
+        return data
+
+    meta = json.loads(read(meta_path))
     if not isinstance(meta, dict) or meta.get("hetsim_gpu_model") != MODEL_VERSION:
         raise CostModelError(f"{meta_path}: another model version")
     if "trees_sha1" not in meta:
         return meta, None
-    raw = meta_path.with_suffix(".npz").read_bytes()
+    raw = read(meta_path.with_suffix(".npz"))
     if hashlib.sha1(raw).hexdigest() != meta["trees_sha1"]:
         raise CostModelError(f"{meta_path}: its trees file does not match")
     return meta, TreeEnsemble.from_bytes(raw, where=str(meta_path.with_suffix(".npz")))

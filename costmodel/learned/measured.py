@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import numbers
 import os
 import warnings
 import weakref
@@ -344,7 +345,7 @@ class MeasuredCostModel:
         self.fallback = fallback if fallback is not None else Roofline()
         self.name = name
         self.allow_uncovered = bool(allow_uncovered)
-        if not isinstance(cache_size, int) or cache_size < 1:
+        if not isinstance(cache_size, numbers.Integral) or cache_size < 1:
             raise CostModelError(f"cache_size must be an int >= 1, got {cache_size!r}")
         self.cache_size = cache_size
         self._graphs: OrderedDict[int, _GraphEntry] = OrderedDict()

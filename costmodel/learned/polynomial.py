@@ -38,6 +38,7 @@ the training rows replaces it (no kernel is faster than the launch floor).
 from __future__ import annotations
 
 import itertools
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -180,11 +181,11 @@ class Polynomial(Predictor):
         bad = [s for s in self.spaces if s not in _SPACES]
         if bad or not self.spaces:
             raise CostModelError(f"Polynomial: spaces must be among {list(_SPACES)}, got {self.spaces!r}")
-        if not self.degrees or any(not isinstance(d, int) or d < 0 for d in self.degrees):
+        if not self.degrees or any(not isinstance(d, numbers.Integral) or d < 0 for d in self.degrees):
             raise CostModelError(f"Polynomial: degrees must be ints >= 0, got {self.degrees!r}")
-        if not isinstance(self.folds, int) or self.folds < 2:
+        if not isinstance(self.folds, numbers.Integral) or self.folds < 2:
             raise CostModelError(f"Polynomial: folds must be an int >= 2, got {self.folds!r}")
-        if not isinstance(self.min_samples, int) or self.min_samples < 2:
+        if not isinstance(self.min_samples, numbers.Integral) or self.min_samples < 2:
             raise CostModelError(f"Polynomial: min_samples must be an int >= 2, got {self.min_samples!r}")
         return [(s, d) for d in sorted(set(self.degrees)) for s in _SPACES if s in self.spaces]
 

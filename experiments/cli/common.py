@@ -156,12 +156,13 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         help="zoo model name, graph JSON file, ONNX file, or file.py:ClassName (a torch module; the file is "
         "imported, which runs its code: give only files you trust)",
     )
-    p.add_argument("--batch", type=positive_int, default=1, help="batch size (zoo models; default 1)")
+    p.add_argument("--batch", type=positive_int, default=None,
+                   help="batch size of a zoo model (default 1; refused for a graph file of another batch)")
     p.add_argument(
         "--granularity",
         choices=["op", "fused"],
-        default="op",
-        help="one node per Relax op, or per fused TVM kernel (default op)",
+        default=None,
+        help="one node per Relax op, or per fused TVM kernel (default op; a graph file's own, another refused)",
     )
     add_input_args(p)
 

@@ -93,10 +93,15 @@ def run(args: argparse.Namespace) -> int:
     return _run_fit(args)
 
 
+#: the files of ``hetsim costmodel eval``, replaced together
+EVAL_OUTPUTS = ("eval.csv", "eval_points.csv", "eval.png", "eval.pdf")
+
+
 def _run_eval(args: argparse.Namespace) -> int:
     from hetsim.costmodel.learned.evaluate import format_eval, loo_predictions, plot_eval, summarize
     from hetsim.costmodel.profile_reader import read_profile
     from hetsim.experiments.cli.main import CLIError
+    from hetsim.experiments.output_folder import replace_outputs
     from hetsim.graphs.graph import atomic_write
 
     if len(args.profile) != 1:
@@ -114,11 +119,17 @@ def _run_eval(args: argparse.Namespace) -> int:
         worst = grp.loc[grp["mape_pct"].idxmax()]
         print(f"{pred} on {dev}: held-out MAPE {grp['mape_pct'].min():.1f}% to {worst['mape_pct']:.1f}% "
               f"(worst: {worst['held_out']})")
-    atomic_write(out / "eval.csv", lambda fh: summary.to_csv(fh, index=False))
-    atomic_write(out / "eval_points.csv", lambda fh: points.to_csv(fh, index=False))
-    paths = plot_eval(points, out, title=f"profile {prof.name}: leave-one-model-out")
-    for p in [out / "eval.csv", out / "eval_points.csv", *paths]:
-        print(f"wrote {p}")
+    written: list[str] = []
+
+    def write(stage: Path) -> None:  # the four files replace the previous ones together, or none does
+        atomic_write(stage / "eval.csv", lambda fh: summary.to_csv(fh, index=False))
+        atomic_write(stage / "eval_points.csv", lambda fh: points.to_csv(fh, index=False))
+        paths = plot_eval(points, stage, title=f"profile {prof.name}: leave-one-model-out")
+        written.extend(["eval.csv", "eval_points.csv", *(Path(p).name for p in paths)])
+
+    replace_outputs(out, write, EVAL_OUTPUTS)
+    for name in written:
+        print(f"wrote {out / name}")
     return 0
 
 

@@ -25,7 +25,10 @@ import math
 from pathlib import Path
 
 from hetsim.costmodel.base import CostModelError
+from hetsim.experiments.cli.common import int_at_least
 from hetsim.experiments.cli.main import CLIError
+from hetsim.experiments.llm_calibrate import MAX_STREAM_MIB
+from hetsim.graphs.files import atomic_write
 
 DEFAULT_OUT = Path("out") / "llm-plan.json"
 
@@ -109,7 +112,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from hetsim.experiments.llm_calibrate import THIS_PLATFORM
 
     c.add_argument("--out", type=Path, default=THIS_PLATFORM, metavar="FILE", help=f"default {THIS_PLATFORM}")
-    c.add_argument("--mib", type=int, default=512, metavar="MIB", help="MiB per STREAM array (default 512)")
+    c.add_argument("--mib", type=int_at_least(1, MAX_STREAM_MIB), default=512, metavar="MIB",
+                   help=f"MiB per STREAM array, 1 to {MAX_STREAM_MIB} (default 512)")
     return p
 
 
@@ -288,8 +292,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     from hetsim.experiments.llm_calibrate import calibrate, platform_toml
 
     m = calibrate(mib=args.mib)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(platform_toml(m))
+    text = platform_toml(m)
+    atomic_write(args.out, lambda fh: fh.write(text))  # never through a link, never half-written
     gpu = m["gpu"]
     print(f"host: {m['threads']} threads, {m['host_memory'] / 2**30:.1f} GiB, STREAM triad "
           f"{m['host_bandwidth'] / 1e9:.1f} GB/s")

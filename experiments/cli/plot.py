@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsim.experiments.cli.common import output_path, positive_float
+from hetsim.experiments.plotting import AGGREGATES, MAX_FIGURE_IN
 
 KINDS = ("bars", "speedup", "gantt", "scatter", "heatmap")
 
@@ -40,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--baseline", default="all-gpu", help="speedup: baseline (default all-gpu)")
     p.add_argument("--where", action="append", metavar="COL=VALUE[,VALUE...]",
                    help="keep only these rows (repeatable), e.g. --where link_bandwidth=1")
-    p.add_argument("--agg", metavar="HOW",
+    p.add_argument("--agg", metavar="HOW", choices=AGGREGATES,
                    help="combine several rows per bar, point or cell: mean, median, min, max, geomean "
                    "(default: none; a figure never averages silently, the axis says what it combined)")
     p.add_argument("--log", action="store_true", help="bars: logarithmic y axis")
@@ -48,9 +49,19 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--color-by", choices=("kind", "request", "op"), default="kind",
                    help="gantt: colour by record kind, request or operator type")
     p.add_argument("--title", help="figure title")
-    p.add_argument("--width", type=positive_float, default=3.5, help="width in inches (default 3.5)")
-    p.add_argument("--height", type=positive_float, help="height in inches")
+    p.add_argument("--width", type=figure_inches, default=3.5,
+                   help=f"width in inches, at most {MAX_FIGURE_IN:g} (default 3.5)")
+    p.add_argument("--height", type=figure_inches, help=f"height in inches, at most {MAX_FIGURE_IN:g}")
     return p
+
+
+def figure_inches(text: str) -> float:
+    """argparse type of ``--width``/``--height``: a number of inches > 0 and at most
+    :data:`~experiments.plotting.charts.MAX_FIGURE_IN`."""
+    value = positive_float(text)
+    if value > MAX_FIGURE_IN:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_FIGURE_IN:g} inches, got {text!r}")
+    return value
 
 
 def parse_where(items: list[str] | None) -> dict[str, Any]:

@@ -43,6 +43,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--devices", default="cpu",
                    help="comma-separated devices: cpu (all cores), cpu@N (N threads), cuda:K "
                    "(default cpu)")
+    p.add_argument("--trust-model-code", action="store_true",
+                   help="a graph JSON whose meta.model_spec names Python code (file.py:Class): import that file "
+                   "to rebuild the model for the tvm backend (a graph file runs no code without this flag)")
     p.add_argument("--backend", choices=["torch", "tvm"], default="torch",
                    help="torch: vendor kernels (oneDNN, cuBLAS/cuDNN); tvm: TVM-compiled PrimFuncs "
                    "(default torch)")
@@ -108,7 +111,12 @@ def run(args: argparse.Namespace) -> int:
     targets = args.models or zoo.names()
     models: list[Any] = []
     for t in targets:
-        models.append(load(t) if t.endswith(".json") or Path(t).is_file() else t)
+        if t.endswith(".json") or Path(t).is_file():
+            graph = load(t)
+            graph.model_code_trusted = args.trust_model_code
+            models.append(graph)
+        else:
+            models.append(t)
     names = [m for m in models if isinstance(m, str)]
     try:
         result = profile_models(

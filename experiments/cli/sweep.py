@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if args.chunksize < 1:
         raise CLIError(f"--chunksize must be >= 1, got {args.chunksize}")
     if args.dry_run:
+        print(f"{sweep.name}: {len(sweep)} point(s) in the grid", flush=True)  # first: listing them may take a while
         todo = pending_points(sweep, out, retry_errors=args.retry_errors)
         print(_describe(sweep, len(todo), out))
         if args.limit is not None:

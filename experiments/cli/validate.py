@@ -84,14 +84,18 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    "their runs interleaved and pooled: one execution's memory layout is an offset all its runs "
                    "share (default 3; each execution holds its own buffers, so --replicas 1 for a model that "
                    "barely fits)")
-    p.add_argument("--batch", type=positive_int, default=1, help="batch size (zoo models; default 1)")
-    p.add_argument("--granularity", choices=["op", "fused"], default="op",
-                   help="graph granularity (fused needs --backend tvm; default op)")
+    p.add_argument("--batch", type=positive_int, default=None,
+                   help="batch size of zoo models (default 1; refused for a graph file of another batch)")
+    p.add_argument("--granularity", choices=["op", "fused"], default=None,
+                   help="graph granularity (fused needs --backend tvm; default op, a graph file's own)")
     p.add_argument("--arg", action="append", metavar="[MODEL.]KEY=VALUE",
                    help="zoo model option, e.g. --arg image_size=64 (repeatable)")
     p.add_argument("--input-shape", action="append", metavar="[NAME=]DIMS[:DTYPE[:HIGH]]",
                    help="example input of an ONNX or file.py:ClassName MODEL, full shape, e.g. 1x3x224x224 "
                    "or input_ids=2x16:int64:50257; repeat for several inputs")
+    p.add_argument("--trust-model-code", action="store_true",
+                   help="a graph JSON MODEL whose meta.model_spec names Python code (file.py:Class): import that "
+                   "file to rebuild the model (a graph file runs no code without this flag)")
     p.add_argument("--launch", choices=["graph", "eager"], default=None,
                    help="how plans that use a GPU launch its ops, in the run and in the simulation: graph (each "
                    "segment between cross-device edges a CUDA graph; the default) or eager (one launch per op); "
@@ -179,7 +183,7 @@ def _run_one(args: argparse.Namespace) -> int:
     else:  # constructor arguments of a file.py:ClassName model
         options = parse_kv(args.arg) if spec.kind == "module" else {}
     graph = load_model_spec(spec, inputs=args.input_shape or (), options=options, batch=args.batch,
-                            granularity=args.granularity)
+                            granularity=args.granularity, trust_model_code=args.trust_model_code)
     how: Any = schedulers.load_plan(args.plan) if args.plan else args.scheduler
     if args.plan:  # a plan of another graph is named as such before anything runs
         from hetsim.sim.plan import PlanError
@@ -221,7 +225,7 @@ def _run_all(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr, flush=True)
 
     table = validate_all(models, args.platform, scheds, args.cost, backend=args.backend or "torch",
-                         warmup=args.warmup, repeats=args.repeats, batch=args.batch,
+                         warmup=args.warmup, repeats=args.repeats, batch=args.batch or 1,
                          model_kwargs=_model_kwargs(models, args.arg),
                          device_map=_device_map(args.device_map), out=args.out, progress=say,
                          in_context=args.in_context, calibrate=args.host_calibration,
@@ -283,7 +287,7 @@ def _profile_in_context(args: argparse.Namespace) -> int:
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     path = profile_in_context(models, args.profile_in_context, device=args.device,
-                              backend=args.backend or "torch", batch=args.batch,
+                              backend=args.backend or "torch", batch=args.batch or 1,
                               model_kwargs=_model_kwargs(models, args.arg), platform=args.platform)
     print(f"wrote the in-context profile {path} ({', '.join(models)} on {args.device})")
     return 0

@@ -16,45 +16,25 @@ there are skipped)::
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from hetsim.experiments.figures import run_sweeps, sweep_main
-from hetsim.experiments.sweep import Sweep
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
+from hetsim.experiments.figures import SweepFigure
 
 HERE = Path(__file__).resolve().parent
-
-
-def full_sweep() -> Sweep:
-    """The figure's grid (``sweep.toml``)."""
-    return Sweep.from_toml(HERE / "sweep.toml")
-
-
-def quick_sweep() -> Sweep:
-    """A reduced grid of the same shape: a 64-pixel GoogLeNet, three schedulers."""
-    return Sweep.from_dict({
-        "name": "fig4-quick",
-        "grid": {"model": "googlenet", "batch": [1], "granularity": "fused",
-                 "platform": "jetson-orin", "scheduler": ["all-gpu", "by-op", "by-path"]},
-        "model_args": {"googlenet": {"image_size": 64}},
-    })  # fmt: skip
-
-
-def run(sweep: Sweep, out: str | os.PathLike[str], *, workers: int = 2,
-        progress: bool = True) -> pd.DataFrame:  # fmt: skip
-    """Run the points of ``sweep`` not yet in ``out/results.csv``; return its rows."""
-    return run_sweeps([sweep], out, workers=workers, progress=progress)
+#: the grid of ``sweep.toml``; ``--quick``: a 64-pixel GoogLeNet, three schedulers
+FIGURE = SweepFigure(HERE, {
+    "name": "fig4-quick",
+    "grid": {"model": "googlenet", "batch": [1], "granularity": "fused",
+             "platform": "jetson-orin", "scheduler": ["all-gpu", "by-op", "by-path"]},
+    "model_args": {"googlenet": {"image_size": 64}},
+}, lambda r: f"{r.platform} b{r.batch} {r.granularity} {r.scheduler}")  # fmt: skip
+full_sweep, quick_sweep, run = FIGURE.full_sweep, FIGURE.quick_sweep, FIGURE.run
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``run.py [--quick] [--out DIR] [--workers N]``."""
-    return sweep_main(__doc__, HERE, full_sweep, quick_sweep, run,
-                      lambda r: f"{r.platform} b{r.batch} {r.granularity} {r.scheduler}", argv)  # fmt: skip
+    return FIGURE.main(__doc__, argv)
 
 
 if __name__ == "__main__":

@@ -135,8 +135,16 @@ def find_validation_csvs(root: Path = REPO) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
+def reused_source(path: Path) -> str:
+    """The ``source`` of rows taken from the validation file PATH: the command that writes
+    such a file and the file's name, not the folder of the run that wrote it (a name of
+    the user's, meaningless in a committed result)."""
+    return f"hetsim validate --all ({path.name})"
+
+
 def reusable_rows(cfg: Config, model: str, cost: str, files: list[Path]) -> tuple[pd.DataFrame, str] | None:
-    """The rows of the newest file that validated ``model`` on this platform, backend and cost."""
+    """The rows of the newest file that validated ``model`` on this platform, backend and cost,
+    and their ``source`` (:func:`reused_source`)."""
     for path in files:
         try:
             t = pd.read_csv(path)
@@ -147,7 +155,7 @@ def reusable_rows(cfg: Config, model: str, cost: str, files: list[Path]) -> tupl
         sel = t[(t["model"] == model) & (t["platform"] == cfg.platform) & (t["backend"] == cfg.backend)
                 & (t["cost"].astype(str).map(cost_key) == cost_key(cost))]  # fmt: skip
         if len(sel) and (sel["status"] == "ok").any():
-            return sel, str(path.resolve().relative_to(REPO)) if path.resolve().is_relative_to(REPO) else str(path)
+            return sel, reused_source(path)
     return None
 
 

@@ -22,6 +22,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
+from hetsim.graphs.files import atomic_write
+
 HERE = Path(__file__).resolve().parent
 NAME = "fig7_llm_offload"
 
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     host070 = pd.read_csv(sens) if sens.exists() else None
     fig = draw(df, host070)
     for ext in ("png", "pdf"):
-        fig.savefig(a.out / f"{NAME}.{ext}", dpi=200)
+        atomic_write(a.out / f"{NAME}.{ext}", lambda fh, ext=ext: fig.savefig(fh, format=ext, dpi=200), binary=True)
     print(headline(df).to_string(index=False))
     print(f"mean |error| {df['error_pct'].abs().mean():.1f} % over {len(df)} figures")
     if host070 is not None:

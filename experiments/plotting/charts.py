@@ -34,6 +34,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullLocator
 
+from hetsim.experiments.plotting import AGGREGATES
 from hetsim.experiments.plotting.gantt import gantt
 from hetsim.experiments.plotting.style import (
     COLUMN_WIDTH_IN,
@@ -101,6 +102,8 @@ def _reduce(
                 "(agg='mean'|'median'|'min'|'max'|'geomean'; CLI --agg)"
             )
         agg = "first"
+    elif agg not in AGGREGATES:
+        raise ValueError(f"{what}: unknown agg {agg!r}; one of {', '.join(AGGREGATES)}")
     if agg == "geomean":
         return grouped.apply(lambda s: float(np.exp(np.log(s.astype(float)).mean())))
     return grouped.agg(agg)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
+from hetsim.experiments.plotting import MAX_FIGURE_IN
 from hetsim.graphs.graph import atomic_write
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -126,6 +127,9 @@ def new_figure(ax: Axes | None, width: float, height: float) -> tuple[Figure, Ax
     (not registered with pyplot: nothing accumulates in long sessions)."""
     if ax is not None:
         return ax.figure, ax
+    for side, value in (("width", width), ("height", height)):
+        if not (isinstance(value, int | float) and 0 < value <= MAX_FIGURE_IN):
+            raise ValueError(f"figure {side} must be a number of inches in (0, {MAX_FIGURE_IN:g}], got {value!r}")
     fig = Figure(figsize=(width, height), layout="constrained")
     return fig, fig.add_subplot()
 

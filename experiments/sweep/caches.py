@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hetsim.graphs.files import open_own_file
+
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.sim.platform import Platform
@@ -51,12 +53,15 @@ def _file_lock(directory: Path, key: str) -> Iterator[None]:
         return
     locks = directory / ".locks"
     locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / key, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    fd = open_own_file(locks / key, os.O_RDWR | os.O_CREAT, 0o600)  # never through a link planted there
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @functools.lru_cache(maxsize=GRAPH_CACHE_SIZE)

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from hetsim.experiments.output_folder import FolderLockedError, lock_folder
-from hetsim.experiments.sweep.point import COLUMNS
+from hetsim.experiments.sweep.point import COLUMNS, METRIC_COLUMNS
 from hetsim.experiments.sweep.spec import SweepError
-from hetsim.graphs.graph import atomic_write
+from hetsim.graphs.files import atomic_write, open_own_file
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -82,8 +82,13 @@ class ResultsFile:
         except FolderLockedError as e:
             self._lock = None
             raise SweepError(str(e)) from None
-        self.recover()
-        self._fh = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        try:
+            self.recover()
+            self._fh = self._open_append()
+        except BaseException:
+            self._lock.close()
+            self._lock = None
+            raise
         if self._fh.tell() == 0:
             self._fh.write(",".join(self.columns) + "\n")
             self._sync(force=True)
@@ -98,14 +103,39 @@ class ResultsFile:
             self._lock.close()
             self._lock = None
 
+    def _open_append(self) -> IO[str]:
+        """The file opened to append rows, created when missing; never through a link."""
+        fd = open_own_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        return os.fdopen(fd, "a", newline="", encoding="utf-8")
+
     def recover(self) -> int:
-        """Drop a partial trailing line; check the header. Returns the bytes dropped."""
-        if not self.path.exists():
+        """Check the header, then drop a partial trailing line. Returns the bytes dropped.
+
+        The columns are checked before anything is truncated: a file of other columns
+        (a user's table, another kind of run) is refused as it is, and so is a link or
+        anything but a regular file at :attr:`path`.
+        """
+        if not os.path.lexists(self.path):
             return 0
-        data = self.path.read_bytes()
+        fd = open_own_file(self.path, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read()
         keep = data.rfind(b"\n") + 1
+        ours = ",".join(self.columns)
+        if keep:
+            header = data[: data.find(b"\n")].decode("utf-8", "replace").strip()
+            if header != ours:
+                old = next(csv.reader([header]), [])
+                if not set(old) < set(self.columns):
+                    raise SweepError(
+                        f"{self.path}: written with other columns (another hetsim version, or another "
+                        "kind of run?); use another output folder"
+                    )
+        elif data and not ours.startswith(data.decode("utf-8", "replace")):  # no line at all: not our header
+            raise SweepError(f"{self.path}: not a hetsim results table (its first line is not a header of "
+                             "hetsim's columns); use another output folder")  # fmt: skip
         if keep < len(data):
-            with open(self.path, "r+b") as fh:
+            with os.fdopen(open_own_file(self.path, os.O_RDWR), "r+b") as fh:
                 fh.truncate(keep)
                 os.fsync(fh.fileno())
             print(
@@ -113,16 +143,8 @@ class ResultsFile:
                 "left by an interrupted run",
                 file=sys.stderr,
             )
-        if keep:
-            header = data[: data.find(b"\n")].decode("utf-8", "replace").strip()
-            if header != ",".join(self.columns):
-                old = next(csv.reader([header]), [])
-                if not set(old) < set(self.columns):
-                    raise SweepError(
-                        f"{self.path}: written with other columns (another hetsim version, or another "
-                        "kind of run?); use another output folder"
-                    )
-                self._add_columns(old)
+        if keep and header != ours:
+            self._add_columns(old)
         return len(data) - keep
 
     def _add_columns(self, old: list[str]) -> None:
@@ -195,7 +217,7 @@ class ResultsFile:
 
         atomic_write(self.path, write)
         if self._fh is not None:
-            self._fh = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+            self._fh = self._open_append()
 
 
 def load_results(path: str | os.PathLike[str], *, ids: Iterable[str] | None = None) -> pd.DataFrame:
@@ -225,6 +247,15 @@ def load_results(path: str | os.PathLike[str], *, ids: Iterable[str] | None = No
         for col in ("error", "model_args", "scheduler_args"):
             if col in df:
                 df[col] = df[col].fillna("")
+        for col in METRIC_COLUMNS:  # a number per cell, or empty: a word there is named, never divided
+            if col in df and not pd.api.types.is_numeric_dtype(df[col]):
+                numbers = pd.to_numeric(df[col], errors="coerce")
+                bad = df[col].notna() & numbers.isna() & (df[col].astype(str).str.strip().str.lower() != "nan")
+                if bad.any():
+                    row = int(bad.to_numpy().nonzero()[0][0])
+                    raise ValueError(f"{path}: column {col!r} holds {df[col].iloc[row]!r:.40} in data row "
+                                     f"{row + 1}, not a number")
+                df[col] = numbers
     if "point_id" in df:
         df = df.drop_duplicates("point_id", keep="last")
     if ids is None:

@@ -29,7 +29,7 @@ from hetsim.experiments.sweep.results import (
 )
 from hetsim.experiments.sweep.runners import SweepPoint, Task, run_many
 from hetsim.experiments.sweep.spec import Sweep, SweepError
-from hetsim.graphs.graph import atomic_write
+from hetsim.graphs.files import atomic_write, open_own_file, refuse_link
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -111,6 +111,7 @@ def run_grid(
     meta = {"sweep": name, "git_commit": git_commit(), "hetsim_version": hetsim_version()}
     keep = set(done) - ({"error"} if retry_errors else set())
     with ResultsFile(out / RESULTS, columns=columns) as results:
+        refuse_link(out / ERRORS_LOG)  # before the points run, not at their first error
         status = results.status()
         redo = {p.id for p in points if p.id in status and status[p.id] not in keep}
         if redo:
@@ -134,7 +135,8 @@ def run_grid(
                 if row["status"] == "error":
                     errors += 1
                     bar.set_postfix(errors=errors)
-                    with open(out / ERRORS_LOG, "a", encoding="utf-8") as fh:
+                    log = open_own_file(out / ERRORS_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # no link
+                    with os.fdopen(log, "a", encoding="utf-8") as fh:
                         fh.write(f"=== {row['point_id']} {_describe(row)} ({row.get('finished_at', '')})\n"
                                  f"{tb or row['error']}\n")  # fmt: skip
                 bar.update(1)
@@ -188,12 +190,12 @@ def run_sweep(
         raise SweepError("parquet=True needs pyarrow: pip install 'hetsim[parquet]' (results.csv needs nothing)")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    refuse_link(out / "results.parquet")  # before the sweep runs, not once it is done
     atomic_write(out / f"{sweep.name}.sweep.json", lambda fh: json.dump(sweep.to_dict(), fh, indent=1))
     df = run_grid(sweep.points(), out, name=sweep.name, workers=workers, client=client, limit=limit,
                   retry_errors=retry_errors, cache_dir=cache_dir, chunksize=chunksize, progress=progress,
                   mp_context=mp_context)  # fmt: skip
     if parquet or (parquet is None and importlib.util.find_spec("pyarrow") is not None):
-        tmp = out / ".results.parquet.tmp"
-        load_results(out / RESULTS).to_parquet(tmp, index=False)
-        os.replace(tmp, out / "results.parquet")
+        table = load_results(out / RESULTS)
+        atomic_write(out / "results.parquet", lambda fh: table.to_parquet(fh, index=False), binary=True)
     return df

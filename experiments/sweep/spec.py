@@ -39,6 +39,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
+import numbers
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -47,8 +48,9 @@ from typing import Any
 
 from hetsim.experiments.sweep.caches import make_cost
 from hetsim.experiments.sweep.point import OVERRIDES, Point
+from hetsim.sim.plan import MAX_REQUESTS
 
-__all__ = ["GRID_KEYS", "Sweep", "SweepError"]
+__all__ = ["GRID_KEYS", "MAX_POINTS", "Sweep", "SweepError"]
 
 
 class SweepError(ValueError):
@@ -61,16 +63,20 @@ def _is_str(v: Any) -> bool:
 
 
 def _is_int(minimum: int) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum
+    return lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= minimum
 
 
 def _is_num(positive: bool) -> Callable[[Any], bool]:
     def check(v: Any) -> bool:
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
         return ok and (v > 0 if positive else v >= 0)
 
     return check
 
+
+#: most points one sweep holds (its grid's size): one row of results.csv each, planned
+#: and listed before anything runs
+MAX_POINTS = 10**6
 
 #: grid key -> (default values or None when required, check, what a value must be);
 #: the order is the nesting order of the cross product (model outermost)
@@ -82,7 +88,7 @@ GRID_KEYS: dict[str, tuple[list[Any] | None, Callable[[Any], bool], str]] = {
     **{k: ([1.0], _is_num(True), "a positive multiplier") for k in OVERRIDES},
     "cost": (["roofline"], _is_str, "a cost-model spec ('roofline', a profile folder...)"),
     "scheduler": (None, _is_str, "a scheduler name"),
-    "requests": ([1], _is_int(1), "an int >= 1"),
+    "requests": ([1], lambda v: _is_int(1)(v) and v <= MAX_REQUESTS, f"an int in [1, {MAX_REQUESTS}]"),
     "interval_s": ([0.0], _is_num(False), "a number >= 0"),
     "noise": ([0.0], _is_num(False), "a number >= 0"),
     "seed": ([0], _is_int(0), "an int >= 0"),
@@ -186,6 +192,10 @@ class Sweep:
                 if k not in grid[column]:
                     problems.append(f"[{table}]: {k!r} is not in grid.{column} {grid[column]}")
             tables[table] = {k: dict(v) for k, v in raw.items()}
+        size = math.prod(len(v) for v in grid.values())
+        if size > MAX_POINTS:  # before the names are checked: a 3000 x 3000 grid is refused at once
+            raise SweepError(_report(source, [*problems, "[grid]: " + " x ".join(f"{len(v)} {k}" for k, v in grid.items() if len(v) > 1)
+                                              + f" = {size} points, past the {MAX_POINTS} a sweep may hold"]))
         name = data.get("name", "sweep")
         if not _is_str(name):
             problems.append(f"'name' must be a non-empty string, got {name!r}")

@@ -18,9 +18,9 @@ from hetsim.graphs.llm.config import (
     kv_dtype_bytes,
     weight_format,
 )
-from hetsim.graphs.llm.workload import LLMWorkload
 from hetsim.graphs.llm.spec import LLM_PREFIX, is_llm_spec, llm_graph_from_spec, parse_llm_spec
 from hetsim.graphs.llm.streaming import WEIGHT_SUFFIX, stream_weights
+from hetsim.graphs.llm.workload import LLMWorkload
 
 __all__ = [
     "ACT_BYTES",

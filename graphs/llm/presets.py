@@ -14,7 +14,7 @@ lists the known ones.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from hetsim.graphs.graph import GraphError
@@ -46,7 +46,7 @@ def canonical_preset(name: str) -> str | None:
     return by_key.get(_key(name))
 
 
-@lru_cache(maxsize=None)
+@cache
 def preset_architecture(name: str) -> Architecture:
     """The :class:`Architecture` of preset ``name``.
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from hetsim.graphs.graph import Graph, GraphError
-from hetsim.graphs.llm.build import llm_graph
 from hetsim.graphs.llm.architecture import Architecture
+from hetsim.graphs.llm.build import llm_graph
 
 __all__ = ["LLM_PREFIX", "is_llm_spec", "llm_graph_from_spec", "parse_llm_spec"]
 

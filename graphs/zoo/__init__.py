@@ -51,6 +51,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import numbers
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -61,7 +62,7 @@ import torch
 from torch import nn
 
 from hetsim.graphs.graph import SCHEMA_VERSION, Graph, GraphError
-from hetsim.graphs.graph import load as _load_graph
+from hetsim.graphs.private_cache import read_own_file, usable_folder
 from hetsim.graphs.zoo import cnn, mobile, rnn, transformer
 from hetsim.graphs.zoo.rnn import tag_steps
 
@@ -121,9 +122,16 @@ def _construct(name: str, kw: dict[str, Any]) -> nn.Module:
         raise GraphError(f"zoo model {name!r}: {e}") from None
 
 
-def _check_int(key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise GraphError(f"{key} must be an int >= {minimum}, got {value!r}")
+#: largest batch a zoo model is built at: its example input is allocated and the model
+#: run on it once to import it (resnet18 at batch 1024: 0.6 GB of input alone)
+MAX_BATCH = 1024
+
+
+def _check_int(key: str, value: Any, minimum: int, maximum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise GraphError(f"{key} must be an int >= {minimum}, got {value!r:.60}")
+    if maximum is not None and value > maximum:
+        raise GraphError(f"{key} must be at most {maximum}, got {value!r:.60}")
 
 
 def build(
@@ -154,7 +162,7 @@ def build(
         For an unknown model, an unknown option or an invalid value.
     """
     _resolve_kwargs(name, kw)
-    _check_int("batch", batch, 1)
+    _check_int("batch", batch, 1, MAX_BATCH)
     _check_int("seed", seed, 0)
     _, family = _entry(name)
     with torch.random.fork_rng(devices=[]):
@@ -255,7 +263,11 @@ def load(
     cache
         A directory to cache imported graphs in as JSON; ``None`` uses ``$HETSIM_CACHE``
         when set (else no cache); ``True`` uses ``$HETSIM_CACHE`` or
-        ``~/.cache/hetsim/zoo``; ``False`` never caches.
+        ``~/.cache/hetsim/zoo`` (created private); ``False`` never caches. A folder
+        of another user's, or one other users may write, is not used, and nor is a
+        cached file that is a link or that other users may write
+        (:mod:`graphs.private_cache`): a graph is never read from a file another
+        user could have edited.
 
     Returns
     -------
@@ -270,19 +282,22 @@ def load(
     [0, 1, 2, 3]
     """
     _resolve_kwargs(name, kw)
-    _check_int("batch", batch, 1)
+    _check_int("batch", batch, 1, MAX_BATCH)
     _check_int("seed", seed, 0)
     if granularity not in _GRANULARITIES:
         raise GraphError(f"granularity must be one of {list(_GRANULARITIES)}, got {granularity!r}")
     directory = _cache_dir(cache)
+    if directory is not None:  # only a folder of this user's that no one else may write
+        directory = usable_folder(directory, what="zoo graph cache")
     path = None
     graph = None
     if directory is not None:
         path = cache_path(directory, name, batch=batch, granularity=granularity, seed=seed, **kw)
-        if path.exists():
+        data = read_own_file(path)  # None: missing, a link, or writable by another user
+        if data is not None:
             try:
-                graph = _load_graph(path)
-            except GraphError:
+                graph = Graph.from_dict(json.loads(data), source=str(path))
+            except (GraphError, ValueError, RecursionError):
                 graph = None  # corrupt or outdated entry: rebuild and overwrite it
     if graph is None:
         graph = _import(name, batch=batch, granularity=granularity, seed=seed, kw=kw)

@@ -31,6 +31,7 @@ EfficientNet, ShuffleNet) are in :mod:`graphs.zoo.mobile`.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 
 import torch
@@ -560,7 +561,7 @@ class SqueezeNet(nn.Module):
 
 # ------------------------------------------------------------------------- registry
 def with_size(model: nn.Module, image_size: int, minimum: int = 32) -> nn.Module:
-    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < minimum:
+    if isinstance(image_size, bool) or not isinstance(image_size, numbers.Integral) or image_size < minimum:
         raise ValueError(f"image_size must be an int >= {minimum}, got {image_size!r}")
     model.image_size = image_size
     return model

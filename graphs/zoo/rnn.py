@@ -18,6 +18,7 @@ broadcasts over the batch.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import networkx as nx
@@ -128,7 +129,7 @@ class StackedRNN(nn.Module):
 
 def _check_sizes(**sizes: int) -> None:
     for key, v in sizes.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
             raise ValueError(f"{key} must be an int >= 1, got {v!r}")
 
 

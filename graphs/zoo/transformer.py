@@ -33,6 +33,7 @@ for the class token (the parameter count above is at 224x224, 197 tokens).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import torch
@@ -79,7 +80,7 @@ def _init_weights(module: nn.Module, std: float = 0.02) -> None:
 def _check_seq_len(seq_len: int, max_positions: int) -> None:
     if (
         isinstance(seq_len, bool)
-        or not isinstance(seq_len, int)
+        or not isinstance(seq_len, numbers.Integral)
         or not 1 <= seq_len <= max_positions
     ):
         raise ValueError(f"seq_len must be an int in [1, {max_positions}], got {seq_len!r}")
@@ -277,7 +278,7 @@ class VisionTransformer(nn.Module):
         super().__init__()
         if (
             isinstance(image_size, bool)
-            or not isinstance(image_size, int)
+            or not isinstance(image_size, numbers.Integral)
             or image_size < patch
             or image_size % patch
         ):

@@ -138,14 +138,16 @@ def source_model(graph: Graph, *, exact: bool = True) -> RelaxModel:
     """The Relax model a graph was imported from, rebuilt: from ``graph.program`` (a graph
     imported by :func:`graphs.from_torch` or :func:`graphs.from_onnx` in this process),
     else from the zoo model it names (``meta["model"]``, ``batch``, ``zoo_kwargs``,
-    ``zoo_seed``, ``granularity``), else from its model spec (``meta["model_spec"]``).
+    ``zoo_seed``, ``granularity``), else from its model spec (``meta["model_spec"]``):
+    an ONNX file, or Python code only when ``graph.model_code_trusted``.
     Its graph is the imported one (a graph rewritten since, e.g. by ``split_op``, has
     other nodes: the executor's wiring maps them).
 
     Raises
     ------
     BackendError
-        When the graph has none of these, or its model fails to rebuild.
+        When the graph has none of these, its model fails to rebuild, or its model spec
+        names Python code it was not trusted to import.
     """
     meta = graph.meta
     gran = str(meta.get("granularity", "op"))
@@ -155,7 +157,17 @@ def source_model(graph: Graph, *, exact: bool = True) -> RelaxModel:
     spec = meta.get("model_spec")
     if not model_name and isinstance(spec, dict) and spec.get("spec"):
         from hetsim.graphs.graph import GraphError
-        from hetsim.graphs.model_spec import load_model_spec
+        from hetsim.graphs.model_spec import load_model_spec, parse_model_spec
+
+        try:
+            kind = parse_model_spec(str(spec["spec"])).kind
+        except GraphError as e:
+            raise BackendError(f"graph {graph.name!r}: meta.model_spec {spec['spec']!r:.80}: {e}") from None
+        if kind == "module" and not getattr(graph, "model_code_trusted", False):
+            raise BackendError(
+                f"graph {graph.name!r} names Python model code {spec['spec']!r:.80} (meta.model_spec): a graph "
+                "file runs no code unless told to; to import it, pass --trust-model-code (Python: "
+                "load_model_spec(..., trust_model_code=True), or graph.model_code_trusted = True)")
 
         try:
             rebuilt = load_model_spec(spec["spec"], inputs=spec.get("inputs") or (),

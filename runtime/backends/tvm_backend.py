@@ -40,6 +40,7 @@ import numpy as np
 
 from hetsim.graphs.features import signature
 from hetsim.graphs.graph import VIEW_OPS, Graph, atomic_write, first_line
+from hetsim.graphs.private_cache import read_own_file
 from hetsim.runtime.backends.base import (
     BackendError,
     DeviceSpec,
@@ -67,8 +68,8 @@ from hetsim.runtime.backends.relax_model import (  # the models it compiles, exp
 os.environ.setdefault("TVM_BIND_THREADS", "0")
 
 __all__ = [
-    "KernelCache", "KernelCacheWarning", "RelaxModel", "TvmBackend", "TvmKernel", "file_sha256", "hash_path",
-    "import_model", "import_module", "library_intact", "model_for", "relax_model",
+    "KernelCache", "KernelCacheWarning", "RelaxModel", "TvmBackend", "TvmKernel", "hash_path", "keyed_digest",
+    "import_model", "import_module", "load_intact", "model_for", "relax_model",
 ]
 
 _SYMBOL = "hetsim_kernel"
@@ -167,9 +168,13 @@ class KernelCache:
     A cached kernel is a shared library that loading runs: whoever can write the cache
     folder can run code in the process that loads from it. So the folder is per user
     (``$HETSIM_CACHE/tvm-UID``, ``~/.cache/hetsim/tvm``), created private (mode 0700) and
-    used only while it is this user's and no one else may write it; each library is
-    written with the sha256 of its bytes beside it, and loaded only when the file still
-    has that hash (another file is rebuilt, never loaded). A folder that fails these
+    used only while it is this user's and no one else may write it, checked again at
+    every load. Each library is written with a keyed hash of its bytes beside it
+    (HMAC-SHA256 under ``.key``, a secret of this user's in the folder, mode 0600): a
+    writer without this user's rights cannot compute it. A library is read once, through
+    a descriptor that follows no link, checked against its hash, and loaded from a
+    private copy of exactly those bytes, so that swapping the file after the check
+    loads nothing. Another file is rebuilt, never loaded. A folder that fails these
     checks turns the disk cache off with a :class:`KernelCacheWarning`.
 
     Parameters
@@ -199,28 +204,48 @@ class KernelCache:
         return h.hexdigest()[:24]
 
     def folder(self) -> Path | None:
-        """The cache folder, created private (0700) on first use; None when the disk cache
-        is off, or the folder is not this user's or others may write it (a warning says so)."""
-        if self.directory is None or self._checked:
-            return self.directory
-        self._checked = True
+        """The cache folder, created private (0700) on first use and checked at every call;
+        None when the disk cache is off, or the folder is not this user's or others may
+        access it (a warning says so, once)."""
+        if self.directory is None:
+            return None
         problem = None
         try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not self._checked:
+                self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             st = self.directory.lstat()
             if not stat.S_ISDIR(st.st_mode):
                 problem = "is not a folder"
             elif st.st_uid != os.getuid():
                 problem = f"belongs to user id {st.st_uid}, not to this user ({os.getuid()})"
             elif st.st_mode & 0o077:
-                os.chmod(self.directory, 0o700)
+                if self._checked:  # opened up since it was made private: not ours to trust
+                    problem = f"was opened to other users (mode {stat.S_IMODE(st.st_mode):04o})"
+                else:
+                    os.chmod(self.directory, 0o700)
         except OSError as e:
             problem = f"cannot be made private ({e.strerror or e})"
+        self._checked = True
         if problem is not None:
             warnings.warn(f"kernel cache {self.directory} {problem}: compiled kernels are kept in memory only",
                           KernelCacheWarning, stacklevel=3)
             self.directory = None
         return self.directory
+
+    def secret(self, folder: Path) -> bytes:
+        """This user's key of the keyed hashes in FOLDER (``.key``, created 0600 when missing)."""
+        path = folder / ".key"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(os.urandom(32))
+        key = read_own_file(path)
+        if not key or len(key) < 32:
+            raise OSError(f"kernel cache key {path} is not a private file of this user's")
+        return key
 
     def get(self, key: str, build: Callable[[], Any], info: Mapping[str, Any]) -> Any:
         """The runtime module of ``key``: from memory, from disk (when its recorded hash
@@ -228,15 +253,14 @@ class KernelCache:
         if key in self._loaded:
             self._loaded.move_to_end(key)
             return self._loaded[key]
-        import tvm
 
         lib = None
         folder = self.folder()
         path = folder / f"{key}.so" if folder is not None else None
-        if path is not None and library_intact(path):
+        if path is not None:
             try:
-                lib = tvm.runtime.load_module(str(path))
-            except Exception:  # a library this TVM cannot load: rebuild it
+                lib = load_intact(path, self.secret(path.parent))
+            except Exception:  # a library this TVM cannot load, a key it cannot read: rebuild it
                 lib = None
         if lib is None:
             lib = build()
@@ -255,7 +279,7 @@ class KernelCache:
         os.close(fd)
         try:
             ex.export_library(tmp)
-            digest = file_sha256(Path(tmp))
+            digest = keyed_digest(Path(tmp).read_bytes(), self.secret(path.parent))
             atomic_write(hash_path(path), lambda fh: fh.write(digest + "\n"))
             os.replace(tmp, path)
         except Exception:  # no C compiler, read-only folder...: keep it in memory only
@@ -266,7 +290,7 @@ class KernelCache:
             entries = json.loads(index.read_text()) if index.is_file() else {}
         except (OSError, json.JSONDecodeError):
             entries = {}
-        entries[key] = {**info, "file": path.name, "sha256": digest,
+        entries[key] = {**info, "file": path.name, "hmac_sha256": digest,
                         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
         atomic_write(index, lambda fh: json.dump(entries, fh, indent=1))
         return tvm.runtime.load_module(str(path))
@@ -276,28 +300,39 @@ class KernelCacheWarning(UserWarning):
     """The kernel cache folder is not private to this user: its disk cache is off."""
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, hex."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def keyed_digest(data: bytes, key: bytes) -> str:
+    """HMAC-SHA256 of DATA under KEY, hex: what a cached library's ``.sha256`` file records."""
+    import hmac
+
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 def hash_path(library: Path) -> Path:
-    """Where the sha256 of a cached library is recorded: ``KEY.so.sha256`` beside it."""
+    """Where the keyed hash of a cached library is recorded: ``KEY.so.sha256`` beside it."""
     return library.with_name(library.name + ".sha256")
 
 
-def library_intact(library: Path) -> bool:
-    """Whether a cached library exists and its bytes have the sha256 recorded when it was
-    written (a file put there by anyone else, or changed since, has not)."""
+def load_intact(library: Path, key: bytes) -> Any:
+    """The runtime module of a cached library whose bytes have the keyed hash recorded
+    when it was written, else None. The bytes are read once, through a descriptor that
+    follows no link and is this user's alone to write, and loaded from a private copy of
+    them: the file checked is the file loaded."""
+    import hmac
+
+    import tvm
+
+    data, recorded = read_own_file(library), read_own_file(hash_path(library))
+    if data is None or recorded is None:
+        return None
+    if not hmac.compare_digest(keyed_digest(data, key), recorded.decode("ascii", "replace").strip()):
+        return None
+    fd, copy = tempfile.mkstemp(dir=library.parent, prefix=".load-", suffix=".so")  # mode 0600
     try:
-        recorded = hash_path(library).read_text().strip()
-        return library.is_file() and not library.is_symlink() and file_sha256(library) == recorded
-    except OSError:
-        return False
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return tvm.runtime.load_module(copy)
+    finally:
+        Path(copy).unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------- kernels

@@ -73,6 +73,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from hetsim.graphs.graph import validate
 from hetsim.sim.collector import pause_collector, resume_collector
 from hetsim.sim.engine.prep import GraphTables, PrepError, index_graph, prepare
 from hetsim.sim.engine.run import EngineRun
@@ -185,6 +186,7 @@ class Simulator:
         from hetsim.costmodel.priced import PricedGraph
 
         cost = as_cost_model(cost, platform=platform)  # None: each device's own source
+        validate(graph)  # values set through graph.nodes[n] or Graph(nx) are checked too
         self.graph, self.platform, self.cost = graph, platform, cost
         self.tables: GraphTables | None = None  # sim.engine.prep.index_graph, at the first simulation
         # the op, dispatch and transfer times, priced once for every plan: the given

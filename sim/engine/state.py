@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from hetsim.sim.plan import MAX_REQUESTS
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.engine.run import EngineRun
@@ -20,13 +23,24 @@ class SimulationError(RuntimeError):
     """The simulation cannot run or went wrong (out of memory, deadlock, bad cost)."""
 
 
+#: latest request arrival a simulation accepts, in seconds (about 32 years): past it a
+#: microsecond op no longer changes a time of day in double precision
+MAX_ARRIVAL_S = 1e9
+
+
 def check_arrivals(requests: Any, interval_s: Any) -> None:
-    """Refuse a request count other than an int >= 1 or an interval between arrivals
-    other than a finite number >= 0 (:func:`sim.simulate`, ``hetsim compare`` up front)."""
-    if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
-        raise SimulationError(f"requests must be an int >= 1, got {requests!r}")
-    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0:
+    """Refuse a request count other than an int in [1, :data:`~sim.plan.MAX_REQUESTS`] or
+    an interval between arrivals other than a finite number >= 0 whose last arrival is
+    at most :data:`MAX_ARRIVAL_S` (:func:`sim.simulate`, ``hetsim compare`` up front)."""
+    if isinstance(requests, bool) or not isinstance(requests, numbers.Integral) or not 1 <= requests <= MAX_REQUESTS:
+        raise SimulationError(f"requests must be an int in [1, {MAX_REQUESTS}], got {requests!r}")
+    if isinstance(interval_s, bool) or not isinstance(interval_s, numbers.Real) or not math.isfinite(interval_s) \
+            or interval_s < 0:
         raise SimulationError(f"interval_s must be a finite number >= 0, got {interval_s!r}")
+    if interval_s * (int(requests) - 1) > MAX_ARRIVAL_S:
+        raise SimulationError(f"interval_s {interval_s!r} puts the last of {requests} requests' arrivals at "
+                              f"{interval_s * (int(requests) - 1):.3g} s, past the {MAX_ARRIVAL_S:g} s a "
+                              "simulation accepts")
 
 
 class Request:
