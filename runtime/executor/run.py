@@ -374,10 +374,12 @@ class Engine:
                 key = choose(heap, key)
             r, rk = divmod(key, n)
             u = order[rk]
-            if dyn:
+            if dyn:  # the stream ends the op after what it already holds (a GPU stream's queue)
                 t = self.price(u, d)
                 self.queued[d] -= t
-                self.stream_end[d][s] = pc() - self.t0 + t
+                ends = self.stream_end[d]
+                now = pc() - self.t0
+                ends[s] = (ends[s] if ends[s] > now else now) + t
             st = reqs[r]
             lock.release()
             members = item(st, u, d, s)
