@@ -65,6 +65,10 @@ from hetsim.sim.contention import (
 
 __all__ = ["LAUNCH_MODES", "MATMUL_PRECISIONS", "TENSOR_MODES", "Device", "Link", "MemoryDomain", "Platform", "PlatformError", "read_toml"]
 
+#: the most streams (workers) of one device, and dispatch threads of a platform: the
+#: simulator and the executor keep state per stream
+MAX_STREAMS = 1024
+
 #: how a GPU's kernels are issued (``Device.launch``)
 LAUNCH_MODES = ("eager", "graph")
 #: math modes of a GPU's tensor-core peaks (``Device.tensor_flops`` keys)
@@ -217,8 +221,9 @@ class Device:
                 _positive(where, key, getattr(self, key))
         if self.cost is not None and (not isinstance(self.cost, str) or not self.cost):
             raise PlatformError(f"{where}: 'cost' must be a non-empty cost spec string, got {self.cost!r}")
-        if isinstance(self.streams, bool) or not isinstance(self.streams, numbers.Integral) or self.streams < 1:
-            raise PlatformError(f"{where}: 'streams' must be an int >= 1, got {self.streams!r}")
+        if (isinstance(self.streams, bool) or not isinstance(self.streams, numbers.Integral) or self.streams < 1
+                or self.streams > MAX_STREAMS):
+            raise PlatformError(f"{where}: 'streams' must be an int from 1 to {MAX_STREAMS}, got {self.streams!r:.60}")
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral)
                                          or self.threads < 1):
             raise PlatformError(f"{where}: 'threads' must be an int >= 1, got {self.threads!r}")
@@ -357,8 +362,8 @@ class Platform:
                 f"platform {self.name!r}: host {self.host!r} is not a device ({sorted(by_name)})"
             )
         if (isinstance(self.dispatch_threads, bool) or not isinstance(self.dispatch_threads, numbers.Integral)
-                or self.dispatch_threads < 1):
-            raise PlatformError(f"platform {self.name!r}: 'dispatch_threads' must be an int >= 1, "
+                or not 1 <= self.dispatch_threads <= MAX_STREAMS):
+            raise PlatformError(f"platform {self.name!r}: 'dispatch_threads' must be an int from 1 to {MAX_STREAMS}, "
                                 f"got {self.dispatch_threads!r:.60}")
         if (isinstance(self.decision_s, bool) or not isinstance(self.decision_s, numbers.Real)
                 or not 0.0 <= float(self.decision_s) < math.inf):
