@@ -48,12 +48,7 @@ HOST_FIGURES = {"graph_launch_s": 4e-6, "event_s": 0.0, "copy_issue_s": 2e-6}
 
 def two_gpus() -> Platform:
     """The host and the first two GPUs of ``multi-gpu-4``."""
-    d = Platform.preset("multi-gpu-4").to_dict()
-    keep = {"cpu", "gpu0", "gpu1"}
-    d["name"] = "two-gpu"
-    d["devices"] = [x for x in d["devices"] if x["name"] in keep]
-    d["links"] = [x for x in d["links"] if x["src"] in keep and x["dst"] in keep]
-    return Platform.from_dict(d)
+    return Platform.preset("multi-gpu-4").only(["cpu", "gpu0", "gpu1"], name="two-gpu")
 
 
 def platforms() -> dict[str, Platform]:

@@ -50,7 +50,7 @@ import numbers
 import os
 import tomllib
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -501,6 +501,19 @@ class Platform:
     def replace(self, **changes: Any) -> Platform:
         """A copy with top-level fields replaced (``devices``, ``links``, ``name``...)."""
         return dataclasses.replace(self, **changes)
+
+    def only(self, devices: Iterable[str], *, name: str | None = None) -> Platform:
+        """A copy with only ``devices`` (the host among them) and the links between them."""
+        keep = set(devices)
+        unknown = sorted(keep - set(self.device_names))
+        if unknown or self.host not in keep:
+            raise PlatformError(f"platform {self.name!r}: only({sorted(keep)}) "
+                                + (f"names unknown devices {unknown}" if unknown else f"leaves out the host {self.host!r}"))
+        d = self.to_dict()
+        d["name"] = name or self.name
+        d["devices"] = [x for x in d["devices"] if x["name"] in keep]
+        d["links"] = [x for x in d["links"] if x["src"] in keep and x["dst"] in keep]
+        return Platform.from_dict(d, source=f"{self.name}.only")
 
     def scaled(
         self,

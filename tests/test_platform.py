@@ -298,3 +298,13 @@ def test_memory_bytes_of_a_whole_float_is_an_int():
     p = Platform.from_dict(with_changes("devices.1.memory_bytes", 8e9), source="box.toml")
     assert p.device("gpu").memory_bytes == 8_000_000_000
     assert isinstance(p.device("gpu").memory_bytes, int)
+
+
+def test_only_keeps_the_devices_named_and_the_links_between_them():
+    p = Platform.preset("multi-gpu-4").only(["cpu", "gpu0", "gpu1"], name="two-gpu")
+    assert p.name == "two-gpu" and p.device_names == ["cpu", "gpu0", "gpu1"]
+    assert all({lk.src, lk.dst} <= {"cpu", "gpu0", "gpu1"} for lk in p.links) and p.route("gpu0", "gpu1")
+    with pytest.raises(PlatformError, match=r"only\(\['gpu0', 'gpu9'\]\) names unknown devices \['gpu9'\]"):
+        Platform.preset("multi-gpu-4").only(["gpu0", "gpu9"])
+    with pytest.raises(PlatformError, match="leaves out the host 'cpu'"):
+        Platform.preset("multi-gpu-4").only(["gpu0"])

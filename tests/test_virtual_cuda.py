@@ -31,12 +31,7 @@ SIZE = 8
 
 def two_gpus() -> Platform:
     """The host and the first two GPUs of ``multi-gpu-4`` (peer links between them)."""
-    d = Platform.preset("multi-gpu-4").to_dict()
-    keep = {"cpu", "gpu0", "gpu1"}
-    d["name"] = "two-gpu"
-    d["devices"] = [x for x in d["devices"] if x["name"] in keep]
-    d["links"] = [x for x in d["links"] if x["src"] in keep and x["dst"] in keep]
-    return Platform.from_dict(d)
+    return Platform.preset("multi-gpu-4").only(["cpu", "gpu0", "gpu1"], name="two-gpu")
 
 
 TWO_GPUS = two_gpus()
