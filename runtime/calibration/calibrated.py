@@ -164,13 +164,14 @@ def check_calibration(platform: Platform, *, machine: str | None = None, gpu: st
     return text
 
 
-def load_calibrated(path: str | os.PathLike[str] | Platform, *, machine: str | None = None) -> Platform:
+def load_calibrated(path: str | os.PathLike[str] | Platform, *, machine: str | None = None,
+                    gpu: str | None = None, refuse: bool = False) -> Platform:
     """:meth:`Platform.load <sim.platform.Platform.load>`, then :func:`check_calibration`
-    (its text as a :class:`CalibrationWarning`)."""
+    (``machine``, ``gpu``, ``refuse`` as there; its text as a :class:`CalibrationWarning`)."""
     from hetsim.sim.platform import Platform
 
     platform = Platform.load(path)
-    text = check_calibration(platform, machine=machine)
+    text = check_calibration(platform, machine=machine, gpu=gpu, refuse=refuse)
     if text is not None:
         warnings.warn(text, CalibrationWarning, stacklevel=2)
     return platform

@@ -112,9 +112,7 @@ def _platform(platform: Platform | str) -> Platform:
     """The platform, its calibration checked (:func:`runtime.calibration.check_calibration`):
     figures of another machine or another GPU are refused by name (a validation here
     would set this machine's measurements against them), an older format's warned of."""
-    import warnings
-
-    from hetsim.runtime.calibration import CalibrationWarning, check_calibration
+    from hetsim.runtime.calibration import load_calibrated
     from hetsim.sim.platform import Platform as _Platform
 
     plat = _Platform.load(platform)
@@ -124,10 +122,7 @@ def _platform(platform: Platform | str) -> Platform:
 
         dev, _ = cuda_device(0)
         gpu = dev.name if dev is not None else "no GPU"
-    text = check_calibration(plat, gpu=gpu, refuse=True)
-    if text is not None:
-        warnings.warn(text, CalibrationWarning, stacklevel=3)
-    return plat
+    return load_calibrated(plat, gpu=gpu, refuse=True)
 
 
 def _cost(cost: Any, platform: Platform) -> tuple[Any, str]:
