@@ -229,13 +229,47 @@ class OnGPU:
 
 
 @pytest.mark.parametrize("launch", ["eager", "graph"])
-def test_a_dynamic_plan_launches_each_op_when_it_is_placed(launch: str):
-    # placed when ready, so launched then, one launch per op (graph falls back to eager):
-    # a launched [0, 2], runs [2, 3]; b ready at 3, launched [3, 5], runs [5, 10]
+def test_a_dynamic_plan_places_a_reader_when_its_gpu_producer_is_launched(launch: str):
+    # one launch per op (graph falls back to eager); as the executor's GPU worker does,
+    # the readers of a launched op are placed (and may be launched) at once, their
+    # kernels waiting on the GPU for it: a launched [0, 2], runs [2, 3]; b placed at 2,
+    # launched [2, 4], runs [4, 9]
     res = simulate(chain("ab"), platform(launch, gpu_dispatch_us=2), Plan({}, policy=OnGPU()),
                    Fixed({"a": 1.0, "b": 5.0}), record=True)
-    assert spans(res, "launch") == [("a", "gpu.host", 0, 2), ("b", "gpu.host", 3, 5)]
-    assert spans(res, "op") == [("a", "gpu", 2, 3), ("b", "gpu", 5, 10)]
+    assert spans(res, "launch") == [("a", "gpu.host", 0, 2), ("b", "gpu.host", 2, 4)]
+    assert spans(res, "op") == [("a", "gpu", 2, 3), ("b", "gpu", 4, 9)]
+
+
+def test_a_reader_placed_before_its_gpu_producer_ends_waits_for_it():
+    # b is placed and launched while a runs: its kernel starts when a's ends
+    res = simulate(chain("ab"), platform("eager", gpu_dispatch_us=1), Plan({}, policy=OnGPU()),
+                   Fixed({"a": 5.0, "b": 1.0}), record=True)
+    assert spans(res, "launch") == [("a", "gpu.host", 0, 1), ("b", "gpu.host", 1, 2)]
+    assert spans(res, "op") == [("a", "gpu", 1, 6), ("b", "gpu", 6, 7)]
+
+
+class Placed:
+    """A dynamic policy that places each node where a table says."""
+
+    name = "placed"
+
+    def __init__(self, where: dict[str, str]) -> None:
+        self.where = where
+
+    def select(self, node: str, view: object) -> str:
+        return self.where[node]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "params": {}}
+
+
+def test_a_cpu_reader_placed_while_its_gpu_producer_runs_gets_the_copy_when_it_ends():
+    # a launched [0, 1], runs [1, 6]; b placed on the CPU at 1; a's output crosses
+    # [6, 8]; b runs [8, 11]
+    res = simulate(chain("ab"), platform("eager", gpu_dispatch_us=1), Plan({}, policy=Placed({"a": "gpu", "b": "cpu"})),
+                   Fixed({"a": 5.0, "b": 3.0}, hop_us=2.0), record=True)
+    assert spans(res, "op") == [("a", "gpu", 1, 6), ("b", "cpu", 8, 11)]
+    assert [(s, e) for _, _, s, e in spans(res, "transfer")] == [(6, 8)]
 
 
 def test_host_work_shows_in_the_chrome_trace():

@@ -22,7 +22,9 @@
   its own, so a copy never waits behind another stream's kernel); a CPU tensor is
   written into a pinned buffer by the producer's thread and copied asynchronously;
   a GPU tensor is copied into a pinned buffer after its producer's event. GPU to
-  GPU: a peer copy on the destination's host-to-device stream.
+  GPU: a peer copy on a stream of its own for that pair of GPUs and direction (the
+  simulator's link from one GPU to the other), never behind the destination's copies
+  from the host.
 * Buffers, events and graphs are made in the first run and reused; the executor
   synchronises every GPU between runs, so reuse is safe, and keeps every tensor of
   a run referenced until the run ends (no cross-stream reuse by the caching
@@ -95,6 +97,8 @@ class CudaRuntime:
         #: compute stream -> the stream its outputs are copied to the host on
         self.d2h: dict[tuple[int, int], Any] = {}
         self.copies_of: dict[int, Any] = {}
+        #: (source memory, destination memory) -> the stream of the peer copies between two GPUs
+        self.peer: dict[tuple[int, int], Any] = {}
         self.index: dict[int, int] = {}
         self.bufs: dict[tuple, Any] = {}
         self.events: dict[tuple, Any] = {}
@@ -110,8 +114,9 @@ class CudaRuntime:
 
     # --------------------------------------------------------------- lifecycle
     def start(self, engine: Engine) -> None:
-        """Create each GPU memory's host-to-device copy stream, and each compute stream
-        with the stream its outputs are copied to the host on: a copy waits on the GPU
+        """Create each GPU memory's host-to-device copy stream, each compute stream
+        with the stream its outputs are copied to the host on, and a peer-copy stream per
+        ordered pair of GPU memories: a copy waits on the GPU
         for its producer's kernel, so one device-to-host stream per GPU would hold a
         copy whose producer ended back behind one whose producer is still running (the
         simulator's transfer starts when its producer ends and the link is free)."""
@@ -127,6 +132,10 @@ class CudaRuntime:
                 self.compute[(d, s)] = dev.stream(spec.index)
                 self.d2h[(d, s)] = dev.stream(spec.index)
                 self.copies_of[id(self.compute[(d, s)])] = self.d2h[(d, s)]
+        for a in self.h2d:
+            for b in self.h2d:
+                if a != b:
+                    self.peer[(a, b)] = dev.stream(self.index[b])
 
     def stop(self) -> None:
         """Drop the captured graphs (their memory pools go with them)."""
@@ -357,6 +366,8 @@ class CudaRuntime:
         m_gpu = m_src if to_host else m_dst
         if to_host:  # on the producer's stream's own copy stream (a GPU op always has its event here)
             stream = self.copies_of[id(src_ev[1])]
+        elif m_src in self.h2d:  # GPU to GPU: that pair's own stream
+            stream = self.peer[(m_src, m_dst)]
         else:
             stream = self.h2d[m_dst]
         if to_host:  # device -> pinned buffer; the consumer waits on the copy's event

@@ -196,22 +196,17 @@ class HostModel:
         self.items: list[list[int]] = [[] for _ in devices]  # per device: ranks launched per request
         self.members: dict[int, list[int]] = {}  # a graph segment's first op -> its ops
         if self.runahead:
-            top, tdsp = run.top, run.tdsp
             for di, mode in enumerate(self.mode):
                 if mode == EAGER:
-                    self.items[di] = [prep.rank[u] for u in prep.order
-                                      if loc0[u] == di and (top[u] > 0.0 or tdsp[u] > 0.0)]
+                    self.items[di] = [prep.rank[u] for u in prep.order if loc0[u] == di]
                 elif mode == GRAPH:
                     launch_s = float(devices[di].graph_launch_s)
                     for seg in partition_segments(prep, loc0, di):
-                        kernels = [u for u in seg if top[u] > 0.0]
-                        if not kernels:
-                            continue
-                        for u in kernels[:-1]:
+                        for u in seg[:-1]:
                             self.closes[u] = False
                         self.members[seg[0]] = seg
                         before = launch_s + sum(self.before[u] for u in seg)
-                        self.segment[seg[0]] = (kernels, before, sum(self.after[u] for u in seg))
+                        self.segment[seg[0]] = (seg, before, sum(self.after[u] for u in seg))
                         self.items[di].append(prep.rank[seg[0]])
         #: a launch waits, as the executor's ready heap does, for the launches of its own
         #: device that it reads from and for its producers on other devices (finished,
@@ -278,25 +273,26 @@ class HostModel:
         for di, ranks in enumerate(self.items):
             if ranks:
                 heap = self.launches[di]
+                pushed = 0
                 for rk in ranks:
                     if order[rk] not in gates:
                         heappush(heap, base + rk)
-                self._wake(self.host_idle[di])
+                        pushed += 1
+                self._wake_host(self.host_idle[di], pushed)
 
-    def ready(self, req: Request, v: int, di: int, t: float, ds: float) -> None:
-        """Op ``v`` (priced ``t``, dispatch ``ds``) of launching device ``di`` has its inputs."""
-        run = self.run
-        if self.mode[di] == GRAPH and t == 0.0:  # not in a captured graph: nothing to run
-            run.zero.append((req, v, di))
-            return
+    def ready(self, req: Request, v: int, di: int) -> None:
+        """Op ``v`` of launching device ``di`` has its inputs: its kernel may start once
+        launched."""
         req.state[v] = QUEUED
-        if run.dynamic:
-            run.queued[di] += t + ds
-        if self.runahead:
-            self._wake(self.kernel_idle[di])
-        else:
-            heappush(self.launches[di], req.base + self.prep.rank[v])
-            self._wake(self.host_idle[di])
+        self._wake(self.kernel_idle[di])
+
+    def launchable(self, req: Request, v: int, di: int) -> None:
+        """Op ``v`` of a dynamic plan is placed on launching GPU ``di``: its host thread
+        may launch it (the kernel then waits on the GPU for its inputs, :meth:`ready`)."""
+        t, ds = self.price(req, v, di)
+        self.run.queued[di] += t + ds
+        heappush(self.launches[di], req.base + self.prep.rank[v])
+        self._wake_host(self.host_idle[di])
 
     def produced(self, req: Request, u: int) -> None:
         """``u`` finished and issued its copies: the launches of other devices it gates
@@ -317,7 +313,7 @@ class HostModel:
             if c == 0:
                 di = loc0[h]
                 heappush(self.launches[di], req.base + prep.rank[h])
-                self._wake(self.host_idle[di])
+                self._wake_host(self.host_idle[di])
 
     def retire(self, req: Request) -> None:
         """Forget the gates of a completed request."""
@@ -327,6 +323,15 @@ class HostModel:
     def _wake(idle: deque) -> None:
         while idle:
             idle.popleft()()
+
+    @staticmethod
+    def _wake_host(idle: deque, launches: int = 1) -> None:
+        """Wake an idle host thread per launch made available, the one that went idle
+        last first (the executor's idle workers are a stack)."""
+        for _ in range(launches):
+            if not idle:
+                return
+            idle.pop()()
 
     # ------------------------------------------------------------------ workers
     def start(self) -> None:
@@ -511,7 +516,11 @@ class _LaunchingWorker:
                 name = f"graph {names[u]}..{names[kernels[-1]]}"
             else:
                 kernels = [u]
-                _, ds = host.price(req, u, di)
+                t, ds = host.price(req, u, di)
+                if run.dynamic:  # the host's view, as the executor keeps it: launched on this stream
+                    run.queued[di] -= t + ds
+                    ends, now = run.stream_end[di], run.env.now
+                    ends[self.s] = (ends[self.s] if ends[self.s] > now else now) + t + ds
                 before, after = host.costs(req, u, di)
                 before, name = before + ds, names[u]
             self.outstanding += 1
@@ -534,6 +543,9 @@ class _LaunchingWorker:
         fifo = self.fifo
         for v in kernels:
             fifo.append((req, v))
+        if self.run.dynamic:
+            for v in kernels:
+                self.run.launched(req, v, self.di)
         if self.host.launch_gates:
             self.host.open_gates(req, self.host.launch_gates.get(u))
         idle = self.host.kernel_idle[self.di]
@@ -541,9 +553,23 @@ class _LaunchingWorker:
             idle.remove(self.poke_kernel)
             self.poke_kernel()
         if after > 0.0:
-            self.thread.hold(after, "host", u, self.run.prep.names[u], req, self.launch)
+            def issued() -> None:
+                self.copies_issued(req, kernels)
+                self.launch()
+
+            self.thread.hold(after, "host", u, self.run.prep.names[u], req, issued)
             return False
+        self.copies_issued(req, kernels)
         return True
+
+    def copies_issued(self, req: Request, kernels: list[int]) -> None:
+        """The host has issued the copies of the launch of ``kernels``: the launches of
+        other devices that read them may go (the executor's consumer is ready once its
+        copy is issued; its kernel waits on the GPU for the copy)."""
+        host = self.host
+        if host.gated_by:
+            for v in kernels:
+                host.produced(req, v)
 
     # kernel stream
     def poke_kernel(self) -> None:
@@ -555,16 +581,12 @@ class _LaunchingWorker:
             self.host.kernel_idle[di].append(self.poke_kernel)
             return
         req, u = self.req, self.u = fifo.popleft()
-        t, ds = self.host.price(req, u, di)
-        if run.dynamic:
-            run.queued[di] -= t + ds
+        t, _ = self.host.price(req, u, di)
         if req.factors is not None:
             t *= req.factors[u]
         run.start_op(req, u, di)
         env = run.env
         self.t0 = env.now
-        if run.dynamic:
-            run.stream_end[di][self.s] = self.t0 + t
         if self.draws is None:
             env.timeout(t).callbacks.append(self.ran)
         else:

@@ -39,6 +39,8 @@ def bind_op_handlers(run: EngineRun) -> None:
     launching = run.host.launching if run.host is not None else None
     host_ready = run.host.ready if run.host is not None else None
     host_produced = run.host.produced if run.host is not None and run.host.gated_by else None
+    #: devices whose ops place their readers when launched (``run.launched``), not when done
+    early = launching if dynamic and launching is not None else None
 
     def start(req: Request, u: int, di: int) -> None:
         fo = sfo[u] or fanout(u, di)
@@ -69,11 +71,12 @@ def bind_op_handlers(run: EngineRun) -> None:
             if x > 0.0:
                 req.extra[v] = x
                 t += x
-        if t == 0.0 and ds == 0.0:
+        if launching is not None:  # a worker per stream, as the executor runs (sim.engine.host)
+            if launching[di]:  # a launching GPU
+                host_ready(req, v, di)
+                return
+        elif t == 0.0 and ds == 0.0:
             zero.append((req, v, di))
-            return
-        if launching is not None and launching[di]:  # a launching GPU (sim.engine.host)
-            host_ready(req, v, di, t, ds)
             return
         req.state[v] = QUEUED
         heappush(heaps[di], req.base + rank[v])
@@ -106,9 +109,12 @@ def bind_op_handlers(run: EngineRun) -> None:
                 if dynamic:
                     req.xfers[(u, g.k, g.dst)] = x
                 run.queue_hop(x)
-        if host_produced is not None:
+        if host_produced is not None and not launching[di]:  # a launching GPU's: when issued
             host_produced(req, u)
         if fo.dyn:
+            if early is not None and early[di]:
+                run.produced(req, u, di)
+                return
             for v in fo.dyn:
                 c = pend[v] - 1
                 pend[v] = c

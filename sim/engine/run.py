@@ -259,6 +259,9 @@ class EngineRun:
             self.drain()
 
     def place(self, req: Request, v: int) -> None:
+        """Place ``v`` by the policy (its producers finished, or launched on a GPU
+        whose host thread runs ahead, :meth:`launched`), start the transfers of its
+        inputs, and make it ready once they are on its device."""
         prep = self.prep
         name = prep.names[v]
         self.view.request = req
@@ -268,29 +271,14 @@ class EngineRun:
             self.placed.add((v, di))
             self.weights[di] += prep.params[v]
             self._alloc(di, prep.params[v], req, "weights", v)
-        same = prep.domain_same[di]
-        refs, count, buffer = req.refs, 0, prep.buffer
+        same, buffer = prep.domain_same[di], prep.buffer
+        count, state = 0, req.state
         for p, k in prep.preds[v]:
-            dp = req.loc[p]
-            if same[dp]:
-                continue
-            key = buffer(p, k, di)
-            x = req.xfers.get((p, k, di))
-            if x is not None:  # on its way: ride along
-                x.consumers.append(v)
+            if state[p] != DONE:  # launched, still running: its output follows (fan_out)
+                req.after.setdefault(p, []).append((v, k))
                 count += 1
-                if x.started:
-                    refs[key] += 1
-                self._decref(req, buffer(p, k, dp))
-            elif key in refs:  # already there
-                refs[key] += 1
-                self._decref(req, buffer(p, k, dp))
-            else:  # the new transfer inherits v's reference to the source copy
-                hops, times, nbytes = self.dynamic_route(p, k, dp, di)
-                x = Transfer(req, p, k, dp, di, hops, times, nbytes, [v], False, prep.rank[v])
-                req.xfers[(p, k, di)] = x
-                count += 1
-                self.queue_hop(x)
+            elif not same[req.loc[p]]:
+                count += self.fetch(req, v, p, k, di)
         unplaced = req.unplaced
         for key in prep.preds[v]:  # the last reader of a tensor placed: its copies may go
             c = unplaced[key] - 1
@@ -309,8 +297,60 @@ class EngineRun:
             count += 1
             self.handed_after(req, v, delay)
         req.pending[v] = count
+        if self.host is not None and self.host.launching[di]:
+            self.host.launchable(req, v, di)
         if count == 0:
             self.ready(req, v)
+
+    def fetch(self, req: Request, v: int, p: int, k: int, di: int) -> int:
+        """Output ``k`` of finished ``p``, read by placed ``v`` on device ``di`` of another
+        memory domain: 1 when ``v`` waits for its transfer (started now unless it is on
+        its way), 0 when a copy is there already."""
+        buffer, refs = self.prep.buffer, req.refs
+        dp = req.loc[p]
+        key = buffer(p, k, di)
+        x = req.xfers.get((p, k, di))
+        if x is not None:  # on its way: ride along
+            x.consumers.append(v)
+            if x.started:
+                refs[key] += 1
+            self._decref(req, buffer(p, k, dp))
+            return 1
+        if key in refs:  # already there
+            refs[key] += 1
+            self._decref(req, buffer(p, k, dp))
+            return 0
+        # the new transfer inherits v's reference to the source copy
+        hops, times, nbytes = self.dynamic_route(p, k, dp, di)
+        x = Transfer(req, p, k, dp, di, hops, times, nbytes, [v], False, self.prep.rank[v])
+        req.xfers[(p, k, di)] = x
+        self.queue_hop(x)
+        return 1
+
+    def launched(self, req: Request, u: int, di: int) -> None:
+        """Op ``u`` of a dynamic plan is launched on GPU ``di`` (its kernel still to run):
+        the readers it was the last unplaced producer of are placed now, as the
+        executor places them when its GPU worker has launched ``u``."""
+        fo = self.sfo[u] or self.fanout(u, di)
+        pend = req.pending
+        for v in fo.dyn:
+            c = pend[v] - 1
+            pend[v] = c
+            if c == 0:
+                self.place(req, v)
+
+    def produced(self, req: Request, u: int, di: int) -> None:
+        """Launched op ``u`` is done on device ``di``: its readers placed meanwhile
+        (:meth:`place`) get their input, in place or by a transfer."""
+        pend, loc, same = req.pending, req.loc, self.prep.domain_same[di]
+        for v, k in req.after.pop(u, ()):
+            dv = loc[v]
+            if not same[dv] and self.fetch(req, v, u, k, dv):
+                continue
+            c = pend[v] - 1
+            pend[v] = c
+            if c == 0:
+                self.ready(req, v)
 
     def dynamic_route(self, p: int, k: int, dp: int, di: int) -> tuple:
         key = (p, k, dp, di)
@@ -322,9 +362,18 @@ class EngineRun:
 
     # ---------------------------------------------------------- transfer events
     def queue_hop(self, x: Transfer) -> None:
+        """Queue ``x``'s next hop on its link direction, keyed by request, then by the
+        rank of its most urgent consumer, or, on a platform whose GPUs launch their
+        work (``launch`` set), by its producer's rank: the executor issues copies in
+        its launch order, and the first issued of those ready goes first."""
         ri = x.hops[x.hop]
         self.seq += 1
-        heappush(self.lheaps[ri], (x.req.base + x.rank, self.seq, x))
+        if self.host is not None:
+            p = x.p  # a graph input's copies are issued before any op's
+            key = x.req.base + (self.prep.rank[p] if p < self.prep.n_ops else -1)
+        else:
+            key = x.req.base + x.rank
+        heappush(self.lheaps[ri], (key, self.seq, x))
         idle = self.lidle[ri]
         if idle:
             idle.popleft()()
@@ -381,7 +430,7 @@ class EngineRun:
         req.pending = list(self.npred)
         req.state = bytearray(len(prep.names))
         req.refs, req.held, req.xfers = {}, [], {}
-        req.unplaced, req.pinned = dict(self.dyn_readers), {}
+        req.unplaced, req.pinned, req.after = dict(self.dyn_readers), {}, {}
         req.loc = list(prep.loc0) if self.dynamic else prep.loc0
         req.remaining = prep.n_ops
         req.factors, req.rng = None, None

@@ -27,17 +27,23 @@ Model
   slots, FIFO) for :func:`costmodel.host_dispatch` (``cost.dispatch_time(...)``, or
   ``device.dispatch_s`` when the cost model has none) while its stream waits, then
   runs ``op_time``.
-  Ops priced at zero (view ops) complete the moment they are ready, on no stream.
+  Ops priced at zero (view ops) complete the moment they are ready, on no stream
+  (except on a platform with a launching GPU, below, where every op goes through
+  its worker, as in the executor).
 * On a platform with a GPU whose ``launch`` is ``"eager"`` or ``"graph"``, the host
   runs as it does (:mod:`sim.engine.host`) instead of that shared dispatcher: each
   worker (device stream) has a host thread; a CPU worker runs an op's call, the op
   and its cross-device epilogue in series; a GPU worker's host thread launches ops
   (eager: one per op, its dispatch time; graph: one ``graph_launch_s`` per segment
-  between cross-device edges), the free launch the plan ranks first (a launch waits
-  for the launches of its device it reads and for its producers on other devices to
-  finish and issue their copies), up to
+  between cross-device edges, every op of the segment included), the free launch
+  the plan ranks first (a launch waits for the launches of its device it reads and
+  for its producers on other devices to issue their copies: a CPU producer when it
+  has run, a GPU producer when its launch is issued), up to
   ``launch_queue_depth`` launches ahead of the kernels, and a kernel starts at
-  max(launch issued, stream free, inputs ready). Cross-device edges charge
+  max(launch issued, stream free, inputs ready); an idle host thread is woken per
+  launch made free, the last to go idle first. Copies on a link direction go in
+  their producers' launch order among those ready (the executor's copy streams
+  serve copies in the order they are issued). Cross-device edges charge
   ``event_s`` (record on the producer's thread, wait on the consumer's) and
   ``copy_issue_s`` (per copy, on the producer's thread) of the GPU at either end,
   and a GPU's tensor moved to a CPU worker of another memory reaches it
@@ -54,7 +60,9 @@ Model
   reader on that device has finished (the source copy: when its transfers have
   arrived). Graph outputs stay on the host until the request completes.
 * A dynamic plan's ``policy.select(node, view)`` places a node when all its
-  predecessors have finished; ``view`` is a :class:`sim.plan.SystemView`. As in
+  predecessors have finished (on a launching GPU: have been launched, as the
+  executor's GPU worker places the readers of an op it has launched; the reader's
+  kernel or transfer then waits for the op); ``view`` is a :class:`sim.plan.SystemView`. As in
   the executor, the stream whose op made nodes placeable runs the policy for each
   of them before it takes its next op: it holds a host dispatch slot (the
   interpreter) for ``platform.decision_s`` per node (a ``"decision"`` record), and

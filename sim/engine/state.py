@@ -59,7 +59,9 @@ class Request:
     ``unplaced[(producer, output)]`` the policy-placed readers of a tensor not placed
     yet, ``pinned[(producer, output)]`` the devices holding a moved copy of it that
     is kept (one extra reference) until they are all placed, so that a later reader
-    on that device reuses the copy instead of moving the tensor again.
+    on that device reuses the copy instead of moving the tensor again;
+    ``after[producer]`` the ``(reader, output)`` pairs placed while that producer was
+    launched on a GPU but not yet done (their input follows when it is).
     """
 
     __slots__ = (
@@ -78,6 +80,7 @@ class Request:
         "extra",
         "unplaced",
         "pinned",
+        "after",
     )
 
 

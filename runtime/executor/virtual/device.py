@@ -11,8 +11,9 @@ rules:
   a kernel launch the op's dispatch time (the cost model's), a graph replay the
   device's ``graph_launch_s``, an event record or stream wait ``event_s``, a copy
   ``copy_issue_s``. A kernel starts at ``max(stream tail, launch issued)`` and
-  lasts the cost model's ``op_time``; a copy lasts its links' ``transfer_time``; a
-  replay runs its captured kernels back to back. An event records its stream's
+  lasts the cost model's ``op_time``; a copy lasts its links' ``transfer_time``, one
+  copy at a time on each link direction (:class:`~runtime.executor.virtual.links.LinkTimeline`);
+  a replay runs its captured kernels back to back. An event records its stream's
   tail; a stream wait moves the stream's tail to the event's time; a host wait
   moves the thread's clock to it. A CPU op costs its dispatch and op time on its
   worker's clock. A value carries the host time at which it was produced (or
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hetsim.runtime.executor.setup import ExecutionError
+from hetsim.runtime.executor.virtual.links import LinkTimeline
 from hetsim.runtime.executor.virtual.sequencer import (
     IdleList,
     SequencedDone,
@@ -195,6 +197,8 @@ class VirtualCuda:
         #: the host threads of a run taken in virtual-time order
         self.seq = Sequencer(self.thread_state)
         self.launches = 0  # host launches (kernels and replays)
+        #: each link direction's copies (one at a time)
+        self.links = LinkTimeline(self.platform)
 
     # ------------------------------------------------------------------ set-up
     def specs(self) -> dict[str, Any]:
@@ -519,16 +523,14 @@ class VirtualCuda:
             h.clock = max(h.clock, ready) + float(self.gpus[stream.gpu].copy_issue_s)
             nbytes = src.numel() * src.element_size()
             dst.copy_(src)
-            self._enqueue(h, stream, self.transfer_s(src_mem, dst_mem, nbytes))
+            a = self.host_device.name if src_mem == HOST else self.gpus[src_mem].name
+            b = self.host_device.name if dst_mem == HOST else self.gpus[dst_mem].name
+            _merge(stream.vc, h.vc)  # queued after what the host has waited for, as _enqueue
+            _, stream.tail = self.links.place(a, b, max(stream.tail, h.clock),
+                                              lambda link: self.cost.transfer_time(nbytes, link))
+            stream.pos += 1
+            stream.vc[stream.id] = stream.pos
             self.tag(dst, Producer(name, stream, stream.pos, dst_mem, h.clock))
-
-    def transfer_s(self, src: int, dst: int, nbytes: int) -> float:
-        """Seconds to move ``nbytes`` from memory ``src`` to ``dst`` over the platform's links."""
-        if src == dst:
-            return 0.0
-        a = self.host_device.name if src == HOST else self.gpus[src].name
-        b = self.host_device.name if dst == HOST else self.gpus[dst].name
-        return sum(float(self.cost.transfer_time(nbytes, link)) for link in self.platform.route(a, b))
 
     def capture(self, body: Callable[[], Any], stream: VirtualStream) -> tuple[VirtualGraph, Any]:
         """Warm ``body`` up on ``stream``, then capture it (see the module's rules)."""
@@ -595,6 +597,7 @@ class VirtualCuda:
             if end > self.floor:  # work since the last full synchronisation: a run ended
                 self.last_makespan = end - self.floor
                 self.floor = end
+                self.links.clear()
             h.clock = end
         self.seq.stop()
 
