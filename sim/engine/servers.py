@@ -29,14 +29,39 @@ from __future__ import annotations
 from heapq import heappop
 from typing import TYPE_CHECKING, Any
 
+import simpy
 from simpy.events import NORMAL, Event, Timeout
 
 if TYPE_CHECKING:  # pragma: no cover
-    import simpy
-
     from hetsim.sim.engine.run import EngineRun
 
-__all__ = ["Due", "start_servers"]
+__all__ = ["Clock", "Due", "start_servers"]
+
+
+class Clock(simpy.Environment):
+    """SimPy's environment whose :meth:`run` (to the last event, the engine's only use)
+    steps in one loop: what :meth:`simpy.Environment.step` does per event (pop the
+    earliest ``(time, priority, id)``, run its callbacks, raise a failed event's error),
+    without a method call and an exception handler per event. Every event, its time
+    and its order are SimPy's."""
+
+    def run(self, until: Any = None) -> Any:
+        """Process every event (``until``: as :meth:`simpy.Environment.run`)."""
+        if until is not None:
+            return super().run(until)
+        queue = self._queue
+        pop = heappop
+        while queue:
+            self._now, _, _, event = pop(queue)
+            callbacks, event.callbacks = event.callbacks, None
+            for callback in callbacks:
+                callback(event)
+            if not event.ok and not event.defused:
+                failure = event.value
+                exc = type(failure)(*failure.args)
+                exc.__cause__ = failure
+                raise exc
+        return None
 
 
 class Due(Event):
