@@ -12,6 +12,7 @@ hundredths of a second where the node-by-node checks take about a second.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -19,10 +20,12 @@ from typing import TYPE_CHECKING
 import networkx as nx
 import numpy as np
 
+from hetsim.graphs.topo_order import first_ready_order
+
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
 
-__all__ = ["plainly_valid"]
+__all__ = ["EdgeColumns", "edge_columns", "plainly_valid"]
 
 _FLOAT_MAX = sys.float_info.max
 _NUMBER_TYPES = frozenset({int, float})
@@ -62,32 +65,22 @@ def _tensors_ok(lists: list, dtypes: frozenset[str]) -> bool:
 
 
 def _acyclic(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
-    """Whether the edges ``src[i] -> dst[i]`` between nodes ``0..n-1`` make no cycle
-    (Kahn's algorithm on ints)."""
+    """Whether the edges ``src[i] -> dst[i]`` between nodes ``0..n-1`` make no cycle."""
     order = np.argsort(src, kind="stable")
     starts = np.searchsorted(src[order], np.arange(n + 1)).tolist()
     heads = dst[order].tolist()
-    indeg = np.bincount(dst, minlength=n).tolist()
-    stack = [i for i in range(n) if not indeg[i]]
-    seen = 0
-    while stack:
-        u = stack.pop()
-        seen += 1
-        for v in heads[starts[u]:starts[u + 1]]:
-            indeg[v] -= 1
-            if not indeg[v]:
-                stack.append(v)
-    return seen == n
+    return len(first_ready_order([heads[starts[i]:starts[i + 1]] for i in range(n)])) == n
 
 
 def plainly_valid(graph: Graph, required: tuple[str, ...], allowed: frozenset[str], int_keys: tuple[str, ...],
-                  dtypes: frozenset[str]) -> bool:
+                  dtypes: frozenset[str], columns: EdgeColumns | None = None) -> bool:
     """True when :func:`graphs.graph.validate` would find nothing wrong with the nodes
     and edges of ``graph`` (its checks of ``meta``, :func:`graphs.graph.check_io`, are
     not made here), the graph acyclic; False when in doubt.
 
     ``required``/``allowed``: the node attribute keys; ``int_keys``: the optional keys
-    that hold an int; ``dtypes``: the known tensor dtypes.
+    that hold an int; ``dtypes``: the known tensor dtypes; ``columns``: the graph's
+    :func:`edge_columns`, when read already.
     """
     g = graph.nx
     if type(g) is not nx.DiGraph:
@@ -116,32 +109,56 @@ def plainly_valid(graph: Graph, required: tuple[str, ...], allowed: frozenset[st
             vals = [d[k] for d in data if k in d]
             if set(map(type, vals)) != {int}:
                 return False
-    # edges: bytes a number, output an int >= 0 within the producer's outputs, forward
-    index = dict(zip(names, range(len(names))))
-    rows = [nbrs for _, nbrs in g.adjacency()]
-    degree = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    if not degree.sum():
+    # edges: bytes a number, output an int >= 0 within the producer's outputs, acyclic
+    cols = columns if columns is not None else edge_columns(graph)
+    if cols.nbytes is None:  # an edge without bytes
+        return False
+    if not cols.nbytes:
         return True
-    edicts = list(chain.from_iterable(map(dict.values, rows)))
-    try:
-        ebytes = list(map(itemgetter("bytes"), edicts))
-    except KeyError:
+    if not _numbers_ok(cols.nbytes) or set(map(type, cols.outputs)) != {int}:
         return False
-    if not _numbers_ok(ebytes):
+    src, dst = cols.src, cols.dst
+    if not cols.forward and not _acyclic(len(names), src, dst):  # validate names the cycle
         return False
     try:
-        eout = list(map(itemgetter("output"), edicts))  # Graph.add_edge sets it
-    except KeyError:
-        eout = [d.get("output", 0) for d in edicts]
-    if set(map(type, eout)) != {int}:
-        return False
-    src = np.repeat(np.arange(len(rows), dtype=np.int64), degree)
-    dst = np.fromiter(map(index.__getitem__, chain.from_iterable(rows)), dtype=np.int64, count=len(edicts))
-    if not (src < dst).all() and not _acyclic(len(rows), src, dst):  # validate names the cycle
-        return False
-    try:
-        out = np.array(eout, dtype=np.int64)
+        out = np.array(cols.outputs, dtype=np.int64)
     except OverflowError:
         return False
     n_out = np.fromiter(map(len, outs), dtype=np.int64, count=len(outs))[src]
     return bool(((out >= 0) & ((n_out == 0) | (out < n_out))).all())
+
+
+@dataclass
+class EdgeColumns:
+    """A graph's nodes and edges as columns (:func:`edge_columns`), read once for its
+    checks (:func:`plainly_valid`) and the simulator's tables."""
+
+    names: list  # the nodes in insertion order
+    index: dict  # node -> its position
+    degree: np.ndarray  # out-edges per node
+    src: np.ndarray  # each edge's producer and reader positions, edges in adjacency order
+    dst: np.ndarray
+    outputs: list  # each edge's ``output`` (0 where absent)
+    nbytes: list | None  # each edge's ``bytes``; None when an edge has none
+    forward: bool  # every edge goes to a later node
+
+
+def edge_columns(graph: Graph) -> EdgeColumns:
+    """The positions, producer, reader, output index and bytes of every edge of ``graph``."""
+    g = graph.nx
+    names = list(g)
+    index = dict(zip(names, range(len(names))))
+    rows = [nbrs for _, nbrs in g.adjacency()]
+    degree = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    edicts = list(chain.from_iterable(map(dict.values, rows)))
+    try:
+        nbytes: list | None = list(map(itemgetter("bytes"), edicts))
+    except KeyError:
+        nbytes = None
+    try:
+        outputs = list(map(itemgetter("output"), edicts))  # Graph.add_edge sets it
+    except KeyError:
+        outputs = [d.get("output", 0) for d in edicts]
+    src = np.repeat(np.arange(len(rows), dtype=np.int64), degree)
+    dst = np.fromiter(map(index.__getitem__, chain.from_iterable(rows)), dtype=np.int64, count=len(edicts))
+    return EdgeColumns(names, index, degree, src, dst, outputs, nbytes, bool((src < dst).all()))

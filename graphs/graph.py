@@ -50,8 +50,9 @@ from typing import Any
 
 import networkx as nx
 
-from hetsim.graphs.bulk_check import plainly_valid
+from hetsim.graphs.bulk_check import EdgeColumns, plainly_valid
 from hetsim.graphs.files import atomic_write
+from hetsim.graphs.topo_order import first_ready_order
 
 __all__ = [
     "Graph",
@@ -263,19 +264,20 @@ class Graph:
         return self.nx.successors(node)
 
     def topological_order(self) -> list[str]:
-        """Nodes in a deterministic topological order (ties broken by insertion order)."""
-        index = {n: i for i, n in enumerate(self.nx)}
-        get = index.__getitem__
-        if all(get(u) < get(v) for u, v in self.nx.edges()):
-            # every edge goes forward: the lexicographic sort below gives the insertion order
-            return list(index)
-        try:
-            return list(nx.lexicographical_topological_sort(self.nx, key=index.__getitem__))
-        except nx.NetworkXUnfeasible:
+        """Nodes in a deterministic topological order (ties broken by insertion order):
+        Kahn's algorithm taking the ready node inserted first, on the nodes' positions."""
+        names = list(self.nx)
+        get = dict(zip(names, range(len(names)))).__getitem__
+        succ = [[get(v) for v in nbrs] for _, nbrs in self.nx.adjacency()]
+        if all(i < j for i, lst in enumerate(succ) for j in lst):
+            return names  # every edge goes forward: the insertion order
+        order = first_ready_order(succ)
+        if len(order) < len(names):
             cycle = nx.find_cycle(self.nx)
             raise GraphError(
                 f"graph {self.name!r} has a cycle: {' -> '.join(str(u) for u, _ in cycle)}"
-            ) from None
+            )
+        return [names[i] for i in order]
 
     @property
     def total_flops(self) -> float:
@@ -452,8 +454,11 @@ def _check_number(where: str, key: str, value: Any) -> None:
         raise GraphError(f"{where}: {key!r} must be finite and >= 0, got {value!r:.60}")
 
 
-def validate(graph: Graph, *, source: str | None = None) -> Graph:
+def validate(graph: Graph, *, source: str | None = None, columns: EdgeColumns | None = None) -> Graph:
     """Check the node/edge schema and acyclicity; return the graph.
+
+    ``columns``: the graph's :func:`graphs.bulk_check.edge_columns` when the caller
+    has read them (the simulator, which reads them for its tables too).
 
     Raises
     ------
@@ -463,7 +468,7 @@ def validate(graph: Graph, *, source: str | None = None) -> Graph:
     where0 = source or f"graph {graph.name!r}"
     if not isinstance(graph.nx, nx.DiGraph) or graph.nx.is_multigraph():
         raise GraphError(f"{where0}: underlying graph must be a networkx.DiGraph")
-    if plainly_valid(graph, _REQUIRED_NODE_KEYS, _NODE_KEYS, _INT_NODE_KEYS, frozenset(DTYPE_BYTES)):
+    if plainly_valid(graph, _REQUIRED_NODE_KEYS, _NODE_KEYS, _INT_NODE_KEYS, frozenset(DTYPE_BYTES), columns):
         check_io(graph, source=source)  # the node-by-node checks below would pass
         return graph
     for n, d in graph.nx.nodes(data=True):
