@@ -142,6 +142,19 @@ class EdgeColumns:
     nbytes: list | None  # each edge's ``bytes``; None when an edge has none
     forward: bool  # every edge goes to a later node
 
+    def renumbered(self, order: list[int]) -> EdgeColumns:
+        """The same edges with the nodes numbered in ``order`` (a topological order: node
+        ``order[i]`` becomes ``i``), each producer's edges in their adjacency order."""
+        pos = np.empty(len(order), dtype=np.int64)
+        pos[np.array(order, dtype=np.int64)] = np.arange(len(order), dtype=np.int64)
+        src, dst = pos[self.src], pos[self.dst]
+        perm = np.argsort(src, kind="stable")
+        take = perm.tolist()
+        names = [self.names[i] for i in order]
+        return EdgeColumns(names, dict(zip(names, range(len(names)))), self.degree[order], src[perm], dst[perm],
+                           [self.outputs[i] for i in take],
+                           None if self.nbytes is None else [self.nbytes[i] for i in take], bool((src < dst).all()))
+
 
 def edge_columns(graph: Graph) -> EdgeColumns:
     """The positions, producer, reader, output index and bytes of every edge of ``graph``."""

@@ -185,11 +185,12 @@ def _link(
 
 def _link_columns(
     cols: EdgeColumns, out_size: list[dict[int, int]]
-) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]] | None:
+) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]], list[list[int]]] | None:
     """:func:`_link` of a graph whose edges all go forward in insertion order, from its
     :func:`graphs.bulk_check.edge_columns`: the lists sliced from whole columns, the
-    sizes set per (producer, output) group (None, nothing set, when a column is not
-    plain ints within int64: :func:`_link` then reads the edges one by one)."""
+    sizes set per (producer, output) group, and each op's readers (None, nothing set,
+    when a column is not plain ints within int64: :func:`_link` then reads the edges
+    one by one)."""
     n, ks, bs = len(cols.names), cols.outputs, cols.nbytes
     if bs is None or not cols.forward or (ks and not set(map(type, ks)) | set(map(type, bs)) <= {int}):
         return None
@@ -200,8 +201,10 @@ def _link_columns(
         return None
     src, dst = cols.src, cols.dst
     bounds = [0, *np.cumsum(cols.degree).tolist()]
-    pairs = list(zip(dst.tolist(), ks))
+    heads = dst.tolist()
+    pairs = list(zip(heads, ks))
     succs = [pairs[bounds[t]:bounds[t + 1]] for t in range(n)]
+    readers = [heads[bounds[t]:bounds[t + 1]] for t in range(n)]
     by_reader = np.argsort(dst, kind="stable")  # producers ascending for each reader, as _link appends
     rpairs = list(zip(src[by_reader].tolist(), k_arr[by_reader].tolist()))
     rbounds = np.searchsorted(dst[by_reader], np.arange(n + 1)).tolist()
@@ -214,7 +217,7 @@ def _link_columns(
         first = group[starts]  # edge position of each group's first edge
         for i in np.argsort(first, kind="stable").tolist():
             out_size[int(gs[starts[i]])][int(gk[starts[i]])] = int(biggest[i])
-    return succs, preds
+    return succs, preds, readers
 
 
 def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int]]:
@@ -278,8 +281,9 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
     index = columns.index if columns is not None else dict(zip(topo, range(n)))
     data = [d for _, d in nxg.nodes(data=True)]
     out_size, params = _columns(data)
-    linked = _link_columns(columns, out_size) if columns is not None else None
-    if linked is None:
+    from_columns = _link_columns(columns, out_size) if columns is not None else None
+    linked = from_columns[:2] if from_columns is not None else None
+    if linked is None and (columns is None or columns.forward):
         linked = _link((nbrs for _, nbrs in nxg.adjacency()), index, out_size)
     if linked is None:  # an edge goes backwards: renumber in topological order
         adj = [nbrs for _, nbrs in nxg.adjacency()]
@@ -290,7 +294,12 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
         data = [data[i] for i in order]
         index = dict(zip(topo, range(n)))
         out_size, params = _columns(data)
-        linked = _link((adj[i] for i in order), index, out_size)
+        if columns is not None:
+            columns = columns.renumbered(order)
+            from_columns = _link_columns(columns, out_size)
+            linked = from_columns[:2] if from_columns is not None else None
+        if linked is None:
+            linked = _link((adj[i] for i in order), index, out_size)
         assert linked is not None  # every edge goes forward in a topological order
     succs, preds = linked
     n_out = 1
@@ -327,10 +336,13 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
             out_size[i][k] = int(spec.get("bytes", 0))
             n_out = max(n_out, k + 1)
     params += [0] * (n_all - n)
-    readers = [[v for v, _ in lst] for lst in succs[:n]]
-    degree = np.fromiter(map(len, readers), dtype=np.int64, count=n)
-    edge_src = np.repeat(np.arange(n, dtype=np.int64), degree)
-    edge_dst = np.fromiter(chain.from_iterable(readers), dtype=np.int64, count=len(edge_src))
+    if from_columns is not None:  # the columns' edges are these, in this order
+        readers, edge_src, edge_dst = from_columns[2], columns.src, columns.dst
+    else:
+        readers = [[v for v, _ in lst] for lst in succs[:n]]
+        degree = np.fromiter(map(len, readers), dtype=np.int64, count=n)
+        edge_src = np.repeat(np.arange(n, dtype=np.int64), degree)
+        edge_dst = np.fromiter(chain.from_iterable(readers), dtype=np.int64, count=len(edge_src))
     return GraphTables(topo=topo, names=names, index=index, preds=preds, succs=succs,
                        out_size=out_size, graph_outputs=graph_outputs, params=params,
                        node_data=data, n_out=n_out, readers=readers, edge_src=edge_src, edge_dst=edge_dst)
