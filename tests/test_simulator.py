@@ -42,7 +42,7 @@ def test_a_simulator_gives_the_reference_outcome_before_and_after_other_plans():
 def test_the_graph_is_read_once_for_every_plan(monkeypatch):
     calls = []
     index_graph = engine_mod.index_graph
-    monkeypatch.setattr(engine_mod, "index_graph", lambda g: calls.append(g) or index_graph(g))
+    monkeypatch.setattr(engine_mod, "index_graph", lambda g, *a: calls.append(g) or index_graph(g, *a))
     rng = np.random.default_rng(7)
     g = random_graph(rng, 40)
     platform = Platform.preset("xeon-p2200")

@@ -126,17 +126,23 @@ class Residency:
         """Bytes resident on each device (weights, KV caches; streamed weights in flight
         on the GPU, ``window + 1`` layers of them, and their home on the host)."""
         host, gpu = llm_devices(platform)
-        nodes, units = graph.nx.nodes, llm_meta(graph)["units"]
+        units = llm_meta(graph)["units"]
         self.check(graph, platform)
+        data = dict(graph.nx.nodes(data=True))  # one look-up per node below, not three views
         use = {d.name: 0 for d in platform.devices}
         per_layer: dict[Any, int] = {}
+        streamed = self.streamed
         for u, ns in units.items():
+            if u not in streamed:
+                use[self.devices[u]] += sum(int(data[n]["param_bytes"]) for n in ns)
+                continue
             dev = self.devices[u]
             for n in ns:
-                b = int(nodes[n]["param_bytes"])
-                if u in self.streamed and nodes[n]["op"] != "attention":
+                d = data[n]
+                b = int(d["param_bytes"])
+                if d["op"] != "attention":
                     use[host] += b
-                    key = nodes[n].get("layer", u)
+                    key = d.get("layer", u)
                     per_layer[key] = per_layer.get(key, 0) + b
                 else:
                     use[dev] += b

@@ -26,13 +26,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from heapq import heappop, heappush
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim.graphs.bulk_check import EdgeColumns
 from hetsim.graphs.graph import DTYPE_BYTES, check_io, tensor_bytes
+from hetsim.graphs.topo_order import first_ready_order
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -141,27 +142,6 @@ class Prepared:
         return p, k, d
 
 
-def _order(n: int, adj: list[list[int]], graph: Graph) -> list[int]:
-    """Kahn's algorithm, smallest insertion index first: the deterministic order of
-    Graph.topological_order(), on ints (``adj``: successors by insertion index)."""
-    indeg = [0] * n
-    for lst in adj:
-        for v in lst:
-            indeg[v] += 1
-    heap = [i for i in range(n) if indeg[i] == 0]
-    topo: list[int] = []
-    while heap:
-        i = heappop(heap)
-        topo.append(i)
-        for v in adj[i]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heappush(heap, v)
-    if len(topo) < n:
-        graph.topological_order()  # raises GraphError naming the cycle
-    return topo
-
-
 def _link(
     rows: Iterable[dict[Any, dict[str, Any]]], index: dict[Any, int], out_size: list[dict[int, int]]
 ) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]] | None:
@@ -201,6 +181,43 @@ def _link(
             sizes.update(edge_sizes)
         append(out)
     return succs, preds
+
+
+def _link_columns(
+    cols: EdgeColumns, out_size: list[dict[int, int]]
+) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]], list[list[int]]] | None:
+    """:func:`_link` of a graph whose edges all go forward in insertion order, from its
+    :func:`graphs.bulk_check.edge_columns`: the lists sliced from whole columns, the
+    sizes set per (producer, output) group, and each op's readers (None, nothing set,
+    when a column is not plain ints within int64: :func:`_link` then reads the edges
+    one by one)."""
+    n, ks, bs = len(cols.names), cols.outputs, cols.nbytes
+    if bs is None or not cols.forward or (ks and not set(map(type, ks)) | set(map(type, bs)) <= {int}):
+        return None
+    try:
+        k_arr = np.array(ks, dtype=np.int64)
+        b_arr = np.array(bs, dtype=np.int64)
+    except OverflowError:
+        return None
+    src, dst = cols.src, cols.dst
+    bounds = [0, *np.cumsum(cols.degree).tolist()]
+    heads = dst.tolist()
+    pairs = list(zip(heads, ks))
+    succs = [pairs[bounds[t]:bounds[t + 1]] for t in range(n)]
+    readers = [heads[bounds[t]:bounds[t + 1]] for t in range(n)]
+    by_reader = np.argsort(dst, kind="stable")  # producers ascending for each reader, as _link appends
+    rpairs = list(zip(src[by_reader].tolist(), k_arr[by_reader].tolist()))
+    rbounds = np.searchsorted(dst[by_reader], np.arange(n + 1)).tolist()
+    preds = [rpairs[rbounds[v]:rbounds[v + 1]] for v in range(n)]
+    if len(src):  # each (producer, output): the largest edge, set in the order the edges name them
+        group = np.lexsort((np.arange(len(src)), k_arr, src))
+        gs, gk = src[group], k_arr[group]
+        starts = np.flatnonzero(np.r_[True, (gs[1:] != gs[:-1]) | (gk[1:] != gk[:-1])])
+        biggest = np.maximum.reduceat(b_arr[group], starts)
+        first = group[starts]  # edge position of each group's first edge
+        for i in np.argsort(first, kind="stable").tolist():
+            out_size[int(gs[starts[i]])][int(gk[starts[i]])] = int(biggest[i])
+    return succs, preds, readers
 
 
 def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int]]:
@@ -249,9 +266,10 @@ class GraphTables:
     edge_dst: np.ndarray
 
 
-def index_graph(graph: Graph) -> GraphTables:
+def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables:
     """Number the nodes in a topological order and index their edges, tensor sizes and
-    weights (O(V + E)).
+    weights (O(V + E)); ``columns``: the graph's :func:`graphs.bulk_check.edge_columns`
+    when read already.
 
     Raises :class:`graphs.GraphError` for malformed graph inputs or outputs
     (:func:`graphs.graph.check_io`) and for a cycle.
@@ -260,18 +278,28 @@ def index_graph(graph: Graph) -> GraphTables:
     nxg = graph.nx
     topo = list(nxg)  # insertion order: topological as importers and builders write it
     n = len(topo)
-    index = dict(zip(topo, range(n)))
+    index = columns.index if columns is not None else dict(zip(topo, range(n)))
     data = [d for _, d in nxg.nodes(data=True)]
     out_size, params = _columns(data)
-    linked = _link((nbrs for _, nbrs in nxg.adjacency()), index, out_size)
+    from_columns = _link_columns(columns, out_size) if columns is not None else None
+    linked = from_columns[:2] if from_columns is not None else None
+    if linked is None and (columns is None or columns.forward):
+        linked = _link((nbrs for _, nbrs in nxg.adjacency()), index, out_size)
     if linked is None:  # an edge goes backwards: renumber in topological order
         adj = [nbrs for _, nbrs in nxg.adjacency()]
-        order = _order(n, [[index[w] for w in nbrs] for nbrs in adj], graph)
+        order = first_ready_order([[index[w] for w in nbrs] for nbrs in adj])
+        if len(order) < n:
+            graph.topological_order()  # raises GraphError naming the cycle
         topo = [topo[i] for i in order]
         data = [data[i] for i in order]
         index = dict(zip(topo, range(n)))
         out_size, params = _columns(data)
-        linked = _link((adj[i] for i in order), index, out_size)
+        if columns is not None:
+            columns = columns.renumbered(order)
+            from_columns = _link_columns(columns, out_size)
+            linked = from_columns[:2] if from_columns is not None else None
+        if linked is None:
+            linked = _link((adj[i] for i in order), index, out_size)
         assert linked is not None  # every edge goes forward in a topological order
     succs, preds = linked
     n_out = 1
@@ -308,10 +336,13 @@ def index_graph(graph: Graph) -> GraphTables:
             out_size[i][k] = int(spec.get("bytes", 0))
             n_out = max(n_out, k + 1)
     params += [0] * (n_all - n)
-    readers = [[v for v, _ in lst] for lst in succs[:n]]
-    degree = np.fromiter(map(len, readers), dtype=np.int64, count=n)
-    edge_src = np.repeat(np.arange(n, dtype=np.int64), degree)
-    edge_dst = np.fromiter(chain.from_iterable(readers), dtype=np.int64, count=len(edge_src))
+    if from_columns is not None:  # the columns' edges are these, in this order
+        readers, edge_src, edge_dst = from_columns[2], columns.src, columns.dst
+    else:
+        readers = [[v for v, _ in lst] for lst in succs[:n]]
+        degree = np.fromiter(map(len, readers), dtype=np.int64, count=n)
+        edge_src = np.repeat(np.arange(n, dtype=np.int64), degree)
+        edge_dst = np.fromiter(chain.from_iterable(readers), dtype=np.int64, count=len(edge_src))
     return GraphTables(topo=topo, names=names, index=index, preds=preds, succs=succs,
                        out_size=out_size, graph_outputs=graph_outputs, params=params,
                        node_data=data, n_out=n_out, readers=readers, edge_src=edge_src, edge_dst=edge_dst)

@@ -10,14 +10,13 @@ from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import simpy
 
 from hetsim.sim.contention import Contention
 from hetsim.sim.engine.host import HostModel, gpu_to_cpu_handoffs
 from hetsim.sim.engine.ops import bind_op_handlers
 from hetsim.sim.engine.prep import Fanout, Prepared, build_fanout, priced_route, static_fanouts
 from hetsim.sim.engine.pricing import Prices
-from hetsim.sim.engine.servers import start_servers
+from hetsim.sim.engine.servers import Clock, start_servers
 from hetsim.sim.engine.state import (
     DONE,
     STATE_NAMES,
@@ -79,7 +78,7 @@ class EngineRun:
     ) -> None:
         self.graph, self.platform, self.plan, self.cost = graph, platform, plan, priced.cost
         self.prep, self.n_req, self.interval = prep, n_req, interval
-        self.env = simpy.Environment()
+        self.env = Clock()
         # memory-bandwidth contention (sim.contention): None unless the platform declares it
         self.contention = (Contention(self.env, platform, prep.dev_names, prep.res_names)
                            if platform.memory_domains else None)

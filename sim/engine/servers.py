@@ -19,32 +19,75 @@ at that time and was scheduled first still runs first.
 
 A server has at most one event pending at a time (its dispatch, its kernel or
 hop, or its wake-up), so it owns one :class:`Due` event that it schedules again
-and again with :meth:`simpy.Environment.schedule` instead of creating a
-``Timeout`` each time: the same (time, priority, creation order) keys, so the same
-order of events, without an object per event.
+and again (the entry :meth:`simpy.Environment.schedule` would push, pushed onto
+:class:`Clock`'s queue) instead of creating a ``Timeout`` each time: the same (time,
+priority, creation order) keys, so the same order of events, without an object or a
+call per event.
 """
 
 from __future__ import annotations
 
-from heapq import heappop
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
+import simpy
 from simpy.events import NORMAL, Event, Timeout
 
 if TYPE_CHECKING:  # pragma: no cover
-    import simpy
-
     from hetsim.sim.engine.run import EngineRun
 
-__all__ = ["Due", "start_servers"]
+__all__ = ["Clock", "Due", "start_servers"]
+
+
+class Clock(simpy.Environment):
+    """SimPy's environment whose :meth:`run` (to the last event, the engine's only use)
+    steps in one loop: what :meth:`simpy.Environment.step` does per event (pop the
+    earliest ``(time, priority, id)``, run its callbacks, raise a failed event's error),
+    without a method call and an exception handler per event. Every event, its time
+    and its order are SimPy's.
+
+    ``now`` is a plain attribute, kept equal to SimPy's clock, and ``queue``/``ids``
+    name SimPy's event queue and event counter, so that a server schedules its
+    :class:`Due` with one ``heappush`` of the key ``schedule`` would push."""
+
+    now: float = 0.0  # an attribute here, SimPy's property on the base class
+
+    def __init__(self, initial_time: float = 0) -> None:
+        super().__init__(initial_time)
+        self.now = self._now
+        self.queue, self.ids = self._queue, self._eid
+
+    def step(self) -> None:
+        """:meth:`simpy.Environment.step`, the clock attribute kept up to date."""
+        super().step()
+        self.now = self._now
+
+    def run(self, until: Any = None) -> Any:
+        """Process every event (``until``: as :meth:`simpy.Environment.run`)."""
+        if until is not None:
+            return super().run(until)
+        queue = self._queue
+        pop = heappop
+        while queue:
+            self._now, _, _, event = entry = pop(queue)
+            self.now = entry[0]
+            callbacks, event.callbacks = event.callbacks, None
+            for callback in callbacks:
+                callback(event)
+            if not event.ok and not event.defused:
+                failure = event.value
+                exc = type(failure)(*failure.args)
+                exc.__cause__ = failure
+                raise exc
+        return None
 
 
 class Due(Event):
     """The one event of a server, triggered (``ok``) whenever it is scheduled.
 
-    The owner sets ``callbacks`` (a tuple) and schedules it with
-    ``env.schedule(due, NORMAL, delay)``: what ``Timeout(env, delay)`` does, minus
-    the new object. SimPy sets ``callbacks`` to None when it processes the event,
+    The owner sets ``callbacks`` (a tuple) and schedules it by pushing
+    ``(env.now + delay, NORMAL, next(env.ids), due)`` onto ``env.queue`` (a
+    :class:`Clock`): what ``Timeout(env, delay)`` does, minus the new object. SimPy sets ``callbacks`` to None when it processes the event,
     after which the owner may schedule it again.
     """
 
@@ -85,7 +128,7 @@ def _arrivals(run: EngineRun, first: int) -> None:
 def _stream(run: EngineRun, di: int, s: int) -> None:
     """Stream ``s`` of device ``di``: run the highest-priority ready op, forever."""
     env, prep = run.env, run.prep
-    schedule, due = env.schedule, Due(env)
+    queue, ids, due = env.queue, env.ids, Due(env)
     heap, idle, ends = run.heaps[di], run.idle[di], run.stream_end[di]
     static, top, tdsp, queued, busy = run.static, run.top, run.tdsp, run.queued, run.busy
     order, reqs, n = prep.order, run.reqs, max(prep.n_ops, 1)
@@ -106,13 +149,13 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
 
     def poke() -> None:  # an idle stream, woken at the current time
         due.callbacks = pull_cbs
-        schedule(due, NORMAL, 0)
+        heappush(queue, (env.now, NORMAL, next(ids), due))
 
     def give(taken: int) -> None:  # a dispatch slot handed over at the current time
         nonlocal slot
         slot = taken
         due.callbacks = then
-        schedule(due, NORMAL, 0)
+        heappush(queue, (env.now, NORMAL, next(ids), due))
 
     def pull(_ev: Any = None) -> None:
         nonlocal req, u, t, ds, slot, then
@@ -147,7 +190,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
         if dynamic:
             ends[s] = t0 + ds + t
         due.callbacks = dispatched_cbs
-        schedule(due, NORMAL, ds)
+        heappush(queue, (env.now + ds, NORMAL, next(ids), due))
 
     def release(kind: str, held: float) -> None:  # the dispatch slot, held from t0 for ``held``
         if waiters:
@@ -173,7 +216,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
             ends[s] = t0 + t
         if draws is None:
             due.callbacks = ran_cbs
-            schedule(due, NORMAL, t)
+            heappush(queue, (env.now + t, NORMAL, next(ids), due))
         else:  # memory contention: slower while the memory is oversubscribed
             contention.run(draws, t, node_data[u].get("bytes", 0), (di, s)).callbacks.append(ran)
 
@@ -208,7 +251,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
         nonlocal t0
         t0 = env.now
         due.callbacks = decided_cbs
-        schedule(due, NORMAL, hold)
+        heappush(queue, (env.now + hold, NORMAL, next(ids), due))
 
     def decided(_ev: Any) -> None:
         release("decision", hold)
@@ -225,7 +268,7 @@ def _stream(run: EngineRun, di: int, s: int) -> None:
 def _link(run: EngineRun, ri: int) -> None:
     """Link direction ``ri``: move the most urgent queued tensor one hop, forever."""
     env, heap, idle = run.env, run.lheaps[ri], run.lidle[ri]
-    schedule, due = env.schedule, Due(env)
+    queue, ids, due = env.queue, env.ids, Due(env)
     records, res_name, names = run.records, run.prep.res_names[ri], run.prep.names
     dev_names, lbusy, lbytes = run.prep.dev_names, run.lbusy, run.lbytes
     mu, sigma = -(run.sigma**2) / 2, run.sigma
@@ -238,7 +281,7 @@ def _link(run: EngineRun, ri: int) -> None:
 
     def poke() -> None:  # an idle link direction, woken at the current time
         due.callbacks = pull_cbs
-        schedule(due, NORMAL, 0)
+        heappush(queue, (env.now, NORMAL, next(ids), due))
 
     def pull(_ev: Any = None) -> None:
         nonlocal x, h, t, t0
@@ -256,7 +299,7 @@ def _link(run: EngineRun, ri: int) -> None:
         t0 = env.now
         if draws is None:
             due.callbacks = moved_cbs
-            schedule(due, NORMAL, t)
+            heappush(queue, (env.now + t, NORMAL, next(ids), due))
         else:  # memory contention: slower while the memory is oversubscribed
             contention.run(draws, t, x.nbytes).callbacks.append(moved)
 

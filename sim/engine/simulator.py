@@ -81,6 +81,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import networkx as nx
+
+from hetsim.graphs.bulk_check import EdgeColumns, edge_columns
 from hetsim.graphs.graph import validate
 from hetsim.sim.collector import pause_collector, resume_collector
 from hetsim.sim.engine.prep import GraphTables, PrepError, index_graph, prepare
@@ -194,7 +197,9 @@ class Simulator:
         from hetsim.costmodel.priced import PricedGraph
 
         cost = as_cost_model(cost, platform=platform)  # None: each device's own source
-        validate(graph)  # values set through graph.nodes[n] or Graph(nx) are checked too
+        # the edges read once, for the checks and the engine's tables (index_graph)
+        self.columns: EdgeColumns | None = edge_columns(graph) if type(graph.nx) is nx.DiGraph else None
+        validate(graph, columns=self.columns)  # values set through graph.nodes[n] or Graph(nx) are checked too
         self.graph, self.platform, self.cost = graph, platform, cost
         self.tables: GraphTables | None = None  # sim.engine.prep.index_graph, at the first simulation
         # the op, dispatch and transfer times, priced once for every plan: the given
@@ -236,7 +241,8 @@ class Simulator:
             if not isinstance(noise, int | float) or not math.isfinite(noise) or noise < 0:
                 raise SimulationError(f"noise must be a finite number >= 0, got {noise!r}")
             if self.tables is None:
-                self.tables = index_graph(graph)
+                self.tables = index_graph(graph, self.columns)
+                self.columns = None  # read into the tables
                 self.align()
             prep = prepare(self.tables, platform, plan)
             run = EngineRun(graph, platform, plan, self.priced, prep, n_req=n_req, interval=float(interval_s),
