@@ -73,15 +73,23 @@ with (DATA / "hosts.csv").open() as _fh:
                   ram_bw=float(r["ram_bw_gb_s"] or 0) * 1e9, pcie=int(r["pcie_gen"] or 0))
              for r in csv.DictReader(_fh)]
 #: models of the same architecture as a preset: Qwen3-30B-A3B's fine-tunes (Instruct-2507, Coder,
-#: VL's language model) and DeepSeek-Coder-V2-Lite (further trained from DeepSeek-V2-Lite)
+#: VL's language model) and DeepSeek-Coder-V2-Lite (further trained from DeepSeek-V2-Lite); models
+#: a row names only as llama-bench prints them, whose architecture, parameter count and layers fix
+#: the dimensions: ``llama 7B`` of 7.24 B parameters is Mistral 7B's shape (LLaMA 7B has 6.74 B),
+#: ``qwen2 14B`` of 14.77 B in 48 layers is Qwen2.5-14B's (Qwen1.5-14B: 14.2 B in 40)
 MODEL_ALIASES = {"qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b", "qwen3-vl-30b-a3b": "qwen3-30b-a3b",
-                 "qwen3-coder-30b-a3b": "qwen3-30b-a3b", "deepseek-coder-v2-lite": "deepseek-v2-lite"}
+                 "qwen3-coder-30b-a3b": "qwen3-30b-a3b", "deepseek-coder-v2-lite": "deepseek-v2-lite",
+                 "llama-7.24b": "mistral-7b", "qwen2-14b": "qwen2.5-14b"}
 DEFAULT_TOKENS = {"pp": 512, "tg": 128}
 #: harnesses whose timings are llama-bench's own (llama-sweep-bench and llama-batched-bench time
 #: the same decode calls); the others add a front end's work
 BENCH_HARNESSES = ("", "llama-bench", "sweep-bench", "llama-batched-bench")
 with (DATA / "sources.csv").open() as _fh:
     SOURCE_DATES = {r["source_id"]: r["date"] for r in csv.DictReader(_fh)}
+#: llama.cpp's Metal backend ran the whole model on the GPU for any ``-ngl`` above 0 ("any value
+#: larger than 0 will offload the computation to the GPU", its 2023 README) until the ggml-backend
+#: integration (PR #4766, merged 2024-01-12) made partial offload per layer possible
+METAL_PARTIAL_OFFLOAD = "2024-01-12"
 #: a failed row's |error|
 FAILED_ERROR = 1.0
 
@@ -130,6 +138,8 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
     cores = host["cores"] if host else threads
     gpu = row["gpu"] if b != "cpu" else ""
     ngl = int(_num(row["ngl"]) if row["ngl"] != "" else (99 if gpu else 0))
+    if b == "metal" and ngl >= 1 and date(row)[:10] < METAL_PARTIAL_OFFLOAD:
+        ngl = 999  # the whole model on the GPU (see METAL_PARTIAL_OFFLOAD)
     run = LlamaCppRun(ngl=ngl, cuda_graphs=b == "cuda" and cuda_graphs(row), mmq=b != "cuda" or mmq(row),
                       cpu_tiled_gemm=date(row) >= "2024-04", n_cpu_moe=int(_num(row["n_cpu_moe"]) or 0),
                       override_cpu=tuple(p for p in row["override_tensor"].split(";") if p),

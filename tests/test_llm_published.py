@@ -83,3 +83,26 @@ def test_an_integrated_gpu_is_one_pool_and_a_rate_not_cited_is_not_known() -> No
     assert predict(model, apple, LlamaCppRun(), "tg", 128, rates).tokens_per_s > 0
     with pytest.raises(CostModelError, match=r"the GPU's compute rate is not known .*\(give --gpu-tflops\)"):
         predict(model, apple, LlamaCppRun(), "pp", 512, rates)
+
+
+def test_metal_before_partial_offload_runs_every_layer_on_the_gpu() -> None:
+    """A 2023 Metal row's ``-ngl 1`` is the whole model on the GPU; a 2024 row's is one layer."""
+    old = next(r for r in bench.rows() if r["id"] == "pr2917-m2ultra-l7b-q4_0-tg128")
+    assert old["ngl"] == "1" and bench.date(old) < bench.METAL_PARTIAL_OFFLOAD
+    model, machine, run, _, tokens = bench.case(old)
+    pl = bench.place(model, run, tokens, gpus=1)
+    assert pl.gpu_layers == model.arch.layers and pl.output_device == "gpu"
+    later = dict(old, source_id="llamacpp-pr5021")  # April 2024
+    assert bench.case(later)[2].ngl == 1
+
+
+def test_a_model_named_by_its_printed_shape_is_its_preset() -> None:
+    """``llama 7B`` of 7.24 B parameters is Mistral 7B's shape, ``qwen2 14B`` of 14.77 B Qwen2.5-14B's:
+    the presets' parameter counts are the ones the rows print."""
+    from hetsim.graphs.llm.model_source import load_model
+
+    for row in bench.rows():
+        if row["model"] in ("llama-7.24b", "qwen2-14b"):
+            model = load_model(bench.MODEL_ALIASES[row["model"]], row["quant"])
+            assert model.parameters() / 1e9 == pytest.approx(float(row["params_b"]), abs=0.01), row["id"]
+            assert model.arch.layers == int(row["n_layers"]), row["id"]
