@@ -238,7 +238,7 @@ def rule_of_thumb(model, machine: Machine, run: LlamaCppRun, test: str, tokens: 
 
 #: the figures a prediction's seconds are a sum of terms in: each term is a coefficient of the row
 #: times one of these (the reciprocal of a rate, an overhead, or a product of both)
-BASIS = ("1/gpu_bw_frac", "1/gemm_frac_quant", "half/gemm_frac_quant", "1/gemm_frac_float",
+BASIS = ("1/gpu_bw_frac", "1/hbm_bw_frac", "1/gemm_frac_quant", "half/gemm_frac_quant", "1/gemm_frac_float",
          "half/gemm_frac_float", "1/cpu_bw", "1/cpu_thread_flops", "1/cpu_tiled_flops", "1/cpu_attn_flops",
          "1/pcie_frac", "gpu_token_s", "gpu_layer_s", "graph_layer_s", "switch_s", "server_request_s",
          "server_token_s")
@@ -247,7 +247,7 @@ BASIS = ("1/gpu_bw_frac", "1/gemm_frac_quant", "half/gemm_frac_quant", "1/gemm_f
 def _probe(term: str) -> AchievedRates:
     """Rates at which a prediction's seconds are exactly the coefficient of ``term``."""
     inf = math.inf
-    v = dict(gpu_bw_frac=inf, gpu_token_s=0.0, gpu_layer_s=0.0, graph_layer_s=0.0, gemm_frac_quant=inf,
+    v = dict(gpu_bw_frac=inf, hbm_bw_frac=inf, gpu_token_s=0.0, gpu_layer_s=0.0, graph_layer_s=0.0, gemm_frac_quant=inf,
              gemm_frac_float=inf, expert_rows_half=0.0, cpu_bw_frac=inf, cpu_thread_bw=inf, cpu_thread_flops=inf,
              cpu_tiled_flops=inf, pcie_frac=inf, switch_s=0.0, cpu_attn_flops=inf, server_request_s=0.0,
              server_token_s=0.0)
@@ -281,7 +281,7 @@ def basis_values(rates: AchievedRates, machine: Machine, threads: int) -> np.nda
     """Each :data:`BASIS` term at ``rates`` on ``machine``."""
     r = rates
     cpu_bw = min(machine.host_bandwidth * r.cpu_bw_frac, threads * r.cpu_thread_bw) if machine.host_bandwidth else 0
-    return np.array([1 / r.gpu_bw_frac, 1 / r.gemm_frac_quant, r.expert_rows_half / r.gemm_frac_quant,
+    return np.array([1 / r.gpu_bw_frac, 1 / r.gpu_bandwidth_fraction(True), 1 / r.gemm_frac_quant, r.expert_rows_half / r.gemm_frac_quant,
                      1 / r.gemm_frac_float, r.expert_rows_half / r.gemm_frac_float,
                      machine.host_bandwidth / cpu_bw if cpu_bw else 0.0, 1 / r.cpu_thread_flops,
                      1 / r.cpu_tiled_flops, 1 / (r.cpu_attn_flops or r.cpu_thread_flops), 1 / r.pcie_frac,
@@ -319,14 +319,14 @@ def evaluate(cases: list, rates: AchievedRates) -> np.ndarray:
     return np.array(out)
 
 
-FRACTIONS = ("gpu_bw_frac", "gemm_frac_quant", "gemm_frac_float", "cpu_bw_frac", "pcie_frac")
+FRACTIONS = ("gpu_bw_frac", "hbm_bw_frac", "gemm_frac_quant", "gemm_frac_float", "cpu_bw_frac", "pcie_frac")
 #: figures every backend shares: the CPU's (fitted with CUDA and the CPU-only rows)
 CPU_FIGURES = ("cpu_bw_frac", "cpu_thread_bw", "cpu_thread_flops", "cpu_tiled_flops", "cpu_attn_flops")
 #: bounds other than the defaults (fractions 0.01..1, other figures 1e-9..1e15)
 HIGH = {"switch_s": 1e-3, "server_request_s": 10.0, "server_token_s": 0.1, "gpu_token_s": 0.1,
         "gpu_layer_s": 1e-2, "graph_layer_s": 1e-2}
 
-START = AchievedRates(gpu_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph_layer_s=2e-5, gemm_frac_quant=0.15,
+START = AchievedRates(gpu_bw_frac=0.7, hbm_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph_layer_s=2e-5, gemm_frac_quant=0.15,
                       gemm_frac_float=0.4, expert_rows_half=16, cpu_bw_frac=0.6, cpu_thread_bw=8e9,
                       cpu_thread_flops=3e10, cpu_tiled_flops=3e10, pcie_frac=0.7, switch_s=1e-4,
                       cpu_attn_flops=3e10, server_request_s=0.05, server_token_s=1e-3)
