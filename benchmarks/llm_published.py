@@ -73,15 +73,23 @@ with (DATA / "hosts.csv").open() as _fh:
                   ram_bw=float(r["ram_bw_gb_s"] or 0) * 1e9, pcie=int(r["pcie_gen"] or 0))
              for r in csv.DictReader(_fh)]
 #: models of the same architecture as a preset: Qwen3-30B-A3B's fine-tunes (Instruct-2507, Coder,
-#: VL's language model) and DeepSeek-Coder-V2-Lite (further trained from DeepSeek-V2-Lite)
+#: VL's language model) and DeepSeek-Coder-V2-Lite (further trained from DeepSeek-V2-Lite); models
+#: a row names only as llama-bench prints them, whose architecture, parameter count and layers fix
+#: the dimensions: ``llama 7B`` of 7.24 B parameters is Mistral 7B's shape (LLaMA 7B has 6.74 B),
+#: ``qwen2 14B`` of 14.77 B in 48 layers is Qwen2.5-14B's (Qwen1.5-14B: 14.2 B in 40)
 MODEL_ALIASES = {"qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b", "qwen3-vl-30b-a3b": "qwen3-30b-a3b",
-                 "qwen3-coder-30b-a3b": "qwen3-30b-a3b", "deepseek-coder-v2-lite": "deepseek-v2-lite"}
+                 "qwen3-coder-30b-a3b": "qwen3-30b-a3b", "deepseek-coder-v2-lite": "deepseek-v2-lite",
+                 "llama-7.24b": "mistral-7b", "qwen2-14b": "qwen2.5-14b"}
 DEFAULT_TOKENS = {"pp": 512, "tg": 128}
 #: harnesses whose timings are llama-bench's own (llama-sweep-bench and llama-batched-bench time
 #: the same decode calls); the others add a front end's work
 BENCH_HARNESSES = ("", "llama-bench", "sweep-bench", "llama-batched-bench")
 with (DATA / "sources.csv").open() as _fh:
     SOURCE_DATES = {r["source_id"]: r["date"] for r in csv.DictReader(_fh)}
+#: llama.cpp's Metal backend ran the whole model on the GPU for any ``-ngl`` above 0 ("any value
+#: larger than 0 will offload the computation to the GPU", its 2023 README) until the ggml-backend
+#: integration (PR #4766, merged 2024-01-12) made partial offload per layer possible
+METAL_PARTIAL_OFFLOAD = "2024-01-12"
 #: a failed row's |error|
 FAILED_ERROR = 1.0
 
@@ -130,6 +138,8 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
     cores = host["cores"] if host else threads
     gpu = row["gpu"] if b != "cpu" else ""
     ngl = int(_num(row["ngl"]) if row["ngl"] != "" else (99 if gpu else 0))
+    if b == "metal" and ngl >= 1 and date(row)[:10] < METAL_PARTIAL_OFFLOAD:
+        ngl = 999  # the whole model on the GPU (see METAL_PARTIAL_OFFLOAD)
     run = LlamaCppRun(ngl=ngl, cuda_graphs=b == "cuda" and cuda_graphs(row), mmq=b != "cuda" or mmq(row),
                       cpu_tiled_gemm=date(row) >= "2024-04", n_cpu_moe=int(_num(row["n_cpu_moe"]) or 0),
                       override_cpu=tuple(p for p in row["override_tensor"].split(";") if p),
@@ -228,7 +238,7 @@ def rule_of_thumb(model, machine: Machine, run: LlamaCppRun, test: str, tokens: 
 
 #: the figures a prediction's seconds are a sum of terms in: each term is a coefficient of the row
 #: times one of these (the reciprocal of a rate, an overhead, or a product of both)
-BASIS = ("1/gpu_bw_frac", "1/gemm_frac_quant", "half/gemm_frac_quant", "1/gemm_frac_float",
+BASIS = ("1/gpu_bw_frac", "1/hbm_bw_frac", "1/gemm_frac_quant", "half/gemm_frac_quant", "1/gemm_frac_float",
          "half/gemm_frac_float", "1/cpu_bw", "1/cpu_thread_flops", "1/cpu_tiled_flops", "1/cpu_attn_flops",
          "1/pcie_frac", "gpu_token_s", "gpu_layer_s", "graph_layer_s", "switch_s", "server_request_s",
          "server_token_s")
@@ -237,7 +247,7 @@ BASIS = ("1/gpu_bw_frac", "1/gemm_frac_quant", "half/gemm_frac_quant", "1/gemm_f
 def _probe(term: str) -> AchievedRates:
     """Rates at which a prediction's seconds are exactly the coefficient of ``term``."""
     inf = math.inf
-    v = dict(gpu_bw_frac=inf, gpu_token_s=0.0, gpu_layer_s=0.0, graph_layer_s=0.0, gemm_frac_quant=inf,
+    v = dict(gpu_bw_frac=inf, hbm_bw_frac=inf, gpu_token_s=0.0, gpu_layer_s=0.0, graph_layer_s=0.0, gemm_frac_quant=inf,
              gemm_frac_float=inf, expert_rows_half=0.0, cpu_bw_frac=inf, cpu_thread_bw=inf, cpu_thread_flops=inf,
              cpu_tiled_flops=inf, pcie_frac=inf, switch_s=0.0, cpu_attn_flops=inf, server_request_s=0.0,
              server_token_s=0.0)
@@ -271,7 +281,7 @@ def basis_values(rates: AchievedRates, machine: Machine, threads: int) -> np.nda
     """Each :data:`BASIS` term at ``rates`` on ``machine``."""
     r = rates
     cpu_bw = min(machine.host_bandwidth * r.cpu_bw_frac, threads * r.cpu_thread_bw) if machine.host_bandwidth else 0
-    return np.array([1 / r.gpu_bw_frac, 1 / r.gemm_frac_quant, r.expert_rows_half / r.gemm_frac_quant,
+    return np.array([1 / r.gpu_bw_frac, 1 / r.gpu_bandwidth_fraction(True), 1 / r.gemm_frac_quant, r.expert_rows_half / r.gemm_frac_quant,
                      1 / r.gemm_frac_float, r.expert_rows_half / r.gemm_frac_float,
                      machine.host_bandwidth / cpu_bw if cpu_bw else 0.0, 1 / r.cpu_thread_flops,
                      1 / r.cpu_tiled_flops, 1 / (r.cpu_attn_flops or r.cpu_thread_flops), 1 / r.pcie_frac,
@@ -309,14 +319,14 @@ def evaluate(cases: list, rates: AchievedRates) -> np.ndarray:
     return np.array(out)
 
 
-FRACTIONS = ("gpu_bw_frac", "gemm_frac_quant", "gemm_frac_float", "cpu_bw_frac", "pcie_frac")
+FRACTIONS = ("gpu_bw_frac", "hbm_bw_frac", "gemm_frac_quant", "gemm_frac_float", "cpu_bw_frac", "pcie_frac")
 #: figures every backend shares: the CPU's (fitted with CUDA and the CPU-only rows)
 CPU_FIGURES = ("cpu_bw_frac", "cpu_thread_bw", "cpu_thread_flops", "cpu_tiled_flops", "cpu_attn_flops")
 #: bounds other than the defaults (fractions 0.01..1, other figures 1e-9..1e15)
 HIGH = {"switch_s": 1e-3, "server_request_s": 10.0, "server_token_s": 0.1, "gpu_token_s": 0.1,
         "gpu_layer_s": 1e-2, "graph_layer_s": 1e-2}
 
-START = AchievedRates(gpu_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph_layer_s=2e-5, gemm_frac_quant=0.15,
+START = AchievedRates(gpu_bw_frac=0.7, hbm_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph_layer_s=2e-5, gemm_frac_quant=0.15,
                       gemm_frac_float=0.4, expert_rows_half=16, cpu_bw_frac=0.6, cpu_thread_bw=8e9,
                       cpu_thread_flops=3e10, cpu_tiled_flops=3e10, pcie_frac=0.7, switch_s=1e-4,
                       cpu_attn_flops=3e10, server_request_s=0.05, server_token_s=1e-3)

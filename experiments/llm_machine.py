@@ -244,7 +244,8 @@ def machine_from_platform(platform, backend: str | None = None) -> Machine:
     (FP16 with FP16 accumulation, INT8: what llama.cpp's kernels use) from its
     ``tensor_flops``, else from the cited GPU its description (or the platform's) names;
     as many GPUs as the platform has of that one (same description, memory and
-    bandwidth); ``backend`` (default: the GPU vendor's own, ``cpu`` without a GPU)."""
+    bandwidth); whether its memory is HBM (the cited GPU's ``memory_type``); ``backend``
+    (default: the GPU vendor's own, ``cpu`` without a GPU)."""
     from hetsim.schedulers.llm.residency import llm_devices
     from hetsim.sim.platform import Platform
 
@@ -284,4 +285,5 @@ def machine_from_platform(platform, backend: str | None = None) -> Machine:
                    gpu_bandwidth=g.mem_bandwidth_bytes_per_s, gpu_flops=tensor["fp16"],
                    gpu_int8_ops=tensor.get("int8", 0.0),
                    pcie_bandwidth=min(link.bandwidth_bytes_per_s for _, link in hops) if hops else 0.0,
-                   backend=backend or VENDOR_BACKENDS.get(vendor, "cuda"), unified_memory=unified)
+                   backend=backend or VENDOR_BACKENDS.get(vendor, "cuda"), unified_memory=unified,
+                   gpu_hbm=bool(row) and row.get("memory_type", "").upper().startswith("HBM"))

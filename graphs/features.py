@@ -9,14 +9,16 @@ is the sparse node x node adjacency (the literature's "dependency features").
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import scipy.sparse as sp
 
 from hetsim.graphs.graph import Graph
 from hetsim.graphs.transforms import depths
+
+if TYPE_CHECKING:  # pandas and scipy load on first use: `import hetsim.graphs` stays light
+    import pandas as pd
+    import scipy.sparse as sp
 
 __all__ = ["features", "dependency_matrix", "FEATURE_COLUMNS", "signature"]
 
@@ -148,6 +150,8 @@ def features(graph: Graph) -> pd.DataFrame:
         rows.append(row)
         index.append(n)
     cols = ["op", "signature", "step", *FEATURE_COLUMNS]
+    import pandas as pd
+
     frame = pd.DataFrame(rows, index=pd.Index(index, name="node"), columns=cols)
     return frame
 
@@ -163,4 +167,6 @@ def dependency_matrix(graph: Graph, *, weight: str | None = None) -> sp.csr_arra
         rows.append(idx[u])
         cols.append(idx[v])
         vals.append(float(d.get(weight, 0.0)) if weight else 1.0)
+    import scipy.sparse as sp
+
     return sp.csr_array((vals, (rows, cols)), shape=(len(nodes), len(nodes)))

@@ -83,3 +83,49 @@ def test_an_integrated_gpu_is_one_pool_and_a_rate_not_cited_is_not_known() -> No
     assert predict(model, apple, LlamaCppRun(), "tg", 128, rates).tokens_per_s > 0
     with pytest.raises(CostModelError, match=r"the GPU's compute rate is not known .*\(give --gpu-tflops\)"):
         predict(model, apple, LlamaCppRun(), "pp", 512, rates)
+
+
+def test_metal_before_partial_offload_runs_every_layer_on_the_gpu() -> None:
+    """A 2023 Metal row's ``-ngl 1`` is the whole model on the GPU; a 2024 row's is one layer."""
+    old = next(r for r in bench.rows() if r["id"] == "pr2917-m2ultra-l7b-q4_0-tg128")
+    assert old["ngl"] == "1" and bench.date(old) < bench.METAL_PARTIAL_OFFLOAD
+    model, machine, run, _, tokens = bench.case(old)
+    pl = bench.place(model, run, tokens, gpus=1)
+    assert pl.gpu_layers == model.arch.layers and pl.output_device == "gpu"
+    later = dict(old, source_id="llamacpp-pr5021")  # April 2024
+    assert bench.case(later)[2].ngl == 1
+
+
+def test_a_model_named_by_its_printed_shape_is_its_preset() -> None:
+    """``llama 7B`` of 7.24 B parameters is Mistral 7B's shape, ``qwen2 14B`` of 14.77 B Qwen2.5-14B's:
+    the presets' parameter counts are the ones the rows print."""
+    from hetsim.graphs.llm.model_source import load_model
+
+    for row in bench.rows():
+        if row["model"] in ("llama-7.24b", "qwen2-14b"):
+            model = load_model(bench.MODEL_ALIASES[row["model"]], row["quant"])
+            assert model.parameters() / 1e9 == pytest.approx(float(row["params_b"]), abs=0.01), row["id"]
+            assert model.arch.layers == int(row["n_layers"]), row["id"]
+
+
+def test_a_gpu_with_hbm_draws_its_own_fraction_of_its_bandwidth() -> None:
+    """A100 and MI50 (HBM) decode at ``hbm_bw_frac`` of their bandwidth, an RTX 4090 (GDDR6X) at
+    ``gpu_bw_frac``; a rates file without ``hbm_bw_frac`` (0) gives every GPU ``gpu_bw_frac``."""
+    from dataclasses import replace
+
+    from hetsim.costmodel.llamacpp import LlamaCppRun
+    from hetsim.graphs.llm.model_source import load_model
+
+    a100 = bench.machine_from_flags("A100 80GB", ram_gb=256, ram_bw=200, threads=32)
+    mi50 = bench.machine_from_flags("Radeon Instinct MI50", ram_gb=64, ram_bw=50, threads=16)
+    rtx = bench.machine_from_flags("RTX 4090", ram_gb=64, ram_bw=90, threads=16)
+    assert a100.gpu_hbm and mi50.gpu_hbm and not rtx.gpu_hbm
+    rates = BackendRates.load().for_backend("cuda")
+    assert 0 < rates.hbm_bw_frac < rates.gpu_bw_frac  # the fit on the published rows
+    model, run = load_model("llama-2-7b", "Q4_0"), LlamaCppRun()
+    slow = predict(model, a100, run, "tg", 128, rates).seconds["gpu"]
+    same = predict(model, a100, run, "tg", 128, replace(rates, hbm_bw_frac=0.0)).seconds["gpu"]
+    gap = model.file_bytes / a100.gpu_bandwidth * (1 / rates.hbm_bw_frac - 1 / rates.gpu_bw_frac)
+    assert slow - same == pytest.approx(gap, rel=0.05)
+    assert predict(model, rtx, run, "tg", 128, replace(rates, hbm_bw_frac=0.1)).tokens_per_s == pytest.approx(
+        predict(model, rtx, run, "tg", 128, rates).tokens_per_s)

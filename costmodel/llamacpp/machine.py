@@ -5,7 +5,8 @@ GPU's dense FP16 tensor rate with FP16 accumulation and its dense INT8 tensor ra
 host memory and its bandwidth, and the CPU threads that run in parallel (physical cores:
 a run's threads beyond them add nothing); the llama.cpp backend that drives the GPU
 (``cuda``, ``vulkan``, ``rocm``, ``sycl``, ``metal``; ``cpu`` without a GPU) and whether
-GPU and CPU share one memory (Apple silicon: no PCIe link, one pool that both draw on).
+GPU and CPU share one memory (Apple silicon: no PCIe link, one pool that both draw on),
+and whether the GPU's memory is high-bandwidth memory (HBM: its achieved fraction is its own).
 Peaks, not achieved rates: :class:`~costmodel.llamacpp.rates.AchievedRates` of the
 backend scales them. A :class:`Machine` is derived from a hetsim platform
 (:func:`experiments.llm_machine.machine_from_platform`).
@@ -53,6 +54,7 @@ class Machine:
     gpu_count: int = 1
     backend: str = ""
     unified_memory: bool = False
+    gpu_hbm: bool = False
 
     def __post_init__(self) -> None:
         from hetsim.costmodel.llamacpp.rates import BACKENDS
@@ -64,6 +66,9 @@ class Machine:
                                  f"{', '.join(BACKENDS)}")
         if self.gpu and self.backend == "cpu":
             raise CostModelError(f"machine {self.name!r}: a GPU needs a GPU backend, not 'cpu'")
+        for k in ("unified_memory", "gpu_hbm"):
+            if not isinstance(getattr(self, k), bool):
+                raise CostModelError(f"machine {self.name!r}: {k} must be true or false, got {getattr(self, k)!r}")
         if isinstance(self.gpu_count, bool) or not isinstance(self.gpu_count, int) or self.gpu_count < 1:
             raise CostModelError(f"machine {self.name!r}: gpu_count must be an int >= 1, got {self.gpu_count!r}")
         checks: dict[str, Any] = {}
@@ -78,6 +83,11 @@ class Machine:
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
                 raise CostModelError(f"machine {self.name!r}: {k} must be a number >= 0 (0: not known), got {v!r}")
+
+    def achieved_gpu_bandwidth(self, rates) -> float:
+        """Bytes/s the GPU's memory delivers to llama.cpp at ``rates``
+        (:meth:`~costmodel.llamacpp.rates.AchievedRates.gpu_bandwidth_fraction`)."""
+        return self.gpu_bandwidth * rates.gpu_bandwidth_fraction(self.gpu_hbm)
 
     @property
     def has_gpu(self) -> bool:

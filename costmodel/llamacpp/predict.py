@@ -80,7 +80,7 @@ def _gemm_seconds(flops: float, machine: Machine, rates: AchievedRates, mmq: boo
 
 def _dequant_seconds(nbytes: float, elements: float, machine: Machine, rates: AchievedRates) -> float:
     """Seconds to dequantise weights of ``nbytes`` (``elements`` weights) to F16 in GPU memory."""
-    return (nbytes + 2 * elements) / (machine.gpu_bandwidth * rates.gpu_bw_frac)
+    return (nbytes + 2 * elements) / machine.achieved_gpu_bandwidth(rates)
 
 
 #: weight types llama.cpp's CPU backend multiplies with tiled integer GEMM kernels
@@ -154,7 +154,7 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
             scores = 0.0 if run.flash_attn else _scores_bytes(model, i, m, int(kv_mean))
             if pl.kv_device[i] == GPU:
                 seconds[GPU] += (_gemm_seconds(attn_flops, machine, rates, mmq=False)
-                                 + scores / (machine.gpu_bandwidth * rates.gpu_bw_frac))
+                                 + scores / machine.achieved_gpu_bandwidth(rates))
             else:  # attention runs where its KV cache is
                 seconds[HOST] += _cpu_attention_seconds(attn_flops, rates, threads, machine)
                 if scores:
@@ -174,7 +174,7 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
                     if dev != GPU:
                         seconds["pcie"] += getattr(by, kind) / (machine.pcie_bandwidth * rates.pcie_frac)
                     seconds[GPU] += _gemm_seconds(flops, machine, rates, mmq, expert_rows)
-                    seconds[GPU] += read / (machine.gpu_bandwidth * rates.gpu_bw_frac)
+                    seconds[GPU] += read / machine.achieved_gpu_bandwidth(rates)
                     if dequant:
                         seconds[GPU] += _dequant_seconds(getattr(by, kind), n_el, machine, rates)
                 else:
@@ -219,7 +219,7 @@ def _generation(model: ModelWeights, machine: Machine, run: LlamaCppRun, pl: Pla
     if attn_host_flops:
         seconds["host attention"] = _cpu_attention_seconds(attn_host_flops, rates, threads, machine)
     if machine.has_gpu:
-        seconds[GPU] = (read[GPU] / (machine.gpu_bandwidth * rates.gpu_bw_frac) + rates.gpu_token_s
+        seconds[GPU] = (read[GPU] / machine.achieved_gpu_bandwidth(rates) + rates.gpu_token_s
                         + (rates.graph_layer_s if run.cuda_graphs else rates.gpu_layer_s) * pl.gpu_layers)
         gpu_handovers = len({g for g in pl.gpu_of_layer if g >= 0}) - 1 if pl.gpu_of_layer else 0
         seconds["switch"] = ((len(path) - 2 if len(path) > 2 else 0) + max(gpu_handovers, 0)) * rates.switch_s

@@ -4,7 +4,9 @@
 peaks into llama.cpp's speed:
 
 * ``gpu_bw_frac``: fraction of GPU memory bandwidth token generation draws (memory-bound
-  matrix-vector products); ``gpu_token_s``: fixed seconds per generated token on the GPU
+  matrix-vector products); ``hbm_bw_frac``: the same on a GPU with high-bandwidth memory
+  (HBM: A100, H100, V100, MI50), whose many wide channels llama.cpp's matrix-vector kernels
+  keep less busy than a GDDR or LPDDR card's (0: ``gpu_bw_frac``); ``gpu_token_s``: fixed seconds per generated token on the GPU
   (the synchronisation of the sampled token); ``gpu_layer_s``: seconds per GPU layer and
   token when each kernel is launched on its own, ``graph_layer_s`` when the step is
   replayed as one CUDA graph (llama.cpp since PR #6766, 2024, on Ampere and newer: the
@@ -78,6 +80,7 @@ class AchievedRates:
     cpu_attn_flops: float = 0.0
     server_request_s: float = 0.0
     server_token_s: float = 0.0
+    hbm_bw_frac: float = 0.0
     fitted_on: str = ""
     undetermined: tuple[str, ...] = ()
 
@@ -86,6 +89,11 @@ class AchievedRates:
             v = getattr(self, f.name)
             if f.name not in ("fitted_on", "undetermined") and (not isinstance(v, (int, float)) or not v >= 0):
                 raise CostModelError(f"llama.cpp rates: {f.name} must be a number >= 0, got {v!r}")
+
+    def gpu_bandwidth_fraction(self, hbm: bool) -> float:
+        """The fraction of a GPU's memory bandwidth llama.cpp draws: ``hbm_bw_frac`` on high-bandwidth
+        memory (where fitted), else ``gpu_bw_frac``."""
+        return (self.hbm_bw_frac or self.gpu_bw_frac) if hbm else self.gpu_bw_frac
 
     @classmethod
     def names(cls) -> list[str]:

@@ -78,7 +78,9 @@ def os_error_text(e: OSError) -> str:
     return f"{e.filename}{other}: {what}"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``only`` (a subcommand's module name), that subcommand's
+    alone: a command imports what its own subcommand needs, not what every other one does."""
     parser = argparse.ArgumentParser(
         prog="hetsim",
         description="Simulate DNN execution on CPU-GPU platforms and compare schedulers.",
@@ -86,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
+        if only is not None and name != only:
+            continue
         try:
             mod = importlib.import_module(f"hetsim.experiments.cli.{name}")
         except ModuleNotFoundError as e:
@@ -99,10 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hetsim`` console script."""
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["profile", "import"]:  # 'hetsim profile import' is a command of its own
         argv = ["profile-import", *argv[2:]]
+    first = argv[0].replace("-", "_") if argv else ""
+    parser = build_parser(first if first in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if getattr(args, "run_command", None) is None:
         parser.print_help()
