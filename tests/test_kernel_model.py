@@ -14,11 +14,11 @@ from hetsim.costmodel.gpu.features import gpu_ops
 from hetsim.costmodel.gpu.kernel import (
     KernelConstants,
     KernelGPU,
-    fit_constants,
     kernel_times,
     shipped_constants,
 )
 from hetsim.costmodel.gpu.kernel_cost import KernelCostModel
+from hetsim.costmodel.gpu.kernel_fit import bank_sets, fit_constants
 from hetsim.costmodel.gpu.model import GPUBank
 from hetsim.costmodel.gpu.neusight import import_neusight
 from hetsim.graphs import Graph
@@ -71,10 +71,13 @@ def test_fp32_convolutions_run_in_tf32_where_the_gpu_has_it() -> None:
     conv = ("c", "conv2d", [[8, 256, 28, 28], [256, 256, 3, 3]], [[8, 256, 28, 28]], 2.0 * 8 * 256 * 28 * 28 * 256 * 9,
             {"strides": [1, 1], "padding": [1, 1, 1, 1], "groups": 1})
     ops = _ops(conv, _mm("mm", 8 * 784, 256, 2304))
-    c = KernelConstants(tensor_efficiency=0.5, compute_efficiency=0.8, conv_speedup=1.0, launch_floor_s=1e-9)
+    c = KernelConstants(tf32_speedup=3.0, compute_efficiency=0.8, conv_speedup=1.0, launch_floor_s=1e-9)
     a100 = _gpu("a100-server")
     t = kernel_times(ops, a100, c)
-    assert t[0] < 0.5 * t[1]  # the same GEMM: the conv in TF32, the matmul in FP32 (highest)
+    assert t[0] == pytest.approx(t[1] / 3.0, rel=0.05)  # the same GEMM: the conv in TF32, the matmul in FP32
+    capped = kernel_times(ops, a100, dataclasses.replace(c, tf32_speedup=100.0))  # at most the TF32 peak
+    fp32 = min(0.8 * a100.peak_flops, a100.power_cap(c))
+    assert capped[0] == pytest.approx(t[1] * fp32 / (0.8 * a100.mode_peak("tf32")), rel=0.05)
     high = kernel_times(ops, dataclasses.replace(a100, matmul_precision="high"), c)
     assert high[1] == pytest.approx(t[0], rel=0.05)
     v100 = _gpu("v100-server")  # no TF32: both FP32
@@ -135,30 +138,26 @@ def test_the_kernel_cost_model_prices_a_preset_gpu_from_its_spec_sheet() -> None
 
 def test_constants_fit_on_measured_gpus_in_seconds(tmp_path: Path) -> None:
     bank = GPUBank.from_profiles(import_neusight(SAMPLE, tmp_path / "profiles"), cache=tmp_path / "cache")
+    sets = bank_sets(bank)
+    assert [s.gpu for s in sets] == list(bank.gpus) and all(s.floor_s == bank.floor(s.gpu) for s in sets)
     start = KernelConstants(compute_efficiency=0.3, dram_fraction=0.4)
-    fitted = fit_constants(bank, start=start)
+    fitted = fit_constants(sets, start=start)
 
     def error(c: KernelConstants) -> float:
-        from hetsim.costmodel.gpu.kernel import bank_gpus
-
-        specs = bank_gpus(bank)
-        out = []
-        for g in bank.gpus:
-            _, ops, t = bank.gpus[g].load()
-            on = ops["via"].to_numpy() == "own"
-            on &= ops["family"].to_numpy() != ""
-            out.append(np.abs(np.log((bank.floor(g) + kernel_times(ops[on], specs[g], c)) / t[on])))
-        return float(np.median(np.concatenate(out)))
+        return float(np.median(np.concatenate([np.abs(np.log(s.predict(c) / s.times)) for s in sets])))
 
     assert error(fitted) < error(start)
+    with pytest.raises(CostModelError, match="at least one set"):
+        fit_constants([])
 
 
-def test_a_newer_process_sustains_more_flops_per_watt() -> None:
-    gens = {p: _gpu(p).generation() for p in ("h200-server", "l4-server", "a100-server", "t4-server", "p4-server")}
-    assert gens == {"h200-server": "fp8", "l4-server": "fp8", "a100-server": "tf32", "t4-server": "older",
-                    "p4-server": "older"}
-    c = KernelConstants(fp32_flops_per_watt=5e10, watt_scale_fp8=2.0, launch_floor_s=1e-9)
+def test_a_gpu_rated_at_more_flops_per_watt_sustains_more_per_watt() -> None:
+    c = KernelConstants(fp32_flops_per_watt=5e10, watt_exponent=0.5, launch_floor_s=1e-9)
+    l4, t4 = _gpu("l4-server"), _gpu("t4-server")  # 72 W and 70 W: power-bound on their CUDA cores
+    rated = (l4.peak_flops / l4.tdp_w) / (t4.peak_flops / t4.tdp_w)
+    assert l4.power_cap(c) / l4.tdp_w == pytest.approx(rated**0.5 * t4.power_cap(c) / t4.tdp_w)
     big = _ops(_mm("mm", 8192, 8192, 8192))
-    l4 = _gpu("l4-server")  # 72 W: power-bound on its CUDA cores
-    older = dataclasses.replace(l4, tensor_flops={"fp16": 1e14})
-    assert kernel_times(big, older, c)[0] == pytest.approx(2.0 * kernel_times(big, l4, c)[0], rel=0.02)
+    # the same L4 rated at half the peak per watt (twice the power) sustains 2**0.5 x its rate
+    hot = dataclasses.replace(l4, tdp_w=2 * l4.tdp_w)
+    assert kernel_times(big, l4, c)[0] == pytest.approx(2**0.5 * kernel_times(big, hot, c)[0], rel=0.02)
+    assert kernel_times(big, l4, c)[0] > 2.0 * big["flops"].iloc[0] / l4.peak_flops  # far from its peak

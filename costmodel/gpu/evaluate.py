@@ -26,10 +26,12 @@ Three protocols, all on the call times the data set measured:
     platform's launch and dispatch figures when it prices an op);
     ``floor="others"`` takes the median of the other GPUs' floors instead
     (protocol ``leave one GPU out, floor of the others``).
-``leave one GPU out, kernel model`` (:func:`kernel_logo_predictions`)
+``leave one GPU out, kernel model, <data set>`` (:func:`kernel_logo_predictions`)
     The kernel model's constants (:mod:`costmodel.gpu.kernel`) are fitted on every
-    other GPU and price all the held-out GPU's rows of every family from its spec
-    sheet, with its own floor as above.
+    other GPU's measured kernels of every data set (the NeuSight profiles' call
+    times, Vidur's FP16 device times: :mod:`costmodel.gpu.kernel_fit`) and price
+    all the held-out GPU's kernels of every family and data set from its spec sheet
+    (NeuSight's call times with the GPU's own floor as above).
 
 :func:`summarize` gives, per protocol, GPU and family (and ``ALL`` families), the
 number of rows and the mean (MAPE), median and 90th-percentile absolute percentage
@@ -51,10 +53,11 @@ from hetsim.costmodel.gpu.features import GPU_FAMILIES
 from hetsim.costmodel.gpu.model import holdout, shape_fold
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.gpu.kernel_fit import KernelSet
     from hetsim.costmodel.gpu.model import GPUBank
 
-__all__ = ["GPU_POINT_COLUMNS", "GPU_EVAL_COLUMNS", "cv_predictions", "kernel_logo_predictions", "format_gpu_eval", "logo_predictions", "plot_gpu_eval",
-           "split_predictions", "summarize_gpu"]
+__all__ = ["GPU_POINT_COLUMNS", "GPU_EVAL_COLUMNS", "cv_predictions", "format_gpu_eval", "kernel_logo_predictions",
+           "kernel_logo_protocol", "logo_predictions", "plot_gpu_eval", "split_predictions", "summarize_gpu"]
 
 GPU_POINT_COLUMNS = ["protocol", "gpu", "family", "source_op", "signature", "split", "measured_s",
                      "predicted_s", "ape_pct"]
@@ -157,28 +160,37 @@ def logo_predictions(bank: GPUBank, gpus: Iterable[str] | None = None,
     return pd.concat(frames, ignore_index=True)[GPU_POINT_COLUMNS]
 
 
-def kernel_logo_predictions(bank: GPUBank, gpus: Iterable[str] | None = None,
-                            families: Sequence[str] = GPU_FAMILIES, *, progress: bool = False) -> pd.DataFrame:
-    """:data:`KERNEL_LOGO` predictions of ``gpus`` (default: every GPU of ``bank``)."""
-    from hetsim.costmodel.gpu.kernel import bank_gpus, fit_constants, kernel_times
+def kernel_logo_predictions(sets: Sequence[KernelSet], gpus: Iterable[str] | None = None, *,
+                            progress: bool = False) -> pd.DataFrame:
+    """Leave one GPU out with the kernel model: for each GPU of ``gpus`` (default:
+    every GPU of ``sets``), the constants fitted on the sets of every other GPU price
+    every kernel of its sets from its spec sheet. Protocol ``"<KERNEL_LOGO>, <data
+    set>"`` (:func:`kernel_logo_protocol`); columns :data:`GPU_POINT_COLUMNS`."""
+    from hetsim.costmodel.gpu.kernel_fit import fit_constants
 
-    names = list(gpus) if gpus is not None else list(bank.gpus)
-    if len(bank.gpus) < 3:
-        raise CostModelError(f"leave one GPU out needs at least 3 GPUs in the bank, has {list(bank.gpus)}")
-    specs = bank_gpus(bank)
+    names = list(gpus) if gpus is not None else list(dict.fromkeys(s.gpu for s in sets))
+    known = set(s.gpu for s in sets)
+    if unknown := [g for g in names if g not in known]:
+        raise CostModelError(f"no measured kernels of GPU(s) {unknown} (measured: {sorted(known)})")
+    if len(known) < 3:
+        raise CostModelError(f"leave one GPU out needs at least 3 GPUs, has {sorted(known)}")
     frames = []
     for g in _progress(names, progress, "leave one GPU out, kernel model"):
-        constants = fit_constants(bank, [o for o in bank.gpus if o != g])
-        rows, ops, t = bank.gpus[g].load()
-        fam, via = ops["family"].to_numpy(), ops["via"].to_numpy()
-        for family in families:
-            on = (fam == family) & (via == "own")
-            if on.any():
-                pred = bank.floor(g) + kernel_times(ops[on], specs[g], constants)
-                frames.append(_points(KERNEL_LOGO, g, family, rows[on], t[on], pred))
-    if not frames:
-        raise CostModelError(f"no rows of {list(families)} on {names}")
+        constants = fit_constants([s for s in sets if s.gpu != g])
+        for s in (s for s in sets if s.gpu == g):
+            fam = s.ops["family"].to_numpy()
+            pred = s.predict(constants)
+            for family in GPU_FAMILIES:
+                on = fam == family
+                if on.any():
+                    frames.append(_points(kernel_logo_protocol(s.dataset), g, family, s.rows[on], s.times[on],
+                                          pred[on]))
     return pd.concat(frames, ignore_index=True)[GPU_POINT_COLUMNS]
+
+
+def kernel_logo_protocol(dataset: str) -> str:
+    """The protocol name of the kernel model's leave one GPU out on ``dataset``."""
+    return f"{KERNEL_LOGO}, {dataset}"
 
 
 def _progress(items: list[str], on: bool, desc: str) -> Iterable[str]:

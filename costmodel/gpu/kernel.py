@@ -3,7 +3,8 @@
 Each GPU is described by its spec sheet (:class:`KernelGPU`: SMs, peak FLOP/s per
 math mode, DRAM bandwidth, L2, board power); a handful of constants
 (:class:`KernelConstants`), the same for every GPU, are fitted on the public kernel
-measurements (the NeuSight profiles of eight GPUs). A kernel's device time is::
+measurements (the NeuSight profiles of eight GPUs, Vidur's LLM layer kernels of
+three: :mod:`costmodel.gpu.kernel_fit`). A kernel's device time is::
 
     t = launch_floor_s + max(t_compute, t_memory)
 
@@ -14,11 +15,14 @@ measurements (the NeuSight profiles of eight GPUs). A kernel's device time is::
   SMs in ``waves = ceil(tiles / SMs)``. A grid smaller than one wave is split along
   ``k`` to fill the idle SMs (split-K), down to a sub-wave floor of ``subwave`` of a
   wave. A tile's time is ``2 TM TN k`` FLOPs at the SM's sustained rate, the GPU's
-  peak of the math mode times ``compute_efficiency`` (``tile_efficiency`` for
+  peak of the math mode times its efficiency (``compute_efficiency`` on the CUDA
+  cores, ``tensor_efficiency`` in FP16/BF16/FP8; in TF32, the FP32 rate times
+  ``tf32_speedup``, at most the TF32 peak: the only TF32 kernels measured, the
+  NeuSight A100's convolutions, run at about the FP32 rate; ``tile_efficiency`` for
   the 64-wide tiles of small problems), on the CUDA cores capped by the board power
-  (``fp32_flops_per_watt x tdp_w``: a 70 W T4 sustains half its FP32 peak), a newer
-  process doing more per watt (``watt_scale_fp8`` for the GPUs with FP8 tensor cores,
-  Ada and Hopper; ``watt_scale_tf32`` for Ampere; :meth:`KernelGPU.generation`). The
+  (:meth:`KernelGPU.power_cap`: a 70 W T4 sustains half its FP32 peak), a GPU whose
+  spec sheet rates more FLOP per watt (a newer process) sustaining more per watt,
+  as that rating to the power ``watt_exponent``. The
   tile shape is the fastest of :data:`TILES`, as cuBLAS's heuristics pick.
 * The math mode is PyTorch's (:mod:`costmodel.math_mode`): FP32 convolutions in
   TF32 on a GPU with TF32 tensor cores (cuDNN's default), FP32 matmuls in FP32
@@ -40,8 +44,8 @@ charges the device's own ``launch_overhead_s`` (a few microseconds) as the floor
 instead, the host's launch being the simulator's dispatch.
 
 The fitted constants ship as ``costmodel/data/gpu-kernel.json``
-(:func:`shipped_constants`); :func:`fit_constants` refits them from a
-:class:`~costmodel.gpu.model.GPUBank` in seconds once its profiles are read.
+(:func:`shipped_constants`); :func:`~costmodel.gpu.kernel_fit.fit_constants`
+refits them in under a minute once the measurements are read.
 """
 
 from __future__ import annotations
@@ -59,19 +63,21 @@ from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.math_mode import math_mode
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.gpu.model import GPUBank
     from hetsim.sim.platform import Device
 
-__all__ = ["FITTED", "KERNEL_FIELDS", "TILES", "KernelConstants", "KernelGPU", "bank_gpus", "fit_constants",
-           "kernel_times", "shipped_constants", "training_rows", "write_constants"]
+__all__ = ["CONSTANTS_FILE", "KERNEL_FIELDS", "RATED_FLOPS_PER_WATT", "TILES", "KernelConstants", "KernelGPU", "kernel_times",
+           "shipped_constants"]
 
 #: the spec-sheet fields the kernel model prices a GPU from
 KERNEL_FIELDS = ("sm_count", "peak_flops", "mem_bandwidth_bytes_per_s", "l2_bytes", "tdp_w")
+#: the FP32 peak per watt at which ``fp32_flops_per_watt`` is what a GPU sustains per watt
+RATED_FLOPS_PER_WATT = 1e11
 #: output tile shapes (rows x cols) of cuBLAS / cuDNN GEMM kernels; the last two are the
 #: small tiles (``tile_efficiency``)
 TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32))
 _SMALL_TILES = {(64, 64), (64, 32)}
-_FILE = "gpu-kernel.json"
+#: the shipped constants, in ``costmodel/data``
+CONSTANTS_FILE = "gpu-kernel.json"
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,7 @@ class KernelConstants:
 
     compute_efficiency: float = 0.8
     tensor_efficiency: float = 0.6
+    tf32_speedup: float = 1.0
     tile_efficiency: float = 0.7
     fp32_flops_per_watt: float = 6e10
     subwave: float = 0.3
@@ -88,8 +95,7 @@ class KernelConstants:
     reduction_passes: float = 2.0
     conv_speedup: float = 1.5
     launch_floor_s: float = 5e-6
-    watt_scale_fp8: float = 2.0
-    watt_scale_tf32: float = 1.0
+    watt_exponent: float = 0.5
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -151,18 +157,13 @@ class KernelGPU:
         return cls.from_spec(device.name, {k: getattr(device, k, None) for k in KERNEL_FIELDS},
                              tensor_flops=device.tensor_flops, matmul_precision=device.matmul_precision)
 
-    def generation(self) -> str:
-        """The GPU's process generation as its tensor cores tell it: ``fp8`` (Ada,
-        Hopper and later: 4-5 nm), ``tf32`` (Ampere: 7-8 nm) or ``older`` (Turing,
-        Volta, Pascal: 12-16 nm)."""
-        table = self.tensor_flops or {}
-        return "fp8" if "fp8" in table else "tf32" if "tf32" in table else "older"
-
-    def watt_scale(self, constants: KernelConstants) -> float:
-        """How many more FP32 FLOP per watt the GPU's generation sustains than the
-        oldest (``watt_scale_fp8``, ``watt_scale_tf32``; ``older``: 1)."""
-        gen = self.generation()
-        return constants.watt_scale_fp8 if gen == "fp8" else constants.watt_scale_tf32 if gen == "tf32" else 1.0
+    def power_cap(self, constants: KernelConstants) -> float:
+        """The FP32 FLOP/s the board's power sustains on the CUDA cores:
+        ``fp32_flops_per_watt x tdp_w x (rated / RATED_FLOPS_PER_WATT) ** watt_exponent``,
+        ``rated`` the spec sheet's FP32 peak per watt (a newer process rates more and
+        sustains more per watt: the 72 W L4 rates 421 GFLOP/W, the 70 W T4 116)."""
+        rated = self.peak_flops / self.tdp_w
+        return constants.fp32_flops_per_watt * self.tdp_w * (rated / RATED_FLOPS_PER_WATT) ** constants.watt_exponent
 
     def mode_peak(self, mode: str) -> float:
         """Peak FLOP/s of a math mode. FP32 is ``peak_flops``; TF32 on a GPU without
@@ -181,12 +182,12 @@ class KernelGPU:
 
 def shipped_constants() -> KernelConstants:
     """The constants fitted on the built-in profiles (``costmodel/data/gpu-kernel.json``)."""
-    path = resources.files("hetsim.costmodel") / "data" / _FILE
+    path = resources.files("hetsim.costmodel") / "data" / CONSTANTS_FILE
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise CostModelError(f"{_FILE}: cannot read the kernel model's constants ({e})") from None
-    return KernelConstants.from_dict(data.get("constants", {}), where=_FILE)
+        raise CostModelError(f"{CONSTANTS_FILE}: cannot read the kernel model's constants ({e})") from None
+    return KernelConstants.from_dict(data.get("constants", {}), where=CONSTANTS_FILE)
 
 
 def _modes(ops: pd.DataFrame, dtypes: Sequence[str] | np.ndarray, gpu: KernelGPU) -> np.ndarray:
@@ -230,8 +231,11 @@ def kernel_times(ops: pd.DataFrame, gpu: KernelGPU, constants: KernelConstants, 
     for mode in set(modes):
         on = modes == mode
         peak = gpu.mode_peak(mode)
-        if mode == "fp32" or mode == "tf32" and peak == gpu.peak_flops:
-            rate[on] = min(peak * c.compute_efficiency, c.fp32_flops_per_watt * gpu.watt_scale(c) * gpu.tdp_w)
+        fp32 = min(gpu.peak_flops * c.compute_efficiency, gpu.power_cap(c))
+        if mode == "fp32":
+            rate[on] = fp32
+        elif mode == "tf32":  # cuDNN / cuBLAS in TF32: the FP32 rate times tf32_speedup, at most the peak
+            rate[on] = min(peak * c.compute_efficiency, fp32 * c.tf32_speedup) if peak > gpu.peak_flops else fp32
         else:
             rate[on] = peak * c.tensor_efficiency
     t_comp = ops["flops"].to_numpy(float) / rate
@@ -249,88 +253,3 @@ def kernel_times(ops: pd.DataFrame, gpu: KernelGPU, constants: KernelConstants, 
             best = np.minimum(best, waves * 2.0 * tm * tn * np.maximum(k, 1.0) / (per_sm * eff))
         t_comp[mm] = np.where(fam[mm] == "conv", best / c.conv_speedup, best)
     return (c.launch_floor_s if floor_s is None else floor_s) + np.maximum(t_comp, t_mem)
-
-
-# --------------------------------------------------------------------------- fitting
-#: the constants the fit moves (the rest stay at their defaults), and their bounds
-FITTED = {"compute_efficiency": (0.2, 1.0), "tensor_efficiency": (0.1, 1.0), "tile_efficiency": (0.3, 1.0),
-          "fp32_flops_per_watt": (1e10, 5e11), "subwave": (0.02, 1.0), "dram_fraction": (0.3, 1.0),
-          "l2_speedup": (1.0, 6.0), "reduction_passes": (1.0, 6.0), "conv_speedup": (0.5, 4.0),
-          "launch_floor_s": (5e-7, 5e-5), "watt_scale_fp8": (0.5, 8.0), "watt_scale_tf32": (0.5, 8.0)}
-
-
-def bank_gpus(bank: GPUBank) -> dict[str, KernelGPU]:
-    """The bank's GPUs with the tensor-core peaks of their presets (the preset whose
-    default cost is the GPU's profile, ``gpu-NAME``); a GPU without a preset has none."""
-    from hetsim.sim.platform import Platform
-
-    tables: dict[str, tuple[Any, Any]] = {}
-    for name in Platform.presets():
-        for d in Platform.preset(name).devices:
-            if d.kind == "gpu" and d.cost and d.cost.startswith("gpu-"):
-                tables.setdefault(d.cost[4:], (d.tensor_flops, d.matmul_precision))
-    return {g: KernelGPU.from_spec(g, bank.spec(g), tensor_flops=tables.get(g, (None, None))[0],
-                                   matmul_precision=tables.get(g, (None, None))[1]) for g in bank.gpus}
-
-
-def training_rows(bank: GPUBank, gpus: Sequence[str], *, per_family: int = 1500,
-                  seed: int = 0) -> list[tuple[str, pd.DataFrame, np.ndarray]]:
-    """Up to ``per_family`` rows of each family of each GPU: ``(gpu, gpu_ops rows, call times)``."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for g in gpus:
-        _, ops, t = bank.gpus[g].load()
-        fam = ops["family"].to_numpy()
-        pick = []
-        for family in ("gemm", "conv", "norm", "softmax", "elementwise"):
-            idx = np.flatnonzero((fam == family) & (ops["via"].to_numpy() == "own"))
-            pick.append(np.sort(rng.choice(idx, per_family, replace=False)) if len(idx) > per_family else idx)
-        idx = np.concatenate(pick)
-        out.append((g, ops.iloc[idx], t[idx]))
-    return out
-
-
-def fit_constants(bank: GPUBank, gpus: Sequence[str] | None = None, *,
-                  start: KernelConstants | None = None) -> KernelConstants:
-    """Fit :data:`FITTED` on the call times of ``gpus`` of ``bank`` (default: all):
-    least squares on ``log(floor + t_kernel) - log(t)``, each GPU's floor its own
-    smallest calls, a robust loss so that a throttled campaign does not pull."""
-    from scipy.optimize import least_squares
-
-    names = list(gpus) if gpus is not None else list(bank.gpus)
-    specs = bank_gpus(bank)
-    rows = training_rows(bank, names)
-    floors = {g: bank.floor(g) for g in names}
-    start = start or KernelConstants()
-    keys = list(FITTED)
-    lo = np.log([FITTED[k][0] for k in keys])
-    hi = np.log([FITTED[k][1] for k in keys])
-    x0 = np.clip(np.log([getattr(start, k) for k in keys]), lo + 1e-9, hi - 1e-9)
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        c = KernelConstants(**{**start.to_dict(), **dict(zip(keys, np.exp(x)))})
-        res = []
-        for g, ops, t in rows:
-            pred = floors[g] + kernel_times(ops, specs[g], c)
-            res.append(np.log(pred) - np.log(t))
-        return np.concatenate(res)
-
-    fit = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.2, diff_step=1e-3)
-    return KernelConstants(**{**start.to_dict(), **dict(zip(keys, np.exp(fit.x).tolist()))})
-
-
-def write_constants(bank: GPUBank, path: Any = None) -> KernelConstants:
-    """Fit the constants on every GPU of ``bank`` and write them, with what they were
-    fitted on, to ``path`` (default: the shipped ``costmodel/data/gpu-kernel.json``)."""
-    from pathlib import Path
-
-    from hetsim.graphs.graph import atomic_write
-
-    constants = fit_constants(bank)
-    out = Path(path) if path is not None else Path(__file__).resolve().parents[1] / "data" / _FILE
-    doc = {"constants": {k: float(f"{v:.6g}") for k, v in constants.to_dict().items()},
-           "fitted_on": sorted(bank.gpus),
-           "method": "least squares on log call times (soft L1), up to 1500 kernels per family and GPU "
-                     "of the NeuSight profiles, each GPU's floor its own smallest calls"}
-    atomic_write(out, lambda fh: fh.write(json.dumps(doc, indent=1) + "\n"))
-    return KernelConstants.from_dict(doc["constants"])

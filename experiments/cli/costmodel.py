@@ -5,11 +5,12 @@
     ``eval_points.csv`` (every prediction) and ``eval.png``/``eval.pdf`` (predicted
     vs measured) to ``DIR`` (default ``out/eval/<profile folder name>``: never into the
     profile, whose committed ``eval/`` files a command must not rewrite).
-``hetsim costmodel eval --gpus all [--protocols held-out,cv,logo,published] [--out DIR]``
+``hetsim costmodel eval --gpus all [--protocols held-out,cv,logo,kernel-logo,published] [--out DIR]``
     the GPU models on the built-in GPU profiles (or on GPU profile folders given as
     ``PROFILE...``): MAPE, median and p90 error per GPU and kernel family on the data
-    set's held-out shapes, in a K-fold cross-validation over shapes, and leave one GPU
-    out over the GEMM and conv rows; writes
+    set's held-out shapes, in a K-fold cross-validation over shapes, leave one GPU
+    out over the GEMM and conv rows, and (``kernel-logo``) the kernel model left one GPU
+    out over these profiles and Vidur's LLM layer kernels, per data set; writes
     ``gpu_eval.csv``, ``gpu_eval_points.csv`` and ``gpu_eval.png``/``.pdf``;
     ``published``: the published BERT-large / GPT-2-large latencies of those GPUs
     against their presets (default cost and roofline), ``published.csv``.
@@ -58,8 +59,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     ev.add_argument("--protocols", default="held-out,logo", metavar="P[,P]",
                     help="GPU evaluation: held-out (the data set's test shapes per GPU, models fitted on its "
                     "train rows), cv (K-fold cross-validation over shapes, both splits in training; GEMM "
-                    "unless --families), logo (leave one GPU out) and/or published (published whole-model "
-                    "latencies against the GPUs' presets); default held-out,logo")
+                    "unless --families), logo (leave one GPU out), kernel-logo (the kernel model left one GPU "
+                    "out, over these profiles and Vidur's LLM layer kernels) and/or published (published "
+                    "whole-model latencies against the GPUs' presets); default held-out,logo")
     ev.add_argument("--folds", type=int_at_least(2), default=5, metavar="K",
                     help="GPU evaluation: folds of the shape cross-validation (default 5)")
     ev.add_argument("--families", default=None, metavar="F[,F...]",

@@ -1,12 +1,14 @@
 """``hetsim costmodel eval`` on GPU profiles: held-out shapes, shape cross-validation,
-leave one GPU out, and the published whole-model latencies against the GPUs' presets."""
+leave one GPU out (the cross-GPU models; the kernel model over these profiles and
+Vidur's LLM layer kernels), and the published whole-model latencies against the GPUs'
+presets."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-PROTOCOLS = ("held-out", "cv", "logo", "published")
+PROTOCOLS = ("held-out", "cv", "logo", "kernel-logo", "published")
 
 
 def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
@@ -74,6 +76,14 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
         frames.append(cv_predictions(bank, families=families or ("gemm",), folds=args.folds, progress=True))
     if "logo" in protocols:
         frames.append(logo_predictions(bank, families=families or ("gemm", "conv"), progress=True))
+    if "kernel-logo" in protocols:
+        from hetsim.costmodel.gpu.evaluate import kernel_logo_predictions
+        from hetsim.costmodel.gpu.kernel_fit import bank_sets
+        from hetsim.costmodel.gpu.vidur import vidur_sets
+
+        sets = [*bank_sets(bank), *vidur_sets()]
+        kernel = kernel_logo_predictions(sets, progress=True)
+        frames.append(kernel[kernel["family"].isin(families)] if families else kernel)
     if not frames:
         return 0
     points = pd.concat(frames, ignore_index=True)
