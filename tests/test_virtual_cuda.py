@@ -433,6 +433,48 @@ def test_every_plan_of_the_matrix_runs_under_the_virtual_device(zoo_models, mode
     check_plan_runs(zoo_models, model, platform, scheduler, launch)
 
 
+#: plans whose executor and simulator makespans once differed, each by one rule: the
+#: order of the copies on a link and the host thread woken (four streams), peer copies
+#: on a stream of their own and GPU producers gating other GPUs' launches (two GPUs), a
+#: dynamic plan placing the readers of a launched GPU op (four streams)
+AGREEMENT = [("googlenet", "four-streams", "round-robin", "eager"), ("googlenet", "two-gpus", "random", "graph"),
+             ("resnet18", "four-streams", "dynamic", "eager")]
+
+
+@pytest.mark.parametrize(("model", "platform", "scheduler", "launch"), AGREEMENT)
+def test_executor_and_simulator_agree_in_virtual_time(zoo_models, model, platform, scheduler, launch):
+    from hetsim.sim import simulate
+
+    g, model_ir, wiring = zoo_models(model)
+    cost = Roofline()
+    plat = PLATFORMS[platform]
+    plat = plat.replace(devices=tuple(
+        dataclasses.replace(d, launch=launch, graph_launch_s=4e-6, event_s=0.0, copy_issue_s=2e-6)
+        if d.kind == "gpu" else d for d in plat.devices))
+    planned = schedulers.get(scheduler).run(g, plat, cost, simulate=False)
+    predicted = simulate(g, plat, planned.plan, cost).makespan
+    dev = VirtualCuda(plat, cost)
+    with dev.execution(g, planned.plan, wiring, model=model_ir, launch=launch, cost=cost) as ex:
+        ex.run(1)
+    assert dev.last_makespan == pytest.approx(predicted, rel=0.02)
+
+
+def test_copies_to_the_host_from_two_streams_take_the_link_in_turn():
+    # b and c run side by side on two streams and end together; their copies to the
+    # CPU (1 us each, each on its stream's own copy stream) share the GPU-to-host link
+    g, wiring = _graph(FORK)
+    dev = VirtualCuda(FOUR_STREAMS, Flat())
+    with dev.execution(g, Plan({"a": "gpu", "b": "gpu", "c": "gpu", "d": "cpu", "e": "cpu"}), wiring,
+                       launch="eager") as ex:
+        ex.run(1)
+        records = ex.trace()
+    ops = {r["node"]: (r["start"], r["end"]) for r in records if r["kind"] == "op"}
+    assert ops["b"][1] == pytest.approx(ops["c"][1], abs=1e-5)
+    copies = sorted((r["start"], r["end"]) for r in records if r["kind"] == "transfer" and r["dst"] == "cpu")
+    assert len(copies) == 2  # the second ends a copy's time after the first (its events span its wait)
+    assert copies[1][1] - copies[0][1] == pytest.approx(1e-6, rel=1e-3)
+
+
 def test_a_cpu_worker_takes_an_op_whose_copy_has_landed_before_one_still_copying():
     """b (ranked first) and c are both ready on the CPU when its worker looks; b's input
     is still being copied from the GPU, c's has landed: the worker runs c first, as the
