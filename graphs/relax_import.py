@@ -51,7 +51,9 @@ if TYPE_CHECKING:
     import torch
     import tvm
 
-__all__ = ["GRANULARITIES", "from_onnx", "from_relax", "from_torch"]
+    from hetsim.graphs.torch_export import ImportedProgram
+
+__all__ = ["GRANULARITIES", "from_onnx", "from_program", "from_relax", "from_torch"]
 
 GRANULARITIES = ("op", "fused")
 
@@ -404,7 +406,13 @@ def from_torch(
     from hetsim.graphs.torch_export import export_torch
 
     name = name or type(module).__name__.lower()
-    program = export_torch(module, example_inputs, name=name)
+    return from_program(export_torch(module, example_inputs, name=name), granularity=granularity, name=name)
+
+
+def from_program(program: ImportedProgram, *, granularity: str = "op", name: str = "model") -> Graph:
+    """The graph of a torch export (:func:`graphs.torch_export.export_torch`) at
+    ``granularity``, as :func:`from_torch` returns it (``graph.program`` kept): one
+    export gives the graphs of both granularities."""
     graph = from_relax(
         program.mod, granularity=granularity, name=name, source="torch", tags=program.tags
     )

@@ -221,9 +221,14 @@ def test_shape_cross_validation_predicts_each_test_row_once_from_the_other_folds
             parse_fold(bad)
 
 
-def test_cli_gpu_eval_on_profile_folders(bank: GPUBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_gpu_eval_on_profile_folders(bank: GPUBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import hetsim.costmodel.gpu.model as gpu_model
     from hetsim.experiments.cli.main import main
 
+    # the command's protocols, tables and files, not the forests' size: SMALL's trees
+    # (400 trees of depth 7 per fit take minutes on 2 cores)
+    monkeypatch.setattr(gpu_model, "DEFAULT_PARAMS", {**gpu_model.DEFAULT_PARAMS, **SMALL})
     folders = [str(bank.gpus[g].path) for g in ("t4", "v100", "a100-40gb")]
     assert main(["costmodel", "eval", *folders, "--protocols", "held-out,cv", "--families", "gemm",
                  "--folds", "2", "--out", str(tmp_path)]) == 0
@@ -293,10 +298,17 @@ def test_the_published_latencies_name_a_preset_for_every_gpu() -> None:
     assert (h100["seq_len"], h100["layers"], h100["latency_s"]) == (512, 24, 0.069842259)
 
 
-def test_a_published_model_is_priced_as_one_layer_plus_the_others_at_the_second_layers_cost() -> None:
-    from hetsim.costmodel import Roofline
-    from hetsim.costmodel.gpu.published import busy_time, layer_graphs, predict_published
+def test_a_published_model_is_priced_as_one_layer_plus_the_others_at_the_second_layers_cost(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import functools
 
+    from hetsim.costmodel import Roofline
+    from hetsim.costmodel.gpu import published
+    from hetsim.costmodel.gpu.published import busy_time, predict_published
+
+    # the two graphs predict_published imports are the ones checked here: imported once
+    layer_graphs = functools.cache(published.layer_graphs)
+    monkeypatch.setattr(published, "layer_graphs", layer_graphs)
     rows = pd.DataFrame([{"gpu": "h100", "preset": "h100-server", "model": "bert_large", "batch": 1,
                           "seq_len": 8, "layers": 4, "latency_s": 1e-3}])
     got = predict_published(("roofline",), rows=rows).iloc[0]

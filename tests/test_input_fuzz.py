@@ -1,5 +1,5 @@
-"""Property-based fuzz of hetsim's file inputs (platform TOML, plan JSON, graph JSON) and
-of its command line: whatever a file or an argument list holds, hetsim either works,
+"""Property-based fuzz of hetsim's file inputs (platform TOML, plan JSON, graph JSON, a
+model's config.json, a GGUF header) and of its command line: whatever a file or an argument list holds, hetsim either works,
 with finite results, or refuses with one of its own errors; it never raises anything
 else (a traceback on the command line), never prints a traceback, and never writes
 outside the output folder it was given.
@@ -10,15 +10,19 @@ The cases are shared among the tests: the ``ci`` profile runs about 100 in all,
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
 import os
+import struct
+import tempfile
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gguf_files import TINY_CONFIGS, write_gguf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +30,9 @@ from hetsim.costmodel.base import CostModelError
 from hetsim.experiments.cli.main import main
 from hetsim.experiments.output_folder import FolderLockedError
 from hetsim.graphs.graph import Graph, GraphError
+from hetsim.graphs.llm.gguf_header import read_gguf_header
+from hetsim.graphs.llm.hf_config import architecture_from_hf
+from hetsim.graphs.llm.quant_recipe import recipe_tensors
 from hetsim.schedulers import SchedulerError, load_plan
 from hetsim.sim import Plan, Platform, PlatformError, simulate
 from hetsim.sim.engine.state import SimulationError
@@ -34,7 +41,7 @@ from hetsim.sim.plan import PlanError
 #: every error class by which hetsim refuses an input
 REFUSALS = (GraphError, PlatformError, PlanError, SimulationError, SchedulerError, CostModelError, FolderLockedError)
 #: the tests below, among which the profile's cases are shared
-TESTS = 4
+TESTS = 6
 CASES = max(10, settings().max_examples // TESTS)
 FUZZ = settings(max_examples=CASES, deadline=None, derandomize=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # fmt: skip
@@ -161,26 +168,19 @@ def listing(folder: Path) -> set[str]:
     return {str(p) for p in folder.rglob("*")}
 
 
-@FUZZ
-@given(command=st.sampled_from(COMMANDS), rest=st.lists(st.one_of(st.sampled_from(OPTIONS), st.sampled_from(VALUES)),
-                                                          max_size=7))  # fmt: skip
-def test_command_lines(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
-                       command: str, rest: list[str]) -> None:
-    """Work in ``box/work``: nothing may appear in ``box`` outside it."""
+def run_in_box(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, argv: list[str],
+               inputs: dict[str, bytes] | None = None) -> tuple[int, Path]:
+    """``hetsim ARGV`` run in ``box/work`` (holding :func:`make_inputs` and INPUTS, name ->
+    bytes): it exits 0, 1 or 2 without a traceback, and nothing appears in ``box``
+    outside ``work``. Returns the exit code and ``work``."""
     box = tmp_path_factory.mktemp("box")
     work = box / "work"
     work.mkdir()
     make_inputs(work)
+    for name, data in (inputs or {}).items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_bytes(data)
     before = listing(box) - listing(work)
-    argv = [command, *rest]
-    if command in ("simulate", "compare", "graph") and not any(v.endswith(".json") for v in rest[:1]):
-        argv = [command, "tiny.json", *rest]
-    if command == "compare" and "--schedulers" not in rest:
-        argv += ["--schedulers", "all-cpu,heft"]  # the optimal scheduler's search is not what is fuzzed here
-    if command == "sweep":
-        argv = ["sweep", "s.toml", *rest]
-    if command == "plot":
-        argv = ["plot", "results", "--kind", "bars", *rest]
     monkeypatch.chdir(work)
     err = io.StringIO()
     with redirect_stdout(io.StringIO()), redirect_stderr(err):
@@ -193,3 +193,98 @@ def test_command_lines(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     assert "Traceback" not in text, (argv, text)
     assert listing(box) - listing(work) == before, (argv, sorted(listing(box) - listing(work) - before))
     assert os.path.exists(os.devnull) and not Path(os.devnull).is_file()
+    return code, work
+
+
+@FUZZ
+@given(command=st.sampled_from(COMMANDS), rest=st.lists(st.one_of(st.sampled_from(OPTIONS), st.sampled_from(VALUES)),
+                                                          max_size=7))  # fmt: skip
+def test_command_lines(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+                       command: str, rest: list[str]) -> None:
+    """Work in ``box/work``: nothing may appear in ``box`` outside it."""
+    argv = [command, *rest]
+    if command in ("simulate", "compare", "graph") and not any(v.endswith(".json") for v in rest[:1]):
+        argv = [command, "tiny.json", *rest]
+    if command == "compare" and "--schedulers" not in rest:
+        argv += ["--schedulers", "all-cpu,heft"]  # the optimal scheduler's search is not what is fuzzed here
+    if command == "sweep":
+        argv = ["sweep", "s.toml", *rest]
+    if command == "plot":
+        argv = ["plot", "results", "--kind", "bars", *rest]
+    run_in_box(tmp_path_factory, monkeypatch, argv)
+
+
+#: ``hetsim llm plan`` on a described machine, its plan written into the work folder
+LLM_PLAN = ["--gpu", "RTX 4090", "--ram-gb", "64", "--ram-bw", "90GB/s", "--threads", "16", "--context", "512",
+            "--out", "plan.json"]  # fmt: skip
+
+
+def finite_plan(work: Path) -> None:
+    """The plan file an LLM plan wrote holds finite numbers only."""
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"plan.json holds {constant}")
+
+    def numbers(obj: Any) -> list[float]:
+        if isinstance(obj, dict):
+            return [x for v in obj.values() for x in numbers(v)]
+        if isinstance(obj, list):
+            return [x for v in obj for x in numbers(v)]
+        return [obj] if isinstance(obj, (int, float)) and not isinstance(obj, bool) else []
+
+    plan = json.loads((work / "plan.json").read_text(), parse_constant=refuse)
+    assert all(math.isfinite(x) for x in numbers(plan))
+
+
+@FUZZ
+@given(name=st.sampled_from(sorted(TINY_CONFIGS)), path=st.lists(st.integers(0, 40), min_size=1, max_size=3),
+       value=WILD)  # fmt: skip
+def test_config_files(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, name: str,
+                      path: list[int], value: Any) -> None:
+    """A Hugging Face config.json with one value replaced: planned with finite figures, or
+    refused in one line."""
+    data = mutate(json.loads(json.dumps(TINY_CONFIGS[name])), path, value)
+    config = json.dumps(data).encode()
+    code, work = run_in_box(tmp_path_factory, monkeypatch, ["llm", "plan", "model/config.json", *LLM_PLAN],
+                            {"model/config.json": config})
+    if code == 0:
+        finite_plan(work)
+
+
+@functools.cache
+def tiny_gguf() -> tuple[bytes, int, tuple[str, ...]]:
+    """(bytes of a tiny llama GGUF file, the length of its header: everything before the
+    tensor data, its metadata keys)."""
+    a = architecture_from_hf(TINY_CONFIGS["llama"], name="llama")
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_gguf(Path(folder) / "m.gguf", a, recipe_tensors(a, "Q4_K_M"))
+        header = read_gguf_header(path)
+        data = path.read_bytes()
+    end = data.index(header.tensors[-1].name.encode()) + len(header.tensors[-1].name)
+    return data, end + 4 * 8, tuple(sorted(header.metadata))
+
+
+@FUZZ
+@given(key=st.integers(0, 40), value=st.binary(min_size=4, max_size=4), vtype=st.one_of(st.none(), st.integers(0, 15)),
+       poke=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.binary(min_size=1, max_size=8))),
+       cut=st.one_of(st.none(), st.integers(0, 10**6)))  # fmt: skip
+def test_gguf_headers(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, key: int,
+                      value: bytes, vtype: int | None, poke: tuple[int, bytes] | None, cut: int | None) -> None:
+    """A GGUF file whose header has a metadata value (and perhaps its type) replaced, a few
+    bytes overwritten, or is cut short: planned with finite figures, or refused in one line."""
+    data, header_end, keys = tiny_gguf()
+    data = bytearray(data)
+    name = keys[key % len(keys)].encode()
+    at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)  # the value's type, then the value
+    if vtype is not None:
+        data[at:at + 4] = struct.pack("<I", vtype)
+    data[at + 4:at + 8] = value
+    if poke is not None:
+        offset, chunk = poke
+        offset %= header_end
+        data[offset:offset + len(chunk)] = chunk
+    if cut is not None:
+        data = data[:cut % header_end]
+    code, work = run_in_box(tmp_path_factory, monkeypatch, ["llm", "plan", "m.gguf", *LLM_PLAN],
+                            {"m.gguf": bytes(data)})
+    if code == 0:
+        finite_plan(work)

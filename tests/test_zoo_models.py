@@ -28,7 +28,7 @@ from torch import nn
 
 from hetsim import graphs
 from hetsim.graphs import Graph, GraphError, relax_import, zoo
-from hetsim.graphs.zoo import rnn
+from hetsim.graphs.zoo import rnn, transformer
 
 CNNS = [
     "alexnet", "densenet121", "efficientnet_b0", "googlenet", "inception_v3", "mobilenet_v2",
@@ -137,14 +137,22 @@ SLOW_FORWARD = {"densenet121", "inception_v3", "mobilenet_v3_large", "resnet50",
                 "alexnet", "mobilenet_v2", "resnet18", "bert_base"}  # fmt: skip
 
 
-def _models(models: list[str]) -> list:
-    """MODELS as parameters, those of :data:`SLOW_FORWARD` marked slow."""
-    return [pytest.param(m, marks=[pytest.mark.slow] if m in SLOW_FORWARD else []) for m in models]
+#: full-size exports over 5 s on 2 cores whose per-layer calls a quicker export checks
+#: (squeezenet1_1's for the CNN count, two narrow layers of the transformer classes)
+SLOW_EXPORT = SLOW_FORWARD | {"efficientnet_b0", "googlenet", "gpt2"}
 
 
-def _cases(models: list[str], granularities: tuple[str, ...] = ("op", "fused")) -> list:
+def _models(models: list[str], slow: set[str] = SLOW_FORWARD) -> list:
+    """MODELS as parameters, those of ``slow`` marked slow."""
+    return [pytest.param(m, marks=[pytest.mark.slow] if m in slow else []) for m in models]
+
+
+def _cases(models: list[str], granularities: tuple[str, ...] = ("op", "fused"), *, with_op: bool = False) -> list:
+    """(model, granularity) parameters, marked slow where an import they need is in
+    :data:`SLOW_IMPORTS` (``with_op``: the case reads the op-granularity graph too)."""
     return [
-        pytest.param(m, g, marks=[pytest.mark.slow] if (m, g) in SLOW_IMPORTS else [])
+        pytest.param(m, g, marks=[pytest.mark.slow] if (m, g) in SLOW_IMPORTS
+                     or (with_op and (m, "op") in SLOW_IMPORTS) else [])
         for m in models
         for g in granularities
     ]
@@ -282,7 +290,7 @@ def test_sequence_models_forward_shapes():
         assert model(ids).shape == (1, 8, 50257)
 
 
-@pytest.mark.parametrize("name", _models(ALL))
+@pytest.mark.parametrize("name", _models(ALL, SLOW_EXPORT))
 def test_exports_with_one_call_per_layer(name):
     model, inputs = zoo.build(name, **SMALL.get(name, {}))
     ep = torch.export.export(model, inputs)
@@ -301,6 +309,18 @@ def test_exports_with_one_call_per_layer(name):
         per_layer = 6 if name == "bert_base" else 4  # q,k,v,out,ffn x2 / qkv,proj,ffn x2
         assert calls["aten.linear.default"] == 12 * per_layer + 1  # + pooler / lm head
         assert calls["aten.matmul.default"] == 2 * 12  # scores and context per layer
+
+
+@pytest.mark.parametrize("cls", ["Bert", "GPT2"])
+def test_transformer_layers_export_one_call_each(cls):
+    """The per-layer calls of the zoo's BERT and GPT-2 classes, on two narrow layers (the
+    full-size models' exports, 12 layers each, are slow tests above)."""
+    model = getattr(transformer, cls)(16, layers=2, d=64, heads=4, vocab=1000).eval()
+    ep = torch.export.export(model, (torch.randint(0, 1000, (1, 16)),))
+    calls = Counter(str(n.target) for n in ep.graph_module.graph.nodes if n.op == "call_function")
+    per_layer = 6 if cls == "Bert" else 4  # q,k,v,out,ffn x2 / qkv,proj,ffn x2
+    assert calls["aten.linear.default"] == 2 * per_layer + 1  # + pooler / lm head
+    assert calls["aten.matmul.default"] == 2 * 2  # scores and context per layer
 
 
 def test_build_is_seeded_and_leaves_global_rng_alone():
@@ -332,11 +352,14 @@ def test_cells_compute_what_torch_rnn_computes(kind):
 
 
 def test_gpt2_is_causal_and_bert_is_not():
-    gpt, (ids,) = zoo.build("gpt2", seq_len=6)
-    bert, (bids,) = zoo.build("bert_base", seq_len=6)
+    # the zoo's classes on two narrow layers: the mask is per layer, not per size
+    torch.manual_seed(0)
+    gpt = transformer.GPT2(6, layers=2, d=64, heads=4, vocab=1000).eval()
+    bert = transformer.Bert(6, layers=2, d=64, heads=4, ffn=128, vocab=1000).eval()
+    ids, bids = torch.randint(0, 1000, (1, 6)), torch.randint(0, 1000, (1, 6))
     ids2, bids2 = ids.clone(), bids.clone()
-    ids2[0, 4] = (ids[0, 4] + 1) % 50257
-    bids2[0, 4] = (bids[0, 4] + 1) % 30522
+    ids2[0, 4] = (ids[0, 4] + 1) % 1000
+    bids2[0, 4] = (bids[0, 4] + 1) % 1000
     with torch.no_grad():
         a, b = gpt(ids), gpt(ids2)
         torch.testing.assert_close(a[:, :4], b[:, :4])  # earlier positions unaffected
@@ -345,7 +368,7 @@ def test_gpt2_is_causal_and_bert_is_not():
 
 
 def test_gpt2_head_is_tied():
-    model, _ = zoo.build("gpt2", seq_len=4)
+    model = transformer.GPT2(4, layers=1, d=64, heads=4, vocab=1000)
     assert model.lm_head.weight is model.wte.weight
 
 
@@ -440,7 +463,7 @@ def test_import_weight_bytes(name, granularity):
         assert g.param_bytes == pytest.approx(4 * params, rel=0.01)
 
 
-@pytest.mark.parametrize(("name", "granularity"), _cases(CNNS))
+@pytest.mark.parametrize(("name", "granularity"), _cases(CNNS, with_op=True))
 def test_import_cnn_flops_match_published(name, granularity):
     g, op = _imported(name, granularity), _imported(name, "op")
     macs_flops = sum(op.nodes[n]["flops"] for n in op if op.nodes[n]["op"] in ("conv2d", "matmul"))

@@ -238,6 +238,9 @@ class ModelWeights:
     origin: str
 
     def __post_init__(self) -> None:
+        if self.arch.layers > len(self.tensors):  # before a list per layer is made
+            raise GraphError(f"{self.origin}: {self.arch.layers} layers, but {len(self.tensors)} tensors: every "
+                             "layer holds at least one")
         layers = [dict(attn=0, ffn=0, exps=0) for _ in range(self.arch.layers)]
         elements = [dict(attn=0, ffn=0, exps=0) for _ in range(self.arch.layers)]
         embd = output = 0

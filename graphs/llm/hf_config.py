@@ -95,6 +95,27 @@ def _int(cfg: dict[str, Any], where: str, key: str, default: Any = None) -> int:
     return v
 
 
+def _names(cfg: dict[str, Any], where: str, key: str) -> list[str]:
+    """``cfg[key]`` as a list of strings (absent or null: empty): anything else there is
+    an error naming the key."""
+    v = cfg.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise GraphError(f"{where}: {key!r} must be a list of names, got {type(v).__name__} {v!r:.40}")
+    return v
+
+
+def _table(cfg: dict[str, Any], where: str, key: str) -> dict[str, Any]:
+    """``cfg[key]`` as a JSON object (absent or null: empty)."""
+    v = cfg.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise GraphError(f"{where}: {key!r} must be a JSON object, got {type(v).__name__} {v!r:.40}")
+    return v
+
+
 def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
     """The :class:`Architecture` a Hugging Face config describes.
 
@@ -104,18 +125,22 @@ def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
         an architecture the planner cannot express (naming it and what is missing),
         or a required key absent (naming the key).
     """
-    classes = cfg.get("architectures") or []
+    where = f"config {name!r}" if name else "config"
+    classes = _names(cfg, where, "architectures")
     cls = classes[0] if classes else cfg.get("model_type", "?")
+    if not isinstance(cls, str):
+        raise GraphError(f"{where}: 'model_type' must be a name, got {type(cls).__name__} {cls!r:.40}")
     where = f"config {name or cls!r}"
     if cls in VLM_TEXT_TOWERS:  # a vision-language model: plan its language model
-        text = cfg.get("text_config") or {}
+        text = _table(cfg, where, "text_config")
         cls = VLM_TEXT_TOWERS[cls]
-        if isinstance(text.get("architectures"), list) and text["architectures"]:
-            cls = text["architectures"][0] if text["architectures"][0] in HF_ARCHITECTURES else cls
+        towers = _names(text, f"{where} text_config", "architectures")
+        if towers:
+            cls = towers[0] if towers[0] in HF_ARCHITECTURES else cls
         cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **text, "architectures": [cls]}
         classes = [cls]
     hybrid = [k for k in _HYBRID_KEYS if k in cfg]
-    layer_types = cfg.get("layer_types") or []
+    layer_types = _names(cfg, where, "layer_types")
     odd = sorted({t for t in layer_types if t not in ("full_attention", "sliding_attention")})
     if hybrid or odd:
         raise GraphError(f"{where}: {cls} has state-space or hybrid layers ({', '.join(hybrid + odd)}); "
@@ -125,7 +150,7 @@ def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
                          f"{', '.join(sorted(HF_ARCHITECTURES))}")
     arch = HF_ARCHITECTURES[cls]
     if "text_config" in cfg:  # Gemma 3 multimodal: the language model's config
-        cfg = {**cfg["text_config"], "architectures": classes}
+        cfg = {**_table(cfg, where, "text_config"), "architectures": classes}
     h = _int(cfg, where, "hidden_size")
     heads = _int(cfg, where, "num_attention_heads")
     n = _int(cfg, where, "num_hidden_layers")
@@ -169,7 +194,9 @@ def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
         elif arch == "gemma2":
             swa = tuple(range(0, n, 2))  # Gemma 2 alternates: even layers slide
         else:
-            period = int(cfg.get("sliding_window_pattern") or 6)  # Gemma 3: 5 local, then 1 global
+            period = _int(cfg, where, "sliding_window_pattern", 6)  # Gemma 3: 5 local, then 1 global
+            if period < 1:
+                raise GraphError(f"{where}: 'sliding_window_pattern' must be >= 1, got {period}")
             swa = tuple(i for i in range(n) if (i + 1) % period)
         kw.update(sliding_window=window, swa_layers=swa)
     return Architecture(**kw)

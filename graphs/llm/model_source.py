@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -63,41 +64,50 @@ def architecture_from_gguf(header: GGUFHeader) -> Architecture:
     if arch not in GGUF_ARCHITECTURES:
         raise GraphError(f"{path}: architecture {arch!r} is not expressible; known: {', '.join(GGUF_ARCHITECTURES)}")
 
-    def get(key: str, default: Any = None) -> Any:
-        v = _scalar(md.get(f"{arch}.{key}", default))
+    def get(key: str, default: Any = None, *, least: int = 0) -> int:
+        """The integer ``{arch}.{key}`` (absent: ``default``; a per-layer array: its
+        maximum), at least ``least``: anything else is an error naming the key."""
+        v = md.get(f"{arch}.{key}", default)
+        v = _scalar(v) if isinstance(v, list) and all(isinstance(x, numbers.Integral) for x in v) else v
         if v is None:
             raise GraphError(f"{path}: GGUF metadata has no {arch}.{key}")
-        return v
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < least:
+            raise GraphError(f"{path}: GGUF metadata {arch}.{key} must be an integer >= {least}, "
+                             f"got {type(v).__name__} {v!r:.40}")
+        return int(v)
 
-    h, heads, n = int(get("embedding_length")), int(get("attention.head_count")), int(get("block_count"))
+    h, heads, n = get("embedding_length", least=1), get("attention.head_count", least=1), get("block_count", least=1)
     embd = next((t for t in header.tensors if t.name == "token_embd.weight"), None)
-    vocab = md.get(f"{arch}.vocab_size") or (embd.shape[1] if embd else None) or md.get("tokenizer.ggml.tokens")
+    tokens = md.get("tokenizer.ggml.tokens")
+    vocab = ((get("vocab_size") if f"{arch}.vocab_size" in md else None) or (embd.shape[1] if embd else None)
+             or (len(tokens) if isinstance(tokens, list) else None))
     if not vocab:
         raise GraphError(f"{path}: GGUF file has neither {arch}.vocab_size nor token_embd.weight")
     kw: dict[str, Any] = dict(
         name=str(md.get("general.name") or Path(path).stem), arch=GGUF_TEXT_TOWERS.get(arch, arch), layers=n, hidden=h, heads=heads,
-        kv_heads=int(get("attention.head_count_kv", heads)),
-        head_dim=int(get("attention.key_length", h // heads)),
-        head_dim_v=int(get("attention.value_length", 0) or 0),
-        ffn=int(get("feed_forward_length", 0) or get("expert_feed_forward_length", 0) or 1),
-        vocab=int(vocab), max_context=int(get("context_length")),
-        experts=int(get("expert_count", 0)), top_k=int(get("expert_used_count", 0)),
-        expert_ffn=int(get("expert_feed_forward_length", 0)), shared_experts=int(get("expert_shared_count", 0)),
-        dense_layers=int(get("leading_dense_block_count", 0)),
-        kv_lora_rank=int(get("attention.kv_lora_rank", 0)), q_lora_rank=int(get("attention.q_lora_rank", 0)),
+        kv_heads=get("attention.head_count_kv", heads),
+        head_dim=get("attention.key_length", h // heads),
+        head_dim_v=get("attention.value_length", 0),
+        ffn=get("feed_forward_length", 0) or get("expert_feed_forward_length", 0) or 1,
+        vocab=int(vocab), max_context=get("context_length"),
+        experts=get("expert_count", 0), top_k=get("expert_used_count", 0),
+        expert_ffn=get("expert_feed_forward_length", 0), shared_experts=get("expert_shared_count", 0),
+        dense_layers=get("leading_dense_block_count", 0),
+        kv_lora_rank=get("attention.kv_lora_rank", 0), q_lora_rank=get("attention.q_lora_rank", 0),
         tied_embeddings=not any(t.name == "output.weight" for t in header.tensors),
         fused_qkv=any(t.name.endswith("attn_qkv.weight") for t in header.tensors),
         source=f"GGUF header of {Path(path).name}",
     )
     if kw["kv_lora_rank"]:
-        kw.update(rope_head_dim=int(get("rope.dimension_count")), kv_heads=heads)
-    window = int(get("attention.sliding_window", 0))
+        kw.update(rope_head_dim=get("rope.dimension_count"), kv_heads=heads)
+    window = get("attention.sliding_window", 0)
     if window:
         pattern = md.get(f"{arch}.attention.sliding_window_pattern")
         if isinstance(pattern, list):
             swa = tuple(i for i, slides in enumerate(pattern) if slides)
         elif arch == "gemma3":
-            swa = tuple(i for i in range(n) if (i + 1) % int(pattern or 6))
+            period = get("attention.sliding_window_pattern", 6) or 6  # 5 local layers, then 1 global
+            swa = tuple(i for i in range(n) if (i + 1) % period)
         else:  # Gemma 2, gpt-oss: every other layer, starting with the first
             swa = tuple(range(0, n, 2))
         kw.update(sliding_window=window, swa_layers=swa)

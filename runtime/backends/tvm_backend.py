@@ -235,13 +235,18 @@ class KernelCache:
     def secret(self, folder: Path) -> bytes:
         """This user's key of the keyed hashes in FOLDER (``.key``, created 0600 when missing)."""
         path = folder / ".key"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(os.urandom(32))
+        if not path.exists():
+            # written whole under a name of its own, then linked in: another process
+            # sharing the folder reads either no key or a whole one, never a half-written one
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".key-")  # mode 0600
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(os.urandom(32))
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process linked its key first: that one is used
+            finally:
+                os.unlink(tmp)
         key = read_own_file(path)
         if not key or len(key) < 32:
             raise OSError(f"kernel cache key {path} is not a private file of this user's")
