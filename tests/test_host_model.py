@@ -272,6 +272,19 @@ def test_a_cpu_reader_placed_while_its_gpu_producer_runs_gets_the_copy_when_it_e
     assert [(s, e) for _, _, s, e in spans(res, "transfer")] == [(6, 8)]
 
 
+def test_a_cpu_op_places_its_readers_before_it_issues_their_copies():
+    # as the executor's CPU worker: a runs [0, 3], places b on the GPU at 3, then
+    # issues its copy [3, 5]; the copy crosses [5, 6]; b, ready once its copy is
+    # issued, is launched [5, 7] and runs [7, 8]
+    res = simulate(chain("ab"), platform("eager", gpu_dispatch_us=2, copy_issue_us=2),
+                   Plan({}, policy=Placed({"a": "cpu", "b": "gpu"})), Fixed({"a": 3.0, "b": 1.0}, hop_us=1.0),
+                   record=True)
+    assert spans(res, "host") == [("a", "cpu.host", 3, 5)]
+    assert spans(res, "launch") == [("b", "gpu.host", 5, 7)]
+    assert [(s, e) for _, _, s, e in spans(res, "transfer")] == [(5, 6)]
+    assert spans(res, "op") == [("a", "cpu", 0, 3), ("b", "gpu", 7, 8)]
+
+
 def test_host_work_shows_in_the_chrome_trace():
     from hetsim.sim.trace import chrome_trace
 

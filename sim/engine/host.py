@@ -286,13 +286,66 @@ class HostModel:
         req.state[v] = QUEUED
         self._wake(self.kernel_idle[di])
 
-    def launchable(self, req: Request, v: int, di: int) -> None:
-        """Op ``v`` of a dynamic plan is placed on launching GPU ``di``: its host thread
-        may launch it (the kernel then waits on the GPU for its inputs, :meth:`ready`)."""
-        t, ds = self.price(req, v, di)
+    def placed(self, req: Request, v: int, di: int) -> None:
+        """Op ``v`` of a dynamic plan is placed on device ``di``: the policy's view counts
+        it as queued there from now (as the executor's, whose placed op is ready once
+        its copies are issued), and a launching GPU's host thread may launch it (the
+        kernel then waits on the GPU for its inputs, :meth:`ready`)."""
+        t, ds = self.run.price(v, di)
         self.run.queued[di] += t + ds
-        heappush(self.launches[di], req.base + self.prep.rank[v])
-        self._wake_host(self.host_idle[di])
+        if self.launching[di]:
+            heappush(self.launches[di], req.base + self.prep.rank[v])
+            self._wake_host(self.host_idle[di])
+
+    def placing(self, req: Request, ops: list[int], di: int) -> tuple[list, list]:
+        """``ops`` of a dynamic plan are launched on, or have run on, device ``di``: place
+        the readers they were the last unplaced producers of (``run.launched``). Returns
+        those placed with an input to copy, and the transfers their placement started:
+        the worker issues those copies after its own (:meth:`issue_placed`), and the
+        readers count as queued once it has."""
+        run = self.run
+        run.collect = collected = ([], [])
+        try:
+            for u in ops:
+                run.launched(req, u, di)
+        finally:
+            run.collect = None
+        return collected
+
+    def issue_placed(self, thread: _Thread, req: Request, u: int, placing: tuple[list, list],
+                     then: Callable[[], None]) -> None:
+        """The worker on ``thread`` issues the copies its placements started, one
+        ``copy_issue_s`` each (of the GPU at either end), each transfer starting once
+        issued; then its placed readers are queued, then ``then()``."""
+        placed, copies = placing
+        name = self.prep.names[u]
+
+        def step(i: int) -> None:
+            if i == len(copies):
+                for rq, v, d in placed:
+                    self.placed(rq, v, d)
+                then()
+                return
+            x = copies[i]
+            g = _gpu_end(self.devices, x.src, x.dst)
+
+            def issued() -> None:
+                self.run.queue_hop(x)
+                step(i + 1)
+
+            thread.hold(float(g.copy_issue_s) if g is not None else 0.0, "host", u, name, req, issued)
+
+        step(0)
+
+    def take(self, req: Request, u: int, di: int, s: int) -> None:
+        """Worker ``s`` of device ``di`` takes op ``u`` of a dynamic plan: the policy's
+        view moves it from the device's queue to the stream, ending after what the
+        stream holds (the executor's view at a worker's pick)."""
+        run = self.run
+        t, ds = run.price(u, di)
+        run.queued[di] -= t + ds
+        ends, now = run.stream_end[di], run.env.now
+        ends[s] = (ends[s] if ends[s] > now else now) + t + ds
 
     def produced(self, req: Request, u: int) -> None:
         """``u`` finished and issued its copies: the launches of other devices it gates
@@ -415,6 +468,8 @@ class _SerialWorker:
         self.req: Any = None
         self.u = 0
         self.t = self.after = self.t0 = 0.0
+        #: (readers placed by the last op, the transfers they wait for): HostModel.placing
+        self.placing: tuple[list, list] | None = None
         self.idle.append(self.poke)
 
     def poke(self) -> None:
@@ -430,7 +485,7 @@ class _SerialWorker:
         req = self.req = run.reqs[r]
         t, ds = self.host.price(req, u, di)
         if run.dynamic:
-            run.queued[di] -= t + ds
+            self.host.take(req, u, di, self.s)
         before, self.after = self.host.costs(req, u, di)
         self.t = t
         run.start_op(req, u, di)
@@ -459,10 +514,17 @@ class _SerialWorker:
             name = run.prep.names[u]
             run.records.append(("op", name, name, req.r, run.prep.dev_names[self.di], self.s, self.t0, now,
                                 run.node_bytes[u], None, None, None))
+        if run.dynamic:  # the executor's worker places u's readers, then issues their copies
+            self.placing = self.host.placing(req, [u], self.di)
+            self.after = self.host.costs(req, u, self.di)[1]
         self.thread.hold(self.after, "host", u, run.prep.names[u], req, self.done)
 
     def done(self) -> None:
         run = self.run
+        if self.placing is not None:  # the copies to the readers u placed, then u's end
+            placing, self.placing = self.placing, None
+            self.host.issue_placed(self.thread, self.req, self.u, placing, self.done)
+            return
         run.finish_op(self.req, self.u, self.di)
         if run.zero:
             run.drain()
@@ -516,11 +578,9 @@ class _LaunchingWorker:
                 name = f"graph {names[u]}..{names[kernels[-1]]}"
             else:
                 kernels = [u]
-                t, ds = host.price(req, u, di)
-                if run.dynamic:  # the host's view, as the executor keeps it: launched on this stream
-                    run.queued[di] -= t + ds
-                    ends, now = run.stream_end[di], run.env.now
-                    ends[self.s] = (ends[self.s] if ends[self.s] > now else now) + t + ds
+                _, ds = host.price(req, u, di)
+                if run.dynamic:
+                    host.take(req, u, di, self.s)
                 before, after = host.costs(req, u, di)
                 before, name = before + ds, names[u]
             self.outstanding += 1
@@ -543,23 +603,29 @@ class _LaunchingWorker:
         fifo = self.fifo
         for v in kernels:
             fifo.append((req, v))
-        if self.run.dynamic:
-            for v in kernels:
-                self.run.launched(req, v, self.di)
+        placing = None
+        if self.run.dynamic:  # eager: one op; its epilogue copies to the readers placed now
+            placing = self.host.placing(req, kernels, self.di)
+            after = self.host.costs(req, u, self.di)[1]
         if self.host.launch_gates:
             self.host.open_gates(req, self.host.launch_gates.get(u))
         idle = self.host.kernel_idle[self.di]
         if self.poke_kernel in idle:
             idle.remove(self.poke_kernel)
             self.poke_kernel()
-        if after > 0.0:
+        if after > 0.0 or (placing is not None and placing[1]):
             def issued() -> None:
                 self.copies_issued(req, kernels)
-                self.launch()
+                if placing is not None:
+                    self.host.issue_placed(self.thread, req, u, placing, self.launch)
+                else:
+                    self.launch()
 
             self.thread.hold(after, "host", u, self.run.prep.names[u], req, issued)
             return False
         self.copies_issued(req, kernels)
+        if placing is not None:
+            self.host.issue_placed(self.thread, req, u, placing, lambda: None)
         return True
 
     def copies_issued(self, req: Request, kernels: list[int]) -> None:

@@ -31,7 +31,7 @@ def bind_op_handlers(run: EngineRun) -> None:
     prep = run.prep
     preds, out_size, rank, names = prep.preds, prep.out_size, prep.rank, prep.names
     domain_same, capacity, dev_names = prep.domain_same, prep.capacity, prep.dev_names
-    n_dev, n_out = run.n_dev, prep.n_out
+    n_dev, n_out, n_ops = run.n_dev, prep.n_out, prep.n_ops
     sfo, fanout, mem, peak, overflowed = run.sfo, run.fanout, run.mem, run.peak, run.overflowed
     static, top, tdsp, baked = run.static, run.top, run.tdsp, run.baked
     heaps, idle, queued, zero = run.heaps, run.idle, run.queued, run.zero
@@ -39,8 +39,10 @@ def bind_op_handlers(run: EngineRun) -> None:
     launching = run.host.launching if run.host is not None else None
     host_ready = run.host.ready if run.host is not None else None
     host_produced = run.host.produced if run.host is not None and run.host.gated_by else None
-    #: devices whose ops place their readers when launched (``run.launched``), not when done
-    early = launching if dynamic and launching is not None else None
+    #: whether ops place their readers before they are done (``run.launched``: a GPU
+    #: op when launched, a CPU op when it has run, before its host epilogue), as the
+    #: executor's workers do
+    early = dynamic and launching is not None
 
     def start(req: Request, u: int, di: int) -> None:
         fo = sfo[u] or fanout(u, di)
@@ -80,7 +82,7 @@ def bind_op_handlers(run: EngineRun) -> None:
             return
         req.state[v] = QUEUED
         heappush(heaps[di], req.base + rank[v])
-        if dynamic:
+        if dynamic and launching is None:  # else counted when placed (sim.engine.host)
             queued[di] += t + ds
         waiting = idle[di]
         if waiting:
@@ -112,7 +114,7 @@ def bind_op_handlers(run: EngineRun) -> None:
         if host_produced is not None and not launching[di]:  # a launching GPU's: when issued
             host_produced(req, u)
         if fo.dyn:
-            if early is not None and early[di]:
+            if early and u < n_ops:  # not a graph input (on the host when its request arrives)
                 run.produced(req, u, di)
                 return
             for v in fo.dyn:

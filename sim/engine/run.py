@@ -159,6 +159,9 @@ class EngineRun:
         self.done = 0
         # the host as it runs (sim.engine.host): platforms with a launching GPU only
         self.host: HostModel | None = None
+        #: the placements a worker makes that wait for copies, and the transfers it
+        #: issues for them (HostModel.placing)
+        self.collect: tuple[list, list] | None = None
         self.arrival_delay: list[list[float]] | None = None
         if any(d.launch is not None for d in platform.devices):
             self.host = HostModel(self)
@@ -296,8 +299,11 @@ class EngineRun:
             count += 1
             self.handed_after(req, v, delay)
         req.pending[v] = count
-        if self.host is not None and self.host.launching[di]:
-            self.host.launchable(req, v, di)
+        if self.host is not None:  # queued once its copies are issued (sim.engine.host)
+            if self.collect is not None and any(not same[req.loc[p]] for p, _ in prep.preds[v]):
+                self.collect[0].append((req, v, di))
+            else:
+                self.host.placed(req, v, di)
         if count == 0:
             self.ready(req, v)
 
@@ -323,13 +329,17 @@ class EngineRun:
         hops, times, nbytes = self.dynamic_route(p, k, dp, di)
         x = Transfer(req, p, k, dp, di, hops, times, nbytes, [v], False, self.prep.rank[v])
         req.xfers[(p, k, di)] = x
-        self.queue_hop(x)
+        if self.collect is not None:  # placed by a worker: it issues the copy (HostModel.issue_placed)
+            self.collect[1].append(x)
+        else:
+            self.queue_hop(x)
         return 1
 
     def launched(self, req: Request, u: int, di: int) -> None:
-        """Op ``u`` of a dynamic plan is launched on GPU ``di`` (its kernel still to run):
-        the readers it was the last unplaced producer of are placed now, as the
-        executor places them when its GPU worker has launched ``u``."""
+        """Op ``u`` of a dynamic plan is launched on GPU ``di`` (its kernel still to run),
+        or has run on a CPU worker (its host epilogue still to run): the readers it was
+        the last unplaced producer of are placed now, as the executor's worker places
+        them (:meth:`produced` gives them ``u``'s output when it is done)."""
         fo = self.sfo[u] or self.fanout(u, di)
         pend = req.pending
         for v in fo.dyn:
