@@ -55,10 +55,10 @@ def _tensors_ok(lists: list, dtypes: frozenset[str]) -> bool:
         return False
     try:
         shapes = list(map(itemgetter("shape"), tensors))
-        kinds = set(map(itemgetter("dtype"), tensors))
+        kinds = list(map(itemgetter("dtype"), tensors))
     except KeyError:
         return False
-    if set(map(type, shapes)) != {list} or set(map(type, kinds)) != {str} or not kinds <= dtypes:
+    if set(map(type, shapes)) != {list} or set(map(type, kinds)) != {str} or not set(kinds) <= dtypes:
         return False
     dims = list(chain.from_iterable(shapes))
     return not dims or (set(map(type, dims)) == {int} and min(dims) >= 0)
