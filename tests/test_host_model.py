@@ -166,10 +166,10 @@ def test_gpu_to_cpu_edge_charges_event_copy_issue_and_hand_over():
 def test_cpu_to_gpu_edge_charges_copy_issue_on_the_producer():
     pl = platform(gpu_dispatch_us=2, cpu_dispatch_us=4, event_us=1, copy_issue_us=3)
     res = run(chain("ab"), pl, {"a": "cpu", "b": "gpu"}, {"a": 5.0, "b": 7.0}, hop_us=20)
-    # CPU: dispatch [0, 4], a [4, 9], event record 1 + copy issue 3 = [9, 13]; copy [13, 33];
+    # CPU: dispatch [0, 4], a [4, 9], event record [9, 10], copy issue [10, 13]; copy [13, 33];
     # b's launch waits for a's copy to be issued: event wait 1 + dispatch 2 = [13, 16]; b [33, 40]
     assert spans(res, "launch") == [("b", "gpu.host", 13, 16)]
-    assert spans(res, "host") == [("a", "cpu.host", 0, 4), ("a", "cpu.host", 9, 13)]
+    assert spans(res, "host") == [("a", "cpu.host", 0, 4), ("a", "cpu.host", 9, 10), ("a", "cpu.host", 10, 13)]
     assert spans(res, "transfer") == [("a[0]->gpu", "cpu->gpu", 13, 33)]
     assert spans(res, "op") == [("a", "cpu", 4, 9), ("b", "gpu", 33, 40)]
 

@@ -313,15 +313,21 @@ class HostModel:
         return collected
 
     def issue_placed(self, thread: _Thread, req: Request, u: int, placing: tuple[list, list],
-                     then: Callable[[], None]) -> None:
-        """The worker on ``thread`` issues the copies its placements started, one
-        ``copy_issue_s`` each (of the GPU at either end), each transfer starting once
-        issued; then its placed readers are queued, then ``then()``."""
+                     then: Callable[[], None], *, gates: bool = False) -> None:
+        """The worker on ``thread`` issues the copies ``placing`` holds (``u``'s own, then
+        those its placements started), one ``copy_issue_s`` each (of the GPU at either
+        end), each transfer starting once issued; then the readers it placed are queued,
+        then ``then()``. ``gates``: the launches ``u`` gates open as its copy to their
+        device is issued (those that need none, at the end)."""
         placed, copies = placing
         name = self.prep.names[u]
+        heads = list(self.gated_by.get(u, ())) if gates and self.gated_by else []
+        same, loc0 = self.prep.domain_same, self.prep.loc0
 
         def step(i: int) -> None:
             if i == len(copies):
+                if heads:
+                    self.open_gates(req, heads)
                 for rq, v, d in placed:
                     self.placed(rq, v, d)
                 then()
@@ -331,11 +337,40 @@ class HostModel:
 
             def issued() -> None:
                 self.run.queue_hop(x)
+                if heads and x.p == u:
+                    reached = [h for h in heads if same[x.dst][loc0[h]]]
+                    for h in reached:
+                        heads.remove(h)
+                    self.open_gates(req, reached)
                 step(i + 1)
 
             thread.hold(float(g.copy_issue_s) if g is not None else 0.0, "host", u, name, req, issued)
 
         step(0)
+
+    def issue_inputs(self, collected: tuple[list, list]) -> None:
+        """A request's graph inputs arrive: the host issues their copies one by one, one
+        ``copy_issue_s`` each (of the GPU at the other end), each transfer starting once
+        issued (as the executor's main thread does when a run starts); the readers a
+        dynamic plan placed meanwhile are queued once they all are."""
+        placed, copies = collected
+        run, t = self.run, 0.0
+        for x in copies:
+            g = _gpu_end(self.devices, x.src, x.dst)
+            t += float(g.copy_issue_s) if g is not None else 0.0
+            if t > 0.0:
+                run.env.timeout(t).callbacks.append(lambda _e, x=x: run.queue_hop(x))
+            else:
+                run.queue_hop(x)
+        if placed:
+            def queue(_e: Any = None) -> None:
+                for rq, v, d in placed:
+                    self.placed(rq, v, d)
+
+            if t > 0.0:
+                run.env.timeout(t).callbacks.append(queue)
+            else:
+                queue()
 
     def take(self, req: Request, u: int, di: int, s: int) -> None:
         """Worker ``s`` of device ``di`` takes op ``u`` of a dynamic plan: the policy's
@@ -468,8 +503,6 @@ class _SerialWorker:
         self.req: Any = None
         self.u = 0
         self.t = self.after = self.t0 = 0.0
-        #: (readers placed by the last op, the transfers they wait for): HostModel.placing
-        self.placing: tuple[list, list] | None = None
         self.idle.append(self.poke)
 
     def poke(self) -> None:
@@ -514,21 +547,27 @@ class _SerialWorker:
             name = run.prep.names[u]
             run.records.append(("op", name, name, req.r, run.prep.dev_names[self.di], self.s, self.t0, now,
                                 run.node_bytes[u], None, None, None))
-        if run.dynamic:  # the executor's worker places u's readers, then issues their copies
-            self.placing = self.host.placing(req, [u], self.di)
-            self.after = self.host.costs(req, u, self.di)[1]
-        self.thread.hold(self.after, "host", u, run.prep.names[u], req, self.done)
-
-    def done(self) -> None:
-        run = self.run
-        if self.placing is not None:  # the copies to the readers u placed, then u's end
-            placing, self.placing = self.placing, None
-            self.host.issue_placed(self.thread, self.req, self.u, placing, self.done)
-            return
-        run.finish_op(self.req, self.u, self.di)
+        # as the executor's worker: u is done (its readers here ready, those of a
+        # dynamic plan placed), then it records its events and issues its copies, one
+        # at a time, each transfer starting once issued
+        di = self.di
+        run.collect = collected = ([], [])
+        try:
+            if run.dynamic:
+                run.launched(req, u, di)
+            run.finish_op(req, u, di)
+        finally:
+            run.collect = None
         if run.zero:
             run.drain()
-        self.pull()
+        after = self.host.costs(req, u, di)[1]
+        devices = self.host.devices
+        for x in collected[1]:  # the copies' share of the epilogue: held one by one
+            if x.p == u:
+                g = _gpu_end(devices, x.src, x.dst)
+                after -= float(g.copy_issue_s) if g is not None else 0.0
+        self.thread.hold(max(after, 0.0), "host", u, run.prep.names[u], req,
+                         lambda: self.host.issue_placed(self.thread, req, u, collected, self.pull, gates=True))
 
 
 class _LaunchingWorker:

@@ -110,9 +110,12 @@ def bind_op_handlers(run: EngineRun) -> None:
                     req.remaining += 1
                 if dynamic:
                     req.xfers[(u, g.k, g.dst)] = x
-                run.queue_hop(x)
-        if host_produced is not None and not launching[di]:  # a launching GPU's: when issued
-            host_produced(req, u)
+                if run.collect is not None:  # issued by the worker, one by one (sim.engine.host)
+                    run.collect[1].append(x)
+                else:
+                    run.queue_hop(x)
+        if host_produced is not None and not launching[di] and run.collect is None:
+            host_produced(req, u)  # else when its launch (GPU) or its copies (a worker) are issued
         if fo.dyn:
             if early and u < n_ops:  # not a graph input (on the host when its request arrives)
                 run.produced(req, u, di)

@@ -451,9 +451,16 @@ class EngineRun:
         self.arrivals[r] = self.env.now
         if self.host is not None:
             self.host.arrive(req)
-        for p in range(prep.n_ops, len(prep.names)):
-            self.start_op(req, p, prep.host)
-            self.fan_out(req, p, prep.host)
+        if self.host is not None:  # the executor's main thread issues the inputs' copies, one by one
+            self.collect = ([], [])
+        try:
+            for p in range(prep.n_ops, len(prep.names)):
+                self.start_op(req, p, prep.host)
+                self.fan_out(req, p, prep.host)
+        finally:
+            collected, self.collect = self.collect, None
+        if collected is not None:
+            self.host.issue_inputs(collected)
         static = self.static
         for u in self.roots:
             if static[u]:
