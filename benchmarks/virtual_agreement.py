@@ -12,11 +12,11 @@ virtual device's clock; the two share no timing code. Prints one line per plan a
 the max |difference|; the target is 2 %.
 
 With ``event_s`` > 0 the two differ by design on plans with many CPU-GPU
-crossings: the simulator starts a copy after its producer's whole host epilogue
-(an event record per reading device, then every copy issue), the executor issues
-each copy first and records its event after it, so on the virtual device a copy
-starts ``event_s`` (and, for the first of several copies, their issue times)
-earlier; ``--event-s 1e-6`` shows it.
+crossings: the simulator's producer records an event per reading device before it
+issues its copies, while the executor issues each copy first and records its event
+after it (and waits on the producer's event before each copy of a GPU op), so on
+the virtual device a copy starts up to a few ``event_s`` earlier; ``--event-s 1e-6``
+shows it.
 
     python benchmarks/virtual_agreement.py                  # the whole matrix
     python benchmarks/virtual_agreement.py --models resnet18 --platforms one-stream
