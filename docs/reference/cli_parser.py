@@ -16,6 +16,16 @@ import textwrap
 from hetsim.experiments.cli.main import build_parser
 
 
+def parser_tree(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """PARSER and every subcommand's parser below it, PARSER first."""
+    out = [parser]
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps subcommands only here
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for sub in action.choices.values():
+                out += parser_tree(sub)
+    return out
+
+
 def literal_epilogs(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """PARSER with the epilog of it and of every subcommand below it made a literal block.
 
@@ -29,12 +39,9 @@ def literal_epilogs(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     argparse.ArgumentParser
         The same parser.
     """
-    if parser.epilog:
-        parser.epilog = "::\n\n" + textwrap.indent(parser.epilog, "    ")
-    for action in parser._actions:  # noqa: SLF001 - argparse keeps subcommands only here
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            for sub in action.choices.values():
-                literal_epilogs(sub)
+    for p in parser_tree(parser):
+        if p.epilog:
+            p.epilog = "::\n\n" + textwrap.indent(p.epilog, "    ")
     return parser
 
 
@@ -56,17 +63,16 @@ def plain_addresses(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     argparse.ArgumentParser
         The same parser.
     """
-    if parser.description:
-        parser.description = ADDRESS_AT.sub(r"\\@", parser.description)
-    for action in parser._actions:  # noqa: SLF001 - argparse keeps options only here
-        if action.help:
-            action.help = ADDRESS_AT.sub(r"\\@", action.help)
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            for sub in action.choices.values():
-                plain_addresses(sub)
-            for choice in action._choices_actions:  # noqa: SLF001 - the subcommands' one-line helps
-                if choice.help:
-                    choice.help = ADDRESS_AT.sub(r"\\@", choice.help)
+    for p in parser_tree(parser):
+        if p.description:
+            p.description = ADDRESS_AT.sub(r"\\@", p.description)
+        for action in p._actions:  # noqa: SLF001 - argparse keeps options only here
+            if action.help:
+                action.help = ADDRESS_AT.sub(r"\\@", action.help)
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                for choice in action._choices_actions:  # noqa: SLF001 - the subcommands' one-line helps
+                    if choice.help:
+                        choice.help = ADDRESS_AT.sub(r"\\@", choice.help)
     return parser
 
 
