@@ -502,7 +502,7 @@ class _SerialWorker:
         self.draws = contention.device[di] if contention is not None else None
         self.req: Any = None
         self.u = 0
-        self.t = self.after = self.t0 = 0.0
+        self.t = self.t0 = 0.0
         self.idle.append(self.poke)
 
     def poke(self) -> None:
@@ -519,7 +519,7 @@ class _SerialWorker:
         t, ds = self.host.price(req, u, di)
         if run.dynamic:
             self.host.take(req, u, di, self.s)
-        before, self.after = self.host.costs(req, u, di)
+        before = self.host.costs(req, u, di)[0]  # its epilogue's: when it has run (ran)
         self.t = t
         run.start_op(req, u, di)
         name = run.prep.names[u]
