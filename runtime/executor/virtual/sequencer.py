@@ -5,7 +5,12 @@ own clock; real threads race, so without an order the virtual times a run reache
 would depend on which thread the OS ran first. :class:`Sequencer` hands one token
 from thread to thread: during a run only the holder runs, and at each point where a
 thread touches shared state (a device call, the executor's lock) it hands the token
-to the runnable thread with the smallest clock (ties by thread name). A thread that
+to the runnable thread with the smallest clock. Threads at the same clock go in the
+order a discrete-event simulation gives simultaneous events, first scheduled first: a
+thread's arrival at a later clock was scheduled when it last took the token (the start
+of the host work that brought it there), a woken thread's when it was woken, and a
+thread that touches shared state again without its clock moving keeps its place (it
+goes on with what it was doing at that instant); remaining ties by thread name. A thread that
 waits for work (:class:`IdleList`: the executor's idle workers) gives the token up;
 the thread that wakes it makes it runnable at its own clock. The main thread's wait
 for the run's end (:class:`SequencedDone`) likewise. The order is on from the start
@@ -37,6 +42,9 @@ class Sequencer:
         self.on = False
         self.holder: int | None = None
         self.ready: dict[int, float] = {}
+        self.turns = 0  # tokens handed out and threads woken so far: the order of scheduling
+        self.stamp: dict[int, int] = {}  # when a thread's arrival at its clock was scheduled
+        self.granted: dict[int, tuple[float, int]] = {}  # a thread's clock and turn when it last took the token
         self.idle: set[int] = set()
         self.waiting_for: dict[int, int] = {}  # id(wake lock) -> its idle thread
 
@@ -53,6 +61,8 @@ class Sequencer:
             self.on = True
             self.holder = me
             self.ready.clear()
+            self.stamp.clear()
+            self.granted.clear()
 
     def stop(self) -> None:
         """Turn the order off (the run has ended, or failed)."""
@@ -65,10 +75,20 @@ class Sequencer:
     # ------------------------------------------------------------------ turns
     def _pick(self) -> None:
         if self.holder is None and self.ready:
-            nxt = min(self.ready, key=lambda i: (self.ready[i], self.clocks(i).name))
-            del self.ready[nxt]
+            stamp = self.stamp
+            nxt = min(self.ready, key=lambda i: (self.ready[i], stamp.get(i, 0), self.clocks(i).name))
+            self.turns += 1
+            self.granted[nxt] = (self.ready.pop(nxt), self.turns)
             self.holder = nxt
             self.cond.notify_all()
+
+    def arrive(self, me: int, clock: float) -> None:
+        """Thread ``me`` is runnable at ``clock`` (condition held): past the clock of its
+        last turn, that turn scheduled its arrival; at the same clock it keeps its place."""
+        self.ready[me] = clock
+        last = self.granted.get(me)
+        if last is not None and clock > last[0]:
+            self.stamp[me] = last[1]
 
     def _wait_turn(self, me: int) -> None:
         until = time.monotonic() + STALL_S
@@ -92,7 +112,7 @@ class Sequencer:
             if self.holder == me:
                 self.holder = None
             self.idle.discard(me)
-            self.ready[me] = self.clocks(me).clock
+            self.arrive(me, self.clocks(me).clock)
             self._pick()
             self._wait_turn(me)
 
@@ -120,7 +140,10 @@ class Sequencer:
                 return
             h = self.clocks(who)
             h.clock = max(h.clock, self.clocks(threading.get_ident()).clock)
+            self.turns += 1
             self.ready[who] = h.clock
+            self.stamp[who] = self.turns
+            self.granted[who] = (h.clock, self.turns)
             self._pick()
 
     def resume(self) -> None:
@@ -131,7 +154,7 @@ class Sequencer:
             if not self.on or self.holder == me:
                 return
             if me not in self.ready:
-                self.ready[me] = self.clocks(me).clock
+                self.arrive(me, self.clocks(me).clock)
             self._pick()
             self._wait_turn(me)
 
