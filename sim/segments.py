@@ -1,6 +1,6 @@
 """Where a GPU's ops are cut into segments: the runs launched as one CUDA graph.
 
-One rule, used by the simulator (:func:`sim.engine.host.partition_segments`) and the
+One rule, used by the simulator (:func:`sim.engine.host_costs.partition_segments`) and the
 executor (:func:`runtime.executor.segments.gpu_segments`): a device's ops, taken in
 launch order, start a new segment at an op that reads an input produced on another
 device and end a segment at an op that another device reads. So only a segment's

@@ -10,7 +10,7 @@ import pytest
 
 from hetsim.graphs import Graph
 from hetsim.sim import Plan, Platform, simulate
-from hetsim.sim.engine.host import edge_host_costs, partition_segments
+from hetsim.sim.engine.host_costs import edge_host_costs, partition_segments
 from hetsim.sim.engine.prep import index_graph, prepare
 from hetsim.sim.platform import Device, Link
 

@@ -29,139 +29,34 @@ shared by all workers (a CPU op's compute does not).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
-from heapq import heappop, heappush
+from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
+from hetsim.sim.engine.host_costs import (
+    EAGER,
+    GRAPH,
+    LAUNCH_MODES,
+    SERIAL,
+    edge_host_costs,
+    gpu_end,
+    partition_segments,
+)
+from hetsim.sim.engine.host_workers import (
+    HostThread,
+    InterpreterLock,
+    LaunchingWorker,
+    SerialWorker,
+)
 from hetsim.sim.engine.state import QUEUED
-from hetsim.sim.segments import cut_segments
 
 if TYPE_CHECKING:  # pragma: no cover
-    import simpy
+    from collections.abc import Callable
 
     from hetsim.sim.engine.prep import Prepared
     from hetsim.sim.engine.run import EngineRun
     from hetsim.sim.engine.state import Request
-    from hetsim.sim.platform import Device, Platform
 
-__all__ = ["EAGER", "GRAPH", "SERIAL", "HostModel", "edge_host_costs", "gpu_to_cpu_handoffs", "host_resource",
-           "partition_segments"]
-
-#: how a worker issues its ops: host part then op in series (CPUs, GPUs without a
-#: launch mode), one launch per op, one launch per graph segment
-SERIAL, EAGER, GRAPH = 0, 1, 2
-_MODES = {None: SERIAL, "eager": EAGER, "graph": GRAPH}
-
-
-def host_resource(device: str) -> str:
-    """The record resource of the host threads of ``device``'s workers (one stream
-    per worker): ``"gpu.host"``."""
-    return f"{device}.host"
-
-
-def partition_segments(prep: Prepared, loc: list[int], device: int) -> list[list[int]]:
-    """The graph segments of ``device``: its ops in the plan's priority order
-    (``prep.order``), cut before an op with an input from another device and after
-    an op with a reader on another device (the executor's segments,
-    ``runtime.executor.segments``).
-
-    Graph inputs and outputs do not cut a segment: inputs are copied when the
-    request starts, an output when its segment has run.
-    """
-    n = prep.n_ops
-    preds, succs = prep.preds, prep.succs
-    return cut_segments(prep.order, lambda u: loc[u] == device,
-                        lambda u: any(p < n and loc[p] != device for p, _ in preds[u]),
-                        lambda u: any(loc[v] != device for v, _ in succs[u]))
-
-
-def edge_host_costs(prep: Prepared, devices: list[Device], u: int, du: int, loc: list[int]) -> tuple[float, float]:
-    """Host time of op ``u`` on device ``du`` at its cross-device edges (placements
-    ``loc``, -1: not placed yet, no cost): ``(before, after)``.
-
-    Only edges with a GPU at one end cost host time, the GPU's ``event_s`` and
-    ``copy_issue_s`` (the producer's when both are GPUs). ``before``: one event wait
-    per producer op on another device. ``after``: one event record per other device
-    that reads an output (the host counts for a graph output) and one copy issue per
-    tensor sent to another memory domain (one per output and destination device).
-    """
-    n, host = prep.n_ops, prep.host
-    before = 0.0
-    seen: set[int] = set()
-    for p, _ in prep.preds[u]:
-        dp = loc[p] if p < n else -1
-        if dp < 0 or dp == du or p in seen:
-            continue
-        seen.add(p)
-        g = _gpu_end(devices, dp, du)
-        if g is not None:
-            before += float(g.event_s)
-    after = 0.0
-    readers: set[int] = set()
-    copies: set[tuple[int, int]] = set()
-    same = prep.domain_same[du]
-    for v, k in prep.succs[u]:
-        dv = loc[v]
-        if dv >= 0 and dv != du:
-            readers.add(dv)
-            if not same[dv]:
-                copies.add((k, dv))
-    if u < n and host != du:
-        for k in prep.graph_outputs.get(u, ()):
-            readers.add(host)
-            if not same[host]:
-                copies.add((k, host))
-    for dv in sorted(readers):
-        g = _gpu_end(devices, du, dv)
-        if g is not None:
-            after += float(g.event_s)
-    for _, dv in sorted(copies):
-        g = _gpu_end(devices, du, dv)
-        if g is not None:
-            after += float(g.copy_issue_s)
-    return before, after
-
-
-def gpu_to_cpu_handoffs(platform: Platform) -> list[list[float]]:
-    """``[src][dst]``: the delay with which a tensor a GPU ``src`` produced, moved to a
-    CPU ``dst`` of another memory domain, reaches its readers there (``dst``'s
-    ``handoff_s``: the CPU worker waking on the copy's event); 0 otherwise."""
-    devices = platform.devices
-    return [[float(b.handoff_s) if a.kind == "gpu" and b.kind == "cpu"
-             and not platform.shares_memory(a.name, b.name) else 0.0 for b in devices] for a in devices]
-
-
-def _gpu_end(devices: list[Device], src: int, dst: int) -> Device | None:
-    """The GPU at one end of an edge (the producer's when both are), or None."""
-    if devices[src].kind == "gpu":
-        return devices[src]
-    return devices[dst] if devices[dst].kind == "gpu" else None
-
-
-class InterpreterLock:
-    """One lock for the host work of every worker (``Platform.interpreter_lock``),
-    handed to waiters in arrival order at the time it is released."""
-
-    def __init__(self, env: simpy.Environment) -> None:
-        self.env = env
-        self.held = False
-        self.waiters: deque[Callable[[], None]] = deque()
-
-    def acquire(self, then: Callable[[], None]) -> None:
-        """Run ``then`` holding the lock: now when it is free, else when handed over."""
-        if self.held:
-            self.waiters.append(then)
-        else:
-            self.held = True
-            then()
-
-    def release(self) -> None:
-        """Hand the lock to the first waiter (at the current time), or free it."""
-        if self.waiters:
-            then = self.waiters.popleft()
-            self.env.timeout(0).callbacks.append(lambda _e: then())
-        else:
-            self.held = False
+__all__ = ["HostModel"]
 
 
 class HostModel:
@@ -177,7 +72,7 @@ class HostModel:
         devices = platform.devices
         self.run, self.prep, self.devices = run, prep, devices
         self.runahead = not run.dynamic
-        self.mode = [_MODES[d.launch] for d in devices]
+        self.mode = [LAUNCH_MODES[d.launch] for d in devices]
         if run.dynamic:  # placements known only when ready: one launch per op
             self.mode = [EAGER if m == GRAPH else m for m in self.mode]
         #: per device: its ops run through a host thread that launches them
@@ -312,7 +207,7 @@ class HostModel:
             run.collect = None
         return collected
 
-    def issue_placed(self, thread: _Thread, req: Request, u: int, placing: tuple[list, list],
+    def issue_placed(self, thread: HostThread, req: Request, u: int, placing: tuple[list, list],
                      then: Callable[[], None], *, gates: bool = False) -> None:
         """The worker on ``thread`` issues the copies ``placing`` holds (``u``'s own, then
         those its placements started), one ``copy_issue_s`` each (of the GPU at either
@@ -333,7 +228,7 @@ class HostModel:
                 then()
                 return
             x = copies[i]
-            g = _gpu_end(self.devices, x.src, x.dst)
+            g = gpu_end(self.devices, x.src, x.dst)
 
             def issued() -> None:
                 self.run.queue_hop(x)
@@ -356,7 +251,7 @@ class HostModel:
         placed, copies = collected
         run, t = self.run, 0.0
         for x in copies:
-            g = _gpu_end(self.devices, x.src, x.dst)
+            g = gpu_end(self.devices, x.src, x.dst)
             t += float(g.copy_issue_s) if g is not None else 0.0
             if t > 0.0:
                 run.env.timeout(t).callbacks.append(lambda _e, x=x: run.queue_hop(x))
@@ -428,9 +323,9 @@ class HostModel:
         for di, streams in enumerate(self.prep.streams):
             for s in range(streams):
                 if self.launching[di]:
-                    _LaunchingWorker(self, di, s)
+                    LaunchingWorker(self, di, s)
                 else:
-                    _SerialWorker(self, di, s)
+                    SerialWorker(self, di, s)
 
     def costs(self, req: Request, u: int, di: int) -> tuple[float, float]:
         """Host time of ``u`` on ``di`` at its cross-device edges, before and after."""
@@ -448,270 +343,3 @@ class HostModel:
         if req.extra:
             t += req.extra.get(u, 0.0)
         return t, ds
-
-
-class _Thread:
-    """One worker's host thread: holds host work, under the interpreter lock if any,
-    and records it."""
-
-    def __init__(self, host: HostModel, di: int, s: int) -> None:
-        run = host.run
-        self.run, self.env, self.lock, self.s = run, run.env, host.lock, s
-        self.resource = host_resource(run.prep.dev_names[di])
-        self.names = run.prep.names
-
-    def hold(self, duration: float, kind: str, node: int, name: str, req: Request,
-             then: Callable[[], None]) -> None:
-        """Hold this thread for ``duration``, then ``then()`` (now when 0)."""
-        if duration <= 0.0:
-            then()
-            return
-        lock = self.lock
-        env = self.env
-
-        def begin() -> None:
-            t0 = env.now
-
-            def end(_e: Any) -> None:
-                if lock is not None:
-                    lock.release()
-                run = self.run
-                run.disp_busy += duration
-                if run.records is not None:
-                    run.records.append((kind, name, self.names[node], req.r, self.resource, self.s, t0,
-                                        env.now, 0, None, None, None))
-                then()
-
-            env.timeout(duration).callbacks.append(end)
-
-        if lock is None:
-            begin()
-        else:
-            lock.acquire(begin)
-
-
-class _SerialWorker:
-    """A CPU worker (or a GPU without a launch mode): host part, op, host epilogue."""
-
-    def __init__(self, host: HostModel, di: int, s: int) -> None:
-        run = host.run
-        self.host, self.run, self.di, self.s = host, run, di, s
-        self.thread = _Thread(host, di, s)
-        self.heap, self.idle = run.heaps[di], run.idle[di]
-        contention = run.contention
-        self.draws = contention.device[di] if contention is not None else None
-        self.req: Any = None
-        self.u = 0
-        self.t = self.t0 = 0.0
-        self.idle.append(self.poke)
-
-    def poke(self) -> None:
-        self.run.env.timeout(0).callbacks.append(self.pull)
-
-    def pull(self, _e: Any = None) -> None:
-        run, di = self.run, self.di
-        if not self.heap:
-            self.idle.append(self.poke)
-            return
-        r, rk = divmod(heappop(self.heap), max(run.prep.n_ops, 1))
-        u = self.u = run.prep.order[rk]
-        req = self.req = run.reqs[r]
-        t, ds = self.host.price(req, u, di)
-        if run.dynamic:
-            self.host.take(req, u, di, self.s)
-        before = self.host.costs(req, u, di)[0]  # its epilogue's: when it has run (ran)
-        self.t = t
-        run.start_op(req, u, di)
-        name = run.prep.names[u]
-        self.thread.hold(before + ds, "host", u, name, req, self.compute)
-
-    def compute(self) -> None:
-        run, req, u = self.run, self.req, self.u
-        if req.factors is not None:
-            self.t *= req.factors[u]
-        env = run.env
-        self.t0 = env.now
-        if run.dynamic:
-            run.stream_end[self.di][self.s] = self.t0 + self.t
-        if self.draws is None:
-            env.timeout(self.t).callbacks.append(self.ran)
-        else:
-            node_bytes = run.prep.node_data[u].get("bytes", 0)
-            run.contention.run(self.draws, self.t, node_bytes, (self.di, self.s)).callbacks.append(self.ran)
-
-    def ran(self, _e: Any) -> None:
-        run, req, u = self.run, self.req, self.u
-        now = run.env.now
-        run.busy[self.di] += now - self.t0
-        if run.records is not None:
-            name = run.prep.names[u]
-            run.records.append(("op", name, name, req.r, run.prep.dev_names[self.di], self.s, self.t0, now,
-                                run.node_bytes[u], None, None, None))
-        # as the executor's worker: u is done (its readers here ready, those of a
-        # dynamic plan placed), then it records its events and issues its copies, one
-        # at a time, each transfer starting once issued
-        di = self.di
-        run.collect = collected = ([], [])
-        try:
-            if run.dynamic:
-                run.launched(req, u, di)
-            run.finish_op(req, u, di)
-        finally:
-            run.collect = None
-        if run.zero:
-            run.drain()
-        after = self.host.costs(req, u, di)[1]
-        devices = self.host.devices
-        for x in collected[1]:  # the copies' share of the epilogue: held one by one
-            if x.p == u:
-                g = _gpu_end(devices, x.src, x.dst)
-                after -= float(g.copy_issue_s) if g is not None else 0.0
-        self.thread.hold(max(after, 0.0), "host", u, run.prep.names[u], req,
-                         lambda: self.host.issue_placed(self.thread, req, u, collected, self.pull, gates=True))
-
-
-class _LaunchingWorker:
-    """A GPU worker with a launch mode: a host thread that launches, a stream that runs
-    the launched kernels in order, each once its inputs are on the device."""
-
-    def __init__(self, host: HostModel, di: int, s: int) -> None:
-        run = host.run
-        self.host, self.run, self.di, self.s = host, run, di, s
-        self.thread = _Thread(host, di, s)
-        self.graph = host.mode[di] == GRAPH
-        self.depth = int(run.platform.devices[di].launch_queue_depth)
-        self.launches = host.launches[di]
-        self.fifo: deque[tuple[Request, int]] = deque()
-        self.outstanding = 0
-        self.blocked = False
-        contention = run.contention
-        self.draws = contention.device[di] if contention is not None else None
-        self.req: Any = None
-        self.u = 0
-        self.t0 = 0.0
-        host.host_idle[di].append(self.poke_host)
-        host.kernel_idle[di].append(self.poke_kernel)
-
-    # host thread
-    def poke_host(self) -> None:
-        self.run.env.timeout(0).callbacks.append(self.launch)
-
-    def launch(self, _e: Any = None) -> None:
-        """Launch what is available, in order, until the thread holds host work, the
-        queue is full or nothing is left (a loop: launches of no host time follow one
-        another at one instant without nesting calls)."""
-        run, host, di = self.run, self.host, self.di
-        names = run.prep.names
-        while True:
-            if self.outstanding >= self.depth:
-                self.blocked = True
-                return
-            if not self.launches:
-                host.host_idle[di].append(self.poke_host)
-                return
-            r, rk = divmod(heappop(self.launches), max(run.prep.n_ops, 1))
-            u = run.prep.order[rk]
-            req = run.reqs[r]
-            if self.graph:
-                kernels, before, after = host.segment[u]
-                name = f"graph {names[u]}..{names[kernels[-1]]}"
-            else:
-                kernels = [u]
-                _, ds = host.price(req, u, di)
-                if run.dynamic:
-                    host.take(req, u, di, self.s)
-                before, after = host.costs(req, u, di)
-                before, name = before + ds, names[u]
-            self.outstanding += 1
-            if before > 0.0:
-                self.thread.hold(before, "launch", u, name, req,
-                                 lambda req=req, u=u, kernels=kernels, after=after: self.launched(req, u, kernels, after))
-                return
-            if not self.issue(req, u, kernels, after):
-                return
-
-    def launched(self, req: Request, u: int, kernels: list[int], after: float) -> None:
-        """The launch's host time is over: issue it, then launch on."""
-        if self.issue(req, u, kernels, after):
-            self.launch()
-
-    def issue(self, req: Request, u: int, kernels: list[int], after: float) -> bool:
-        """The launch is issued: its kernels join the stream; then the host records the
-        events and issues the copies of the launch's cross-device outputs. True when
-        that takes no time (the thread may launch on now)."""
-        fifo = self.fifo
-        for v in kernels:
-            fifo.append((req, v))
-        placing = None
-        if self.run.dynamic:  # eager: one op; its epilogue copies to the readers placed now
-            placing = self.host.placing(req, kernels, self.di)
-            after = self.host.costs(req, u, self.di)[1]
-        if self.host.launch_gates:
-            self.host.open_gates(req, self.host.launch_gates.get(u))
-        idle = self.host.kernel_idle[self.di]
-        if self.poke_kernel in idle:
-            idle.remove(self.poke_kernel)
-            self.poke_kernel()
-        if after > 0.0 or (placing is not None and placing[1]):
-            def issued() -> None:
-                self.copies_issued(req, kernels)
-                if placing is not None:
-                    self.host.issue_placed(self.thread, req, u, placing, self.launch)
-                else:
-                    self.launch()
-
-            self.thread.hold(after, "host", u, self.run.prep.names[u], req, issued)
-            return False
-        self.copies_issued(req, kernels)
-        if placing is not None:
-            self.host.issue_placed(self.thread, req, u, placing, lambda: None)
-        return True
-
-    def copies_issued(self, req: Request, kernels: list[int]) -> None:
-        """The host has issued the copies of the launch of ``kernels``: the launches of
-        other devices that read them may go (the executor's consumer is ready once its
-        copy is issued; its kernel waits on the GPU for the copy)."""
-        host = self.host
-        if host.gated_by:
-            for v in kernels:
-                host.produced(req, v)
-
-    # kernel stream
-    def poke_kernel(self) -> None:
-        self.run.env.timeout(0).callbacks.append(self.pull)
-
-    def pull(self, _e: Any = None) -> None:
-        run, di, fifo = self.run, self.di, self.fifo
-        if not fifo or fifo[0][0].state[fifo[0][1]] != QUEUED:
-            self.host.kernel_idle[di].append(self.poke_kernel)
-            return
-        req, u = self.req, self.u = fifo.popleft()
-        t, _ = self.host.price(req, u, di)
-        if req.factors is not None:
-            t *= req.factors[u]
-        run.start_op(req, u, di)
-        env = run.env
-        self.t0 = env.now
-        if self.draws is None:
-            env.timeout(t).callbacks.append(self.ran)
-        else:
-            node_bytes = run.prep.node_data[u].get("bytes", 0)
-            run.contention.run(self.draws, t, node_bytes, (di, self.s)).callbacks.append(self.ran)
-
-    def ran(self, _e: Any) -> None:
-        run, req, u, di = self.run, self.req, self.u, self.di
-        now = run.env.now
-        run.busy[di] += now - self.t0
-        if run.records is not None:
-            name = run.prep.names[u]
-            run.records.append(("op", name, name, req.r, run.prep.dev_names[di], self.s, self.t0, now,
-                                run.node_bytes[u], None, None, None))
-        run.finish_op(req, u, di)
-        if run.zero:
-            run.drain()
-        if self.host.closes[u] or not self.host.runahead:
-            self.outstanding -= 1
-            if self.blocked:
-                self.blocked = False
-                self.poke_host()
-        self.pull()

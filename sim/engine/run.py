@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hetsim.sim.contention import Contention
-from hetsim.sim.engine.host import HostModel, gpu_to_cpu_handoffs
+from hetsim.sim.engine.host import HostModel
+from hetsim.sim.engine.host_costs import gpu_to_cpu_handoffs
 from hetsim.sim.engine.ops import bind_op_handlers
 from hetsim.sim.engine.prep import Fanout, Prepared, build_fanout, priced_route, static_fanouts
 from hetsim.sim.engine.pricing import Prices
