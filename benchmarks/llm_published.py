@@ -326,6 +326,9 @@ CPU_FIGURES = ("cpu_bw_frac", "cpu_thread_bw", "cpu_thread_flops", "cpu_tiled_fl
 HIGH = {"switch_s": 1e-3, "server_request_s": 10.0, "server_token_s": 0.1, "gpu_token_s": 0.1,
         "gpu_layer_s": 1e-2, "graph_layer_s": 1e-2}
 
+#: a figure that cannot exceed another: a step replayed as a CUDA graph launches nothing of its own
+NOT_ABOVE = {"graph_layer_s": "gpu_layer_s"}
+
 START = AchievedRates(gpu_bw_frac=0.7, hbm_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph_layer_s=2e-5, gemm_frac_quant=0.15,
                       gemm_frac_float=0.4, expert_rows_half=16, cpu_bw_frac=0.6, cpu_thread_bw=8e9,
                       cpu_thread_flops=3e10, cpu_tiled_flops=3e10, pcie_frac=0.7, switch_s=1e-4,
@@ -340,16 +343,24 @@ def fit_one(cases: Linear, start: AchievedRates, free: list[str], prior: Achieve
 
     names = AchievedRates.names()
     base = start.to_dict()
-    lo = {n: (0.01 if n in FRACTIONS else 1e-9) for n in free}
-    hi = {n: (1.0 if n in FRACTIONS else HIGH.get(n, 1e15)) for n in free}
+    # a figure bounded by another (NOT_ABOVE) is fitted as its ratio to it, at most 1
+    ratio = {n: of for n, of in NOT_ABOVE.items() if n in free and of in free}
+
+    def initial(r: dict, n: str) -> float:
+        return max(r[n], 1e-9) / (max(r[ratio[n]], 1e-9) if n in ratio else 1.0)
+
+    lo = {n: (0.01 if n in FRACTIONS else 1e-9 if n not in ratio else 1e-3) for n in free}
+    hi = {n: (1.0 if n in FRACTIONS or n in ratio else HIGH.get(n, 1e15)) for n in free}
     lb = np.log([lo[n] for n in free])
     ub = np.log([hi[n] for n in free])
-    x0 = np.clip(np.log([max(base[n], 1e-9) for n in free]), lb + 1e-9, ub - 1e-9)
-    p0 = np.log([max(getattr(prior, n), 1e-9) for n in free]) if prior is not None else None
+    x0 = np.clip(np.log([min(initial(base, n), hi[n]) for n in free]), lb + 1e-9, ub - 1e-9)
+    p0 = np.log([initial(prior.to_dict(), n) for n in free]) if prior is not None else None
 
     def rates_at(x: np.ndarray) -> AchievedRates:
-        values = {n: base[n] for n in names} | dict(zip(free, np.exp(x), strict=True))
-        return AchievedRates(**values)
+        fitted = dict(zip(free, np.exp(x), strict=True))
+        for n, of in ratio.items():
+            fitted[n] *= fitted[of]
+        return AchievedRates(**({n: base[n] for n in names} | fitted))
 
     def residual(x: np.ndarray) -> np.ndarray:
         r = cases.log_errors(rates_at(x))

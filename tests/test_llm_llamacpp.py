@@ -224,6 +224,28 @@ def test_quantised_products_run_as_mmq_or_dequantised_for_cublas() -> None:
             == predict(tiny(), BOX, LlamaCppRun(ngl=1, ubatch=32), "pp", 64, RATES).seconds)
 
 
+def test_quantised_products_stream_the_weights_once_per_block_of_columns(monkeypatch) -> None:
+    """A micro-batch of 300 rows reads Q8_0 weights three times under CUDA (128 columns a block),
+    ten times under Metal (32); a dequantised product (cuBLAS) reads them once."""
+    import importlib
+
+    from hetsim.costmodel.llamacpp.predict import weight_passes
+
+    predict_module = importlib.import_module("hetsim.costmodel.llamacpp.predict")
+
+    assert [weight_passes(dataclasses.replace(BOX, backend=b), 300) for b in ("cuda", "metal")] == [3, 10]
+    assert weight_passes(BOX, 1) == 1
+    m = tiny_q8()
+    by = m.layer_bytes[0]
+    three = predict(m, BOX, LlamaCppRun(ubatch=300), "pp", 300, RATES).seconds["gpu"]
+    cublas = predict(m, BOX, LlamaCppRun(ubatch=300, mmq=False), "pp", 300, RATES).seconds["gpu"]
+    monkeypatch.setitem(predict_module.COLUMN_TILE, "cuda", 1000)
+    once = predict(m, BOX, LlamaCppRun(ubatch=300), "pp", 300, RATES).seconds["gpu"]
+    # two more reads of the layer's weights at 1000 x 0.5 B/s
+    assert three - once == pytest.approx(2 * (by.attn + by.ffn) / 500)
+    assert predict(m, BOX, LlamaCppRun(ubatch=300, mmq=False), "pp", 300, RATES).seconds["gpu"] == pytest.approx(cublas)
+
+
 def test_suggested_placement_is_the_largest_that_fits() -> None:
     # GPU memory at context 10: -ngl 2 needs 50528 bytes, -ngl 3 (output too) 50800; the box has 50600
     runs = fitting_runs(tiny(), BOX, context=10, reserve=0)
