@@ -43,6 +43,18 @@ def test_every_row_is_cross_validated_or_failed_with_a_reason() -> None:
         assert bool(r["failed"]) != bool(r["predicted"]), r["id"]
 
 
+def test_every_external_run_is_predicted_without_its_source_or_failed() -> None:
+    """external.csv holds runs that are not rows of the data set; each is predicted (or failed) in
+    external_results.csv."""
+    external = _csv("external_results.csv")
+    assert {r["id"] for r in external} == {r["id"] for r in bench.rows("external.csv")}
+    assert not {r["id"] for r in external} & {r["id"] for r in bench.rows()}
+    for r in external:
+        assert bool(r["failed"]) != bool(r["predicted"]), r["id"]
+    assert bench.fold("xiongjiedai-gpu-bench", 5) == next(
+        int(r["fold"]) for r in _csv("cross_validation.csv") if r["source_id"] == "xiongjiedai-gpu-bench")
+
+
 def test_the_fit_s_linearisation_is_the_cost_model() -> None:
     table, _ = bench.cases()
     sample = table[:: max(1, len(table) // 40)]
