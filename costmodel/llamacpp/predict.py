@@ -46,7 +46,8 @@ from hetsim.costmodel.llamacpp.placement import GPU, HOST, LlamaCppRun, Placemen
 from hetsim.costmodel.llamacpp.rates import AchievedRates, BackendRates
 from hetsim.graphs.llm.architecture import ModelWeights
 
-__all__ = ["COLUMN_TILE", "CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "Prediction", "predict", "rates_for", "weight_passes"]
+__all__ = ["ATTENTION_TILE", "COLUMN_TILE", "CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "Prediction", "predict", "rates_for", "attention_passes",
+           "weight_passes"]
 
 #: llama.cpp offloads an operation on host-resident weights to the GPU from this batch size
 OP_OFFLOAD_MIN_ROWS = 32
@@ -93,6 +94,26 @@ def weight_passes(machine: Machine, rows: float) -> int:
     once per block of columns (:data:`COLUMN_TILE`), each block streaming every weight row
     (the weights do not stay in the GPU's cache between blocks)."""
     return max(1, math.ceil(rows / COLUMN_TILE.get(machine.backend, 64)))
+
+
+#: queries one block of llama.cpp's flash-attention kernel takes against the cached keys and
+#: values it streams: 64 in CUDA's (and HIP's) tensor-core kernel, Metal's
+#: ``kernel_flash_attn_ext`` 8 a threadgroup, 64 taken for Vulkan's and SYCL's
+ATTENTION_TILE = {"cuda": 64, "rocm": 64, "vulkan": 64, "sycl": 64, "metal": 8}
+
+
+def attention_passes(machine: Machine, rows: int) -> int:
+    """Times flash attention over a micro-batch of ``rows`` queries reads a layer's KV cache:
+    once per block of queries (:data:`ATTENTION_TILE`)."""
+    return max(1, math.ceil(rows / ATTENTION_TILE.get(machine.backend, 64)))
+
+
+def _attended_kv_bytes(model: ModelWeights, i: int, kv_len: int, run: LlamaCppRun) -> float:
+    """Bytes of the cached keys and values layer ``i``'s queries attend to (a sliding-window
+    layer: its window)."""
+    a = model.arch
+    cells = min(kv_len, a.sliding_window) if (i in a.swa_layers and a.sliding_window) else kv_len
+    return a.kv_bytes(i, cells, run.type_k, run.type_v)
 
 
 def _dequant_seconds(nbytes: float, elements: float, machine: Machine, rates: AchievedRates) -> float:
@@ -172,6 +193,9 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
             if pl.kv_device[i] == GPU:
                 seconds[GPU] += (_gemm_seconds(attn_flops, machine, rates, mmq=False)
                                  + scores / machine.achieved_gpu_bandwidth(rates))
+                if run.flash_attn:  # each block of queries streams the cached keys and values
+                    seconds[GPU] += (_attended_kv_bytes(model, i, int(kv_mean), run) * attention_passes(machine, m)
+                                     / machine.achieved_gpu_bandwidth(rates))
             else:  # attention runs where its KV cache is
                 seconds[HOST] += _cpu_attention_seconds(attn_flops, rates, threads, machine)
                 if scores:
