@@ -27,7 +27,8 @@ once per block of columns its kernel multiplies (:data:`COLUMN_TILE`: a micro-ba
 streams the weights four times under CUDA, sixteen under Metal), and launches its kernels as a generated
 token does. Attention runs where its KV cache is, over the ``depth`` cached tokens and the prompt so
 far; without flash attention its scores (``ubatch x cells x heads`` in f32) are written,
-normalised and read back at the device's achieved bandwidth.
+normalised and read back at the device's achieved bandwidth; with it, the cached keys and
+values are streamed once per block of queries (:data:`ATTENTION_TILE`).
 
 Apple silicon (``unified_memory``) has no PCIe link: layers left in host memory run on
 the CPU, none is copied to the GPU. A front end's timings (``harness`` other than
@@ -46,8 +47,8 @@ from hetsim.costmodel.llamacpp.placement import GPU, HOST, LlamaCppRun, Placemen
 from hetsim.costmodel.llamacpp.rates import AchievedRates, BackendRates
 from hetsim.graphs.llm.architecture import ModelWeights
 
-__all__ = ["ATTENTION_TILE", "COLUMN_TILE", "CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "Prediction", "predict", "rates_for", "attention_passes",
-           "weight_passes"]
+__all__ = ["ATTENTION_TILE", "COLUMN_TILE", "CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "Prediction", "attention_passes",
+           "predict", "rates_for", "weight_passes"]
 
 #: llama.cpp offloads an operation on host-resident weights to the GPU from this batch size
 OP_OFFLOAD_MIN_ROWS = 32
@@ -85,7 +86,7 @@ def _gemm_seconds(flops: float, machine: Machine, rates: AchievedRates, mmq: boo
 #: rows of weights it loads: CUDA's MMQ kernels take up to 128 columns a block on GPUs with
 #: INT8 tensor cores (``get_mmq_x_max_host``; Pascal's ``dp4a`` path, 64, is priced as 128 here) and
 #: HIP's 64 on AMD GPUs without matrix cores; Vulkan's large matrix-multiply tile is 128 wide,
-#: SYCL's 64, Metal's ``kernel_mul_mm`` 32 (a 64 x 32 tile of the result per threadgroup)
+#: Metal's ``kernel_mul_mm`` 32 (a 64 x 32 tile of the result per threadgroup); SYCL's taken as 64
 COLUMN_TILE = {"cuda": 128, "rocm": 64, "vulkan": 128, "sycl": 64, "metal": 32}
 
 
