@@ -390,6 +390,9 @@ def fit_one(cases: Linear, start: AchievedRates, free: list[str], prior: Achieve
     else:  # another backend: an undetermined figure is CUDA's
         for n in undetermined:
             values[n] = getattr(prior, n)
+        if "hbm_bw_frac" in undetermined and "gpu_bw_frac" not in undetermined and prior.gpu_bw_frac:
+            # HBM's penalty is the memory's: CUDA's ratio of the two fractions on this backend's own
+            values["hbm_bw_frac"] = float(f"{values['gpu_bw_frac'] * prior.hbm_bw_frac / prior.gpu_bw_frac:.4g}")
     return AchievedRates(**values, undetermined=tuple(undetermined), fitted_on=fitted_on)
 
 

@@ -420,9 +420,12 @@ def test_shipped_rates_are_fitted_and_say_what_the_fit_did_not_determine(tmp_pat
     assert r.fitted_on.startswith("experiments/llm_published (every row)")
     assert set(r.undetermined) <= set(AchievedRates.names())
     assert all(getattr(r, n) == 1.0 for n in r.undetermined if n.endswith("_frac"))
-    # another backend's figure its rows do not determine is CUDA's
+    # another backend's figure its rows do not determine is CUDA's; its HBM fraction its own GDDR
+    # fraction times CUDA's ratio of the two
     vulkan = BackendRates.load().for_backend("vulkan")
-    assert all(getattr(vulkan, n) == getattr(r, n) for n in vulkan.undetermined)
+    assert "hbm_bw_frac" in vulkan.undetermined
+    assert all(getattr(vulkan, n) == getattr(r, n) for n in vulkan.undetermined if n != "hbm_bw_frac")
+    assert vulkan.hbm_bw_frac == pytest.approx(vulkan.gpu_bw_frac * r.hbm_bw_frac / r.gpu_bw_frac, rel=1e-3)
     bad = tmp_path / "rates.json"
     bad.write_text('{"gpu_bw_frac": 0.5}')
     with pytest.raises(CostModelError, match=r"rates\.json: not a llama.cpp rates file"):
