@@ -163,6 +163,9 @@ def case(row: dict) -> tuple[object, Machine, LlamaCppRun, str, int] | str:
                 ram_gb = sum(need.values()) / 1e9
             host_bw = host["ram_bw"] if host and host["ram_bw"] else (
                 float(g["mem_bandwidth_gb_s"] or 0) * 1e9 if unified else 0.0)
+            if unified and not host_bw:
+                return (f"the memory bandwidth of {gpu!r} is not known (it shares the host's memory, which the row "
+                        "does not state)")
             pcie = None
             if not unified:
                 gen = min(int(g["pcie_gen"]), host["pcie"]) if host and host["pcie"] else int(g["pcie_gen"])

@@ -95,6 +95,10 @@ def test_an_integrated_gpu_is_one_pool_and_a_rate_not_cited_is_not_known() -> No
     assert predict(model, apple, LlamaCppRun(), "tg", 128, rates).tokens_per_s > 0
     with pytest.raises(CostModelError, match=r"the GPU's compute rate is not known .*\(give --gpu-tflops\)"):
         predict(model, apple, LlamaCppRun(), "pp", 512, rates)
+    # an integrated GPU without a cited bandwidth, on a host whose memory the row does not state: not known
+    iris = next(r for r in bench.rows() if r["id"] == "pr5301-i7-1165g7-irisxe-7.24b-q4_k_m-vulkan-tg128")
+    assert bench.case(iris) == ("the memory bandwidth of 'Iris Xe Graphics G7 96EU' is not known (it shares the "
+                                "host's memory, which the row does not state)")
 
 
 def test_metal_before_partial_offload_runs_every_layer_on_the_gpu() -> None:
