@@ -43,6 +43,18 @@ def test_every_row_is_cross_validated_or_failed_with_a_reason() -> None:
         assert bool(r["failed"]) != bool(r["predicted"]), r["id"]
 
 
+def test_every_external_run_is_predicted_without_its_source_or_failed() -> None:
+    """external.csv holds runs that are not rows of the data set; each is predicted (or failed) in
+    external_results.csv."""
+    external = _csv("external_results.csv")
+    assert {r["id"] for r in external} == {r["id"] for r in bench.rows("external.csv")}
+    assert not {r["id"] for r in external} & {r["id"] for r in bench.rows()}
+    for r in external:
+        assert bool(r["failed"]) != bool(r["predicted"]), r["id"]
+    assert bench.fold("xiongjiedai-gpu-bench", 5) == next(
+        int(r["fold"]) for r in _csv("cross_validation.csv") if r["source_id"] == "xiongjiedai-gpu-bench")
+
+
 def test_the_fit_s_linearisation_is_the_cost_model() -> None:
     table, _ = bench.cases()
     sample = table[:: max(1, len(table) // 40)]
@@ -77,12 +89,16 @@ def test_an_integrated_gpu_is_one_pool_and_a_rate_not_cited_is_not_known() -> No
 
     m = bench.machine_from_flags("Radeon 8060S", ram_gb=128, ram_bw=256, threads=16)
     assert m.unified_memory and m.gpu_memory == 128e9 and m.gpu_bandwidth == 256e9 and m.backend == "rocm"
-    apple = bench.machine_from_flags("Apple M2 Max 38-core GPU", ram_gb=96, ram_bw=400, threads=8)
+    apple = bench.machine_from_flags("Apple M2 GPU (core count not stated)", ram_gb=24, ram_bw=100, threads=8)
     assert apple.backend == "metal" and apple.gpu_flops == 0
     model, rates = load_model("llama-2-7b", "Q4_0"), BackendRates.load()
     assert predict(model, apple, LlamaCppRun(), "tg", 128, rates).tokens_per_s > 0
     with pytest.raises(CostModelError, match=r"the GPU's compute rate is not known .*\(give --gpu-tflops\)"):
         predict(model, apple, LlamaCppRun(), "pp", 512, rates)
+    # an integrated GPU without a cited bandwidth, on a host whose memory the row does not state: not known
+    iris = next(r for r in bench.rows() if r["id"] == "pr5301-i7-1165g7-irisxe-7.24b-q4_k_m-vulkan-tg128")
+    assert bench.case(iris) == ("the memory bandwidth of 'Iris Xe Graphics G7 96EU' is not known (it shares the "
+                                "host's memory, which the row does not state)")
 
 
 def test_metal_before_partial_offload_runs_every_layer_on_the_gpu() -> None:

@@ -21,11 +21,14 @@ ggml-org/llama.cpp PR #6017). Layers in host memory are, for micro-batches of 32
 more, run on the GPU too, their weights copied over PCIe for each micro-batch (llama.cpp's
 operation offload); without a GPU they run on the CPU threads (Q4_0 and Q8_0 weights at
 the rate of llama.cpp's tiled GEMM kernels, other types one dot product per row).
-Each micro-batch also reads the weights it uses once, at the device's achieved bandwidth
-(what a micro-batch of a few rows is bound by), and launches its kernels as a generated
+Each micro-batch also reads the weights it uses at the device's achieved bandwidth (what a
+micro-batch of a few rows is bound by): once, or, in llama.cpp's quantised products on the GPU,
+once per block of columns its kernel multiplies (:data:`COLUMN_TILE`: a micro-batch of 512 rows
+streams the weights four times under CUDA, sixteen under Metal), and launches its kernels as a generated
 token does. Attention runs where its KV cache is, over the ``depth`` cached tokens and the prompt so
 far; without flash attention its scores (``ubatch x cells x heads`` in f32) are written,
-normalised and read back at the device's achieved bandwidth.
+normalised and read back at the device's achieved bandwidth; with it, the cached keys and
+values are streamed once per block of queries (:data:`ATTENTION_TILE`).
 
 Apple silicon (``unified_memory``) has no PCIe link: layers left in host memory run on
 the CPU, none is copied to the GPU. A front end's timings (``harness`` other than
@@ -44,7 +47,8 @@ from hetsim.costmodel.llamacpp.placement import GPU, HOST, LlamaCppRun, Placemen
 from hetsim.costmodel.llamacpp.rates import AchievedRates, BackendRates
 from hetsim.graphs.llm.architecture import ModelWeights
 
-__all__ = ["CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "Prediction", "predict", "rates_for"]
+__all__ = ["ATTENTION_TILE", "COLUMN_TILE", "CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "Prediction", "attention_passes",
+           "predict", "rates_for", "weight_passes"]
 
 #: llama.cpp offloads an operation on host-resident weights to the GPU from this batch size
 OP_OFFLOAD_MIN_ROWS = 32
@@ -76,6 +80,41 @@ def _gemm_seconds(flops: float, machine: Machine, rates: AchievedRates, mmq: boo
     rate = machine.gpu_int8_ops * rates.gemm_frac_quant if mmq else machine.gpu_flops * rates.gemm_frac_float
     small = (expert_rows + rates.expert_rows_half) / expert_rows if expert_rows else 1.0
     return flops * small / rate
+
+
+#: columns of the batch one block of llama.cpp's quantised matrix product multiplies against the
+#: rows of weights it loads: CUDA's MMQ kernels take up to 128 columns a block on GPUs with
+#: INT8 tensor cores (``get_mmq_x_max_host``; Pascal's ``dp4a`` path, 64, is priced as 128 here) and
+#: HIP's 64 on AMD GPUs without matrix cores; Vulkan's large matrix-multiply tile is 128 wide,
+#: Metal's ``kernel_mul_mm`` 32 (a 64 x 32 tile of the result per threadgroup); SYCL's taken as 64
+COLUMN_TILE = {"cuda": 128, "rocm": 64, "vulkan": 128, "sycl": 64, "metal": 32}
+
+
+def weight_passes(machine: Machine, rows: float) -> int:
+    """Times a micro-batch of ``rows`` rows reads a quantised weight matrix from GPU memory:
+    once per block of columns (:data:`COLUMN_TILE`), each block streaming every weight row
+    (the weights do not stay in the GPU's cache between blocks)."""
+    return max(1, math.ceil(rows / COLUMN_TILE.get(machine.backend, 64)))
+
+
+#: queries one block of llama.cpp's flash-attention kernel takes against the cached keys and
+#: values it streams: 64 in CUDA's (and HIP's) tensor-core kernel, Metal's
+#: ``kernel_flash_attn_ext`` 8 a threadgroup, 64 taken for Vulkan's and SYCL's
+ATTENTION_TILE = {"cuda": 64, "rocm": 64, "vulkan": 64, "sycl": 64, "metal": 8}
+
+
+def attention_passes(machine: Machine, rows: int) -> int:
+    """Times flash attention over a micro-batch of ``rows`` queries reads a layer's KV cache:
+    once per block of queries (:data:`ATTENTION_TILE`)."""
+    return max(1, math.ceil(rows / ATTENTION_TILE.get(machine.backend, 64)))
+
+
+def _attended_kv_bytes(model: ModelWeights, i: int, kv_len: int, run: LlamaCppRun) -> float:
+    """Bytes of the cached keys and values layer ``i``'s queries attend to (a sliding-window
+    layer: its window)."""
+    a = model.arch
+    cells = min(kv_len, a.sliding_window) if (i in a.swa_layers and a.sliding_window) else kv_len
+    return a.kv_bytes(i, cells, run.type_k, run.type_v)
 
 
 def _dequant_seconds(nbytes: float, elements: float, machine: Machine, rates: AchievedRates) -> float:
@@ -155,6 +194,9 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
             if pl.kv_device[i] == GPU:
                 seconds[GPU] += (_gemm_seconds(attn_flops, machine, rates, mmq=False)
                                  + scores / machine.achieved_gpu_bandwidth(rates))
+                if run.flash_attn:  # each block of queries streams the cached keys and values
+                    seconds[GPU] += (_attended_kv_bytes(model, i, int(kv_mean), run) * attention_passes(machine, m)
+                                     / machine.achieved_gpu_bandwidth(rates))
             else:  # attention runs where its KV cache is
                 seconds[HOST] += _cpu_attention_seconds(attn_flops, rates, threads, machine)
                 if scores:
@@ -174,7 +216,8 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
                     if dev != GPU:
                         seconds["pcie"] += getattr(by, kind) / (machine.pcie_bandwidth * rates.pcie_frac)
                     seconds[GPU] += _gemm_seconds(flops, machine, rates, mmq, expert_rows)
-                    seconds[GPU] += read / machine.achieved_gpu_bandwidth(rates)
+                    passes = weight_passes(machine, expert_rows if kind == "exps" else m) if mmq else 1
+                    seconds[GPU] += passes * read / machine.achieved_gpu_bandwidth(rates)
                     if dequant:
                         seconds[GPU] += _dequant_seconds(getattr(by, kind), n_el, machine, rates)
                 else:

@@ -40,7 +40,8 @@ fitted by ``benchmarks/llm_published.py --fit`` on every row of
 ``experiments/llm_published`` of that backend (the CPU figures on the CPU-only and
 partial-offload rows); a figure no row of a backend depends on is listed in its
 ``undetermined`` and kept at the value of the CUDA set (CUDA's own: at its physical bound,
-a fraction of 1, an overhead of 0).
+a fraction of 1, an overhead of 0; another backend's ``hbm_bw_frac``: its own ``gpu_bw_frac``
+times CUDA's ratio of the two).
 """
 
 from __future__ import annotations

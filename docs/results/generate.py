@@ -371,6 +371,9 @@ def llm_page() -> str:
     folds = EXPERIMENTS / "llm_published" / "cross_validation.csv"
     if folds.is_file():
         text += "\n" + llamacpp_section(pd.read_csv(folds))
+    external = EXPERIMENTS / "llm_published" / "external_results.csv"
+    if external.is_file():
+        text += "\n" + llamacpp_external_section(pd.read_csv(external))
     return text
 
 
@@ -443,6 +446,19 @@ def llamacpp_section(rows: pd.DataFrame) -> str:
             f"{o['pp']:.1f} %.\n\n" + markdown_table(summary)
             + "\nRows the planner cannot express:\n\n" + markdown_table(reasons)
             + "\nThe largest errors of the predicted rows (in %):\n\n" + markdown_table(worst))
+
+
+def llamacpp_external_section(rows: pd.DataFrame) -> str:
+    """Published runs that are not rows of the data set, each predicted without its source."""
+    summary = llamacpp_errors(rows).reset_index().round(1)
+    summary = summary.rename(columns={"mean": "mean_abs_error_pct", "median": "median_abs_error_pct",
+                                      "max": "max_abs_error_pct", "rule_mean": "rule_of_thumb_mean_pct"})
+    return ("## Published runs that are not in the data set\n\n"
+            f"From `experiments/llm_published/external_results.csv` (`python benchmarks/llm_published.py`): "
+            f"{len(rows)} runs of `experiments/llm_published/external.csv` from "
+            f"{rows['source_id'].nunique()} source{'s' if rows['source_id'].nunique() > 1 else ''} of the data set, the prompt and generation lengths (1,024 to 8,192 "
+            "tokens) the data set does not hold, each predicted by the rates of the fold that did not see its "
+            "source, beside the rule of thumb.\n\n" + markdown_table(summary))
 
 
 def speed_page() -> str:
