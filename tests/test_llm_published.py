@@ -145,3 +145,15 @@ def test_a_gpu_with_hbm_draws_its_own_fraction_of_its_bandwidth() -> None:
     assert slow - same == pytest.approx(gap, rel=0.05)
     assert predict(model, rtx, run, "tg", 128, replace(rates, hbm_bw_frac=0.1)).tokens_per_s == pytest.approx(
         predict(model, rtx, run, "tg", 128, rates).tokens_per_s)
+
+
+def test_every_assumed_value_is_the_row_s_value() -> None:
+    """A value a source leaves unstated is filled in and recorded as ``field=value: why`` in ``assumed``."""
+    assumed = [r for r in _csv("measurements.csv") if r["assumed"]]
+    assert assumed
+    for r in assumed:
+        for entry in r["assumed"].split("; "):
+            field, _, rest = entry.partition("=")
+            value, sep, why = rest.partition(": ")
+            assert field in r and sep and why, (r["id"], entry)
+            assert r[field].startswith(value), (r["id"], field)
