@@ -95,7 +95,7 @@ def _conv3(name: str, batch: int, cin: int, cout: int, size: int) -> tuple[str, 
 
 
 def test_3x3_convolutions_take_winograd_where_it_is_faster() -> None:
-    v100 = _gpu("v100-server")  # FP32 only: cuDNN's Winograd on the CUDA cores
+    v100 = _gpu("v100-server")  # cuDNN's Winograd on the CUDA cores
     c = KernelConstants(winograd_efficiency=1.0, launch_floor_s=1e-9, tile_overhead_k=1.0)
     slow = dataclasses.replace(c, winograd_efficiency=1e-3)  # Winograd never taken: the implicit GEMM
     big = _ops(_conv3("big", 32, 256, 256, 28))
@@ -105,9 +105,7 @@ def test_3x3_convolutions_take_winograd_where_it_is_faster() -> None:
     # the faster of the two, whatever the shape
     shapes = _ops(_conv3("thin", 32, 4, 4, 112), _conv3("small", 1, 64, 64, 7), _conv3("wide", 8, 512, 512, 14))
     assert (kernel_times(shapes, v100, c) <= kernel_times(shapes, v100, slow) * (1 + 1e-12)).all()
-    # on a GPU with TF32 an FP32 convolution takes the tensor cores' implicit GEMM, never Winograd
-    a100 = _gpu("a100-server")
-    assert kernel_times(big, a100, c)[0] == pytest.approx(kernel_times(big, a100, slow)[0])
+
 
 
 def test_tiles_run_in_waves_over_the_sms() -> None:

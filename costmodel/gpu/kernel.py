@@ -38,8 +38,7 @@ three: :mod:`costmodel.gpu.kernel_fit`). A kernel's device time is::
   ``row_bytes_per_cycle`` (``fused_bytes_per_cycle``) bytes per SM and clock cycle,
   which binds on the GPUs whose DRAM is fast for their SMs (A100, H100: about 0.35-0.6
   of DRAM) and not on the others (T4, L4, A40).
-* cuDNN runs an FP32 3x3 stride-1 convolution (on a GPU without TF32: in TF32 it
-  takes the tensor cores' implicit GEMM) as the implicit GEMM or as Winograd
+* cuDNN runs an FP32 3x3 stride-1 convolution as the implicit GEMM or as Winograd
   F(4x4, 3x3), whichever is faster: the input and output transformed in 6 x 6 tiles
   (a kernel each, their bytes written and read once), then 36 batched GEMMs of
   (tiles x channels in) by (channels in x channels out), a quarter of the implicit
@@ -270,9 +269,9 @@ def kernel_times(ops: pd.DataFrame, gpu: KernelGPU, constants: KernelConstants, 
     if mm.any():
         b, m, nn, k = (ops[col].to_numpy(float)[mm] for col in ("b", "m", "n", "k"))
         t_comp[mm] = _tile_time(b, m, nn, k, rate[mm] / sms, sms, c)
-    # Winograd runs on the CUDA cores: FP32 convolutions on a GPU without TF32
-    no_tf32 = gpu.mode_peak("tf32") <= gpu.peak_flops
-    conv = np.flatnonzero((fam == "conv") & ((modes == "fp32") | ((modes == "tf32") & no_tf32)))
+    # Winograd on the CUDA cores: FP32 convolutions (TF32 ones too: the only TF32
+    # convolutions measured, NeuSight's A100's, run at the speed of the FP32 pipes)
+    conv = np.flatnonzero((fam == "conv") & ((modes == "fp32") | (modes == "tf32")))
     if len(conv):
         t_comp[conv] = np.minimum(t_comp[conv], _winograd_time(ops.iloc[conv], gpu, c, bw[conv], floor))
     return floor + np.maximum(t_comp, t_mem)

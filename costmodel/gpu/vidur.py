@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.gpu.kernel import KernelGPU
     from hetsim.costmodel.gpu.kernel_fit import KernelSet
 
-__all__ = ["DATA", "LAYER_COLUMNS", "OPS", "VidurGPU", "convert", "read_vidur", "vidur_gpus", "vidur_kernels", "vidur_sets"]
+__all__ = ["DATA", "FUSED", "LAYER_COLUMNS", "OPS", "VidurGPU", "convert", "read_vidur", "vidur_gpus", "vidur_kernels", "vidur_sets"]
 
 #: converted tables shipped with hetsim
 DATA = Path(__file__).parent.parent / "data" / "vidur"
