@@ -50,8 +50,11 @@ def test_a_gpu_spec_without_a_field_is_refused_naming_field_and_gpu() -> None:
     with pytest.raises(CostModelError, match=r"GPU 'gpu' has no 'l2_bytes'"):
         KernelGPU.from_device(dataclasses.replace(dev, l2_bytes=None))
     with pytest.raises(CostModelError, match=r"GPU 'x': tdp_w must be a positive number"):
-        KernelGPU.from_spec("x", {"sm_count": 10, "peak_flops": 1e12, "mem_bandwidth_bytes_per_s": 1e11,
+        KernelGPU.from_spec("x", {"sm_count": 10, "clock_hz": 1e9, "peak_flops": 1e12, "mem_bandwidth_bytes_per_s": 1e11,
                                   "l2_bytes": 1e6, "tdp_w": 0})
+    with pytest.raises(CostModelError, match=r"GPU 'x' has no 'clock_hz'"):
+        KernelGPU.from_spec("x", {"sm_count": 10, "peak_flops": 1e12, "mem_bandwidth_bytes_per_s": 1e11,
+                                  "l2_bytes": 1e6, "tdp_w": 70})
     with pytest.raises(CostModelError, match="not cpu device 'cpu'"):
         KernelGPU.from_device(Platform.preset("h200-server").device("cpu"))
 
@@ -71,7 +74,8 @@ def test_fp32_convolutions_run_in_tf32_where_the_gpu_has_it() -> None:
     conv = ("c", "conv2d", [[8, 256, 28, 28], [256, 256, 3, 3]], [[8, 256, 28, 28]], 2.0 * 8 * 256 * 28 * 28 * 256 * 9,
             {"strides": [1, 1], "padding": [1, 1, 1, 1], "groups": 1})
     ops = _ops(conv, _mm("mm", 8 * 784, 256, 2304))
-    c = KernelConstants(tf32_speedup=3.0, compute_efficiency=0.8, conv_speedup=1.0, launch_floor_s=1e-9)
+    # Winograd made slow: the conv runs as the implicit GEMM
+    c = KernelConstants(tf32_speedup=3.0, compute_efficiency=0.8, winograd_efficiency=0.01, launch_floor_s=1e-9)
     a100 = _gpu("a100-server")
     t = kernel_times(ops, a100, c)
     assert t[0] == pytest.approx(t[1] / 3.0, rel=0.05)  # the same GEMM: the conv in TF32, the matmul in FP32
@@ -85,9 +89,28 @@ def test_fp32_convolutions_run_in_tf32_where_the_gpu_has_it() -> None:
     assert tv[0] == pytest.approx(tv[1], rel=0.05)
 
 
+def _conv3(name: str, batch: int, cin: int, cout: int, size: int) -> tuple[str, str, list, list, float, dict]:
+    return (name, "conv2d", [[batch, cin, size, size], [cout, cin, 3, 3]], [[batch, cout, size, size]],
+            2.0 * batch * cout * size * size * cin * 9, {"strides": [1, 1], "padding": [1, 1, 1, 1], "groups": 1})
+
+
+def test_3x3_convolutions_take_winograd_where_it_is_faster() -> None:
+    v100 = _gpu("v100-server")  # cuDNN's Winograd on the CUDA cores
+    c = KernelConstants(winograd_efficiency=1.0, launch_floor_s=1e-9, tile_overhead_k=1.0)
+    slow = dataclasses.replace(c, winograd_efficiency=1e-3)  # Winograd never taken: the implicit GEMM
+    big = _ops(_conv3("big", 32, 256, 256, 28))
+    direct, wino = kernel_times(big, v100, slow)[0], kernel_times(big, v100, c)[0]
+    # 4x fewer multiplications, less the transforms' bytes: between 2x and 4x faster
+    assert 2.0 < direct / wino < 4.0
+    # the faster of the two, whatever the shape
+    shapes = _ops(_conv3("thin", 32, 4, 4, 112), _conv3("small", 1, 64, 64, 7), _conv3("wide", 8, 512, 512, 14))
+    assert (kernel_times(shapes, v100, c) <= kernel_times(shapes, v100, slow) * (1 + 1e-12)).all()
+
+
+
 def test_tiles_run_in_waves_over_the_sms() -> None:
     h = _gpu("h200-server")  # 132 SMs
-    c = KernelConstants(launch_floor_s=1e-9, tile_efficiency=1.0)
+    c = KernelConstants(launch_floor_s=1e-9, tile_efficiency=1.0, tile_overhead_k=1e-9)
     k = 4096
     one = _ops(_mm("a", 128 * 132, 128, k))   # 132 tiles of 128 x 128: one wave
     more = _ops(_mm("b", 128 * 133, 128, k))  # one tile more: a second wave
@@ -152,7 +175,7 @@ def test_constants_fit_on_measured_gpus_in_seconds(tmp_path: Path) -> None:
 
 
 def test_a_gpu_rated_at_more_flops_per_watt_sustains_more_per_watt() -> None:
-    c = KernelConstants(fp32_flops_per_watt=5e10, watt_exponent=0.5, launch_floor_s=1e-9)
+    c = KernelConstants(fp32_flops_per_watt=5e10, watt_exponent=0.5, launch_floor_s=1e-9, board_power_w=1e-9)
     l4, t4 = _gpu("l4-server"), _gpu("t4-server")  # 72 W and 70 W: power-bound on their CUDA cores
     rated = (l4.peak_flops / l4.tdp_w) / (t4.peak_flops / t4.tdp_w)
     assert l4.power_cap(c) / l4.tdp_w == pytest.approx(rated**0.5 * t4.power_cap(c) / t4.tdp_w)
@@ -161,3 +184,30 @@ def test_a_gpu_rated_at_more_flops_per_watt_sustains_more_per_watt() -> None:
     hot = dataclasses.replace(l4, tdp_w=2 * l4.tdp_w)
     assert kernel_times(big, l4, c)[0] == pytest.approx(2**0.5 * kernel_times(big, hot, c)[0], rel=0.02)
     assert kernel_times(big, l4, c)[0] > 2.0 * big["flops"].iloc[0] / l4.peak_flops  # far from its peak
+
+
+def test_what_the_board_draws_anyway_is_not_the_sms_to_spend() -> None:
+    t4, h100 = _gpu("t4-server"), _gpu("h100-server")
+    c = KernelConstants(board_power_w=1e-9)
+    drawn = dataclasses.replace(c, board_power_w=20.0)
+    assert t4.power_cap(drawn) / t4.power_cap(c) == pytest.approx(50.0 / 70.0)
+    assert h100.power_cap(drawn) / h100.power_cap(c) == pytest.approx(680.0 / 700.0)
+    # at most half the board's power
+    assert t4.power_cap(dataclasses.replace(c, board_power_w=60.0)) / t4.power_cap(c) == pytest.approx(0.5)
+
+
+def test_row_kernels_move_at_most_their_bytes_per_sm_cycle() -> None:
+    c = KernelConstants(launch_floor_s=1e-9, row_bytes_per_cycle=4.0, dram_fraction=0.8)
+    rows = [[65536, 4096]]
+    ln = ("ln", "layer_norm", [rows[0], [4096], [4096]], rows, 5.0 * 65536 * 4096, {"axes": [-1]})
+    add = ("add", "add", [rows[0], rows[0]], rows, 65536.0 * 4096, {})
+    h100, t4 = _gpu("h100-server"), _gpu("t4-server")
+    ops = _ops(ln, add)
+    per_byte = kernel_times(ops, h100, c) / ops["bytes"].to_numpy()
+    # the H100's 132 SMs x 1.98 GHz x 4 B: 1.05 TB/s, under its DRAM's 0.8 x 3.35 TB/s
+    assert per_byte[0] == pytest.approx(1.0 / (132 * 1.98e9 * 4.0), rel=1e-3)
+    assert per_byte[1] == pytest.approx(1.0 / (0.8 * 3.35e12), rel=1e-3)
+    # the T4's slow DRAM binds first: both at its DRAM's rate
+    per_byte = kernel_times(ops, t4, c) / ops["bytes"].to_numpy()
+    assert per_byte[0] == pytest.approx(per_byte[1], rel=1e-3)
+

@@ -6,11 +6,10 @@ measured times and how they were taken. Two kinds of times are read:
 
 * call times (the NeuSight profiles, :func:`bank_sets`): a PyTorch call bracketed by
   CUDA events; the GPU's smallest call (``floor_s``, the measuring host's launch
-  path) is added to each prediction and the kernel model's ``launch_floor_s`` is
-  what a call pays above it;
+  path) is added to each prediction;
 * device times (Vidur's profiles, :func:`~costmodel.gpu.vidur.vidur_sets`): the
-  kernels alone, so no host floor and the device's own ``launch_overhead_s`` (a
-  spec-sheet figure, as the cost model charges it) as the per-launch floor.
+  kernels alone, so no host floor; the kernel model's ``launch_floor_s`` is the
+  per-launch floor they are fitted with.
 
 :func:`fit_constants` fits :data:`FITTED` by least squares on the log of the times
 (a soft-L1 loss so that a throttled campaign does not pull), up to ``per_family``
@@ -41,8 +40,9 @@ __all__ = ["FITTED", "KernelSet", "bank_gpus", "bank_sets", "builtin_sets", "fit
 #: the constants the fit moves (the rest stay at their defaults), and their bounds
 FITTED = {"compute_efficiency": (0.2, 1.0), "tensor_efficiency": (0.1, 1.0), "tf32_speedup": (1.0, 8.0),
           "tile_efficiency": (0.3, 1.0), "fp32_flops_per_watt": (1e10, 5e11), "subwave": (0.02, 1.0),
-          "dram_fraction": (0.3, 1.0), "l2_speedup": (1.0, 6.0), "reduction_passes": (1.0, 6.0),
-          "conv_speedup": (0.5, 4.0), "launch_floor_s": (5e-7, 5e-5), "watt_exponent": (0.01, 2.0)}
+          "dram_fraction": (0.3, 1.0), "l2_speedup": (1.0, 6.0), "row_bytes_per_cycle": (0.5, 64.0),
+          "fused_bytes_per_cycle": (0.5, 64.0), "winograd_efficiency": (0.2, 2.0), "tile_overhead_k": (1.0, 1024.0),
+          "board_power_w": (1.0, 35.0), "launch_floor_s": (5e-7, 5e-5), "watt_exponent": (0.01, 2.0)}
 
 
 @dataclass(frozen=True)
@@ -189,6 +189,6 @@ def write_constants(sets: Sequence[KernelSet] | None = None, path: Any = None) -
            "fitted_on": sorted({f"{s.dataset}:{s.gpu}" for s in sets}),
            "method": "least squares on log times (soft L1), up to 1500 kernels per family of each GPU of each "
                      "data set: the NeuSight profiles' call times (each GPU's floor its own smallest calls) "
-                     "and Vidur's FP16 device times (the device's launch overhead as the floor)"}
+                     "and Vidur's FP16 device times (launch_floor_s as the floor)"}
     atomic_write(out, lambda fh: fh.write(json.dumps(doc, indent=1) + "\n"))
     return KernelConstants.from_dict(doc["constants"])

@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.gpu.kernel import KernelGPU
     from hetsim.costmodel.gpu.kernel_fit import KernelSet
 
-__all__ = ["DATA", "LAYER_COLUMNS", "OPS", "VidurGPU", "convert", "read_vidur", "vidur_gpus", "vidur_kernels", "vidur_sets"]
+__all__ = ["DATA", "FUSED", "LAYER_COLUMNS", "OPS", "VidurGPU", "convert", "read_vidur", "vidur_gpus", "vidur_kernels", "vidur_sets"]
 
 #: converted tables shipped with hetsim
 DATA = Path(__file__).parent.parent / "data" / "vidur"
@@ -62,6 +62,8 @@ LAYER_COLUMNS = ("model", "n_head", "n_kv_head", "n_embd", "n_expanded_embd", "u
 OPS = {"input_layernorm": "norm", "post_attention_layernorm": "norm", "attn_pre_proj": "gemm",
        "attn_rope": "elementwise", "attn_post_proj": "gemm", "mlp_up_proj": "gemm", "mlp_act": "elementwise",
        "mlp_down_proj": "gemm", "add": "elementwise"}
+#: operators that are one fused kernel of several element-wise steps (kind ``fused``)
+FUSED = ("attn_rope", "mlp_act")
 #: FLOPs per output element of the element-wise operators
 _ELEM_FLOPS = {"attn_rope": 4.0, "mlp_act": 8.0, "add": 1.0}
 NOTICE = """Derived from the operator profiles of Vidur
@@ -146,7 +148,8 @@ def vidur_kernels(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, np.n
     """Kernel rows of a :func:`read_vidur` table: ``(rows, ops, times_s)`` with ``rows``
     naming each (``source_op``: ``vidur:<operator>``, ``signature``: model, tokens,
     workers; ``split``: ``all``), ``ops`` the kernel model's columns
-    (``family, via, b, m, n, k, flops, bytes``; FP16 tensors), ``times_s`` the
+    (``family, kind, via, b, m, n, k, rows, cols, elems, flops, bytes``; FP16 tensors;
+    ``kind`` ``fused`` for :data:`FUSED`), ``times_s`` the
     measured device times."""
     T = table["num_tokens"].to_numpy(float)
     H = table["n_embd"].to_numpy(float)
@@ -177,8 +180,10 @@ def vidur_kernels(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, np.n
         else:
             m, n, k = elems[op], zeros + 1.0, zeros + 1.0
             flops, nbytes = _ELEM_FLOPS[op] * elems[op], elem_bytes[op]
-        ops = pd.DataFrame({"family": family, "via": "own", "b": 1.0, "m": m, "n": n, "k": k,
-                            "flops": flops, "bytes": nbytes})
+        kind = "fused" if op in FUSED else "layer_norm" if family == "norm" else "matmul" if family == "gemm" else "add"
+        ops = pd.DataFrame({"family": family, "kind": kind, "via": "own", "b": 1.0, "m": m, "n": n, "k": k,
+                            "rows": m if family == "norm" else zeros, "cols": n if family == "norm" else zeros,
+                            "elems": m * n if family != "gemm" else zeros, "flops": flops, "bytes": nbytes})
         sig = (table["model"].astype(str) + f" {op} tokens=" + table["num_tokens"].astype(int).astype(str)
                + " tp=" + table["num_tensor_parallel_workers"].astype(int).astype(str))
         rows = pd.DataFrame({"source_op": f"vidur:{op}", "signature": sig, "split": "all"})
@@ -226,12 +231,13 @@ def vidur_gpus(data: str | Path = DATA) -> dict[str, VidurGPU]:
 
 def vidur_sets(data: str | Path = DATA) -> list[KernelSet]:
     """One :class:`~costmodel.gpu.kernel_fit.KernelSet` per Vidur GPU: FP16 device
-    times, no host floor, the device's ``launch_overhead_s`` as the per-launch floor."""
+    times, no host floor; the per-launch floor is the kernel model's own
+    ``launch_floor_s`` (these device times are what it is fitted on)."""
     from hetsim.costmodel.gpu.kernel_fit import KernelSet
 
     out = []
     for vidur, gpu in vidur_gpus(data).items():
         rows, ops, t = vidur_kernels(read_vidur(vidur, data))
         out.append(KernelSet("vidur", gpu.gpu, gpu.spec, rows, ops, t, np.full(len(t), "float16", dtype=object),
-                             floor_s=0.0, launch_s=gpu.launch_s))
+                             floor_s=0.0))
     return out
