@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from hetsim.costmodel.base import CostModelError, host_dispatch
+from hetsim.costmodel.base import CostModelBase, CostModelError, host_dispatch
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link, Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link, Platform
 
 __all__ = ["PlatformCostModel", "parse_composite"]
 
@@ -52,7 +52,7 @@ def parse_composite(spec: str) -> dict[str, str]:
     return out
 
 
-class PlatformCostModel:
+class PlatformCostModel(CostModelBase):
     """A cost model per device (see the module docstring).
 
     Parameters
@@ -69,7 +69,7 @@ class PlatformCostModel:
 
     Examples
     --------
-    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> p = Platform.preset("xeon-p2200")
     >>> cost = PlatformCostModel({"cpu": "roofline"}, platform=p)
     >>> cost.describe()

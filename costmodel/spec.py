@@ -17,8 +17,8 @@ from hetsim.costmodel.base import CostModelError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.learned.measured import MeasuredCostModel, Predictor
+    from hetsim.costmodel.platform import Platform
     from hetsim.costmodel.profile_reader import Profile
-    from hetsim.sim.platform import Platform
 
 __all__ = ["KINDS", "DEFAULT_KIND", "builtin_bank", "check_spec", "fit", "from_spec", "load", "gpu_profile_name",
            "make_predictor", "register_cost_source", "single_source"]
@@ -224,7 +224,7 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
     --------
     >>> type(from_spec("roofline")).__name__
     'Roofline'
-    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> from_spec("cpu=roofline,gpu=roofline", platform=Platform.preset("xeon-p2200")).describe()
     'cpu=roofline,gpu=roofline'
     """

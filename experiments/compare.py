@@ -22,9 +22,9 @@ from typing import Any
 
 import pandas as pd
 
+from hetsim.costmodel.platform import Platform
 from hetsim.graphs.graph import Graph, atomic_write
 from hetsim.schedulers.run import RUN_COLUMNS, PlanRun
-from hetsim.sim.platform import Platform
 
 __all__ = ["COLUMN_DEFINITIONS", "OUTPUTS", "STATUSES", "TABLE_COLUMNS", "TIE_RTOL", "Comparison",
            "check_arguments", "compare"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hetsim.costmodel.llamacpp import AchievedRates, predict
-from hetsim.sim.platform import Platform
+from hetsim.costmodel.platform import Platform
 
 __all__ = ["AGREEMENT", "EngineAgreement", "achieved_platform", "compare_engines"]
 

@@ -147,7 +147,7 @@ def platform_from_flags(gpu: str | None, *, ram_gb: float | None, ram_bw: str | 
         a figure missing or not positive, naming the flag that gives it.
     """
     from hetsim.costmodel.llamacpp.rates import AchievedRates
-    from hetsim.sim.platform import Device, Link, Platform, PlatformError
+    from hetsim.costmodel.platform import Device, Link, Platform, PlatformError
 
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1 or (gpus > 1 and not gpu):
         raise SchedulerError(f"--gpus must be an int >= 1 with --gpu, got {gpus!r}")
@@ -246,8 +246,8 @@ def machine_from_platform(platform, backend: str | None = None) -> Machine:
     as many GPUs as the platform has of that one (same description, memory and
     bandwidth); whether its memory is HBM (the cited GPU's ``memory_type``); ``backend``
     (default: the GPU vendor's own, ``cpu`` without a GPU)."""
+    from hetsim.costmodel.platform import Platform
     from hetsim.schedulers.llm.residency import llm_devices
-    from hetsim.sim.platform import Platform
 
     platform = Platform.load(platform)
     if not any(d.kind == "gpu" for d in platform.devices):

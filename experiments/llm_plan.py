@@ -24,13 +24,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hetsim.costmodel.platform import Platform
 from hetsim.graphs.graph import atomic_write
 from hetsim.graphs.llm import Architecture, LLMWorkload, WeightFormat, llm_graph
 from hetsim.graphs.llm.simulated_model import simulated_model
 from hetsim.schedulers import SchedulerError, get, llm_names, run_plan
 from hetsim.schedulers.llm.residency import DEFAULT_RESERVE_BYTES, Residency, llm_devices
 from hetsim.sim.plan import size_text
-from hetsim.sim.platform import Platform
 
 __all__ = ["LLMPlanReport", "PolicyPrediction", "plan_llm"]
 

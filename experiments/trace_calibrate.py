@@ -7,9 +7,9 @@ import json
 import os
 from pathlib import Path
 
+from hetsim.costmodel.platform import Platform
 from hetsim.costmodel.trace import TraceFigures, calibrated_from_trace, trace_figures
 from hetsim.graphs.graph import atomic_write
-from hetsim.sim.platform import Platform
 
 __all__ = ["calibrate_from_trace"]
 

@@ -52,8 +52,8 @@ from hetsim.graphs.graph import Graph, tensor_bytes, validate
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
 __all__ = ["BACKWARD_PREFIX", "colocated_plan", "forward_of", "training_cost_view", "training_graph"]
 

@@ -41,8 +41,8 @@ from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Link, Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Link, Platform
 
 __all__ = [
     "CostTable",
@@ -477,7 +477,7 @@ class Scheduler:
             (:class:`~sim.engine.simulator.SimulationError`, e.g. out of memory) raise.
         """
         from hetsim.costmodel.base import as_cost_model
-        from hetsim.sim.platform import Platform as _Platform
+        from hetsim.costmodel.platform import Platform as _Platform
 
         platform = _Platform.load(platform)
         cost = as_cost_model(cost, platform=platform)

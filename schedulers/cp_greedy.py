@@ -57,8 +57,8 @@ from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 
 def _units(graph: Graph, nodes: list[str]) -> list[list[str]]:

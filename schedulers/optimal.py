@@ -82,8 +82,8 @@ __all__ = ["Optimal"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 
 class Optimal(Scheduler):

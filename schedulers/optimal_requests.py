@@ -35,7 +35,7 @@ from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
 __all__ = ["PLANS", "optimise_requests", "repeat_requests", "standing"]
 

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 from hetsim.sim.result import METRIC_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
     from hetsim.sim.result import SimResult
 
 __all__ = ["RUN_COLUMNS", "PlanRun", "run_plan"]
@@ -145,7 +145,7 @@ def run_plan(
         ``seed``, ``noise``, ``check_memory``).
     """
     from hetsim.costmodel.base import as_cost_model
-    from hetsim.sim.platform import Platform as _Platform
+    from hetsim.costmodel.platform import Platform as _Platform
 
     platform = _Platform.load(platform)
     cost = as_cost_model(cost, platform=platform)

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from hetsim.graphs.graph import first_line
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 __all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "MAX_REQUESTS", "PLAN_SCHEMA_VERSION", "policy_select",
            "size_text"]  # fmt: skip

@@ -14,10 +14,10 @@ from test_schedulers import GRAPHS, _eltwise, _io
 from hetsim import costmodel, schedulers
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.learned.measured import CostModelWarning
+from hetsim.costmodel.platform import Platform
 from hetsim.experiments.cli.main import main
 from hetsim.graphs.graph import Graph
 from hetsim.sim.plan import Plan
-from hetsim.sim.platform import Platform
 
 PROFILE = str(Path(__file__).resolve().parents[1] / "profiles" / "cpu2-torch")
 

@@ -4,7 +4,6 @@ speed on a tiny hand-computed model; the command line; calibration behind a fake
 from __future__ import annotations
 
 import dataclasses
-
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,7 +12,14 @@ import pytest
 from gguf_files import TINY_CONFIGS, write_gguf
 
 from hetsim.costmodel.base import CostModelError
-from hetsim.costmodel.llamacpp import AchievedRates, BackendRates, LlamaCppRun, Machine, place, predict
+from hetsim.costmodel.llamacpp import (
+    AchievedRates,
+    BackendRates,
+    LlamaCppRun,
+    Machine,
+    place,
+    predict,
+)
 from hetsim.experiments.cli import main
 from hetsim.experiments.llm_machine import find_gpu, machine_from_flags, machine_from_platform
 from hetsim.graphs.llm.architecture import Architecture, ModelWeights
@@ -146,7 +152,7 @@ def test_two_gpus_hold_what_one_cannot() -> None:
     # a platform with two identical GPUs is a machine with two
     import dataclasses
 
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     p = Platform.load("desktop-rtx4090")
     link = p.links[0]

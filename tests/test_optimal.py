@@ -9,10 +9,10 @@ import pytest
 from test_schedulers import GRAPHS, lstm_graph
 
 from hetsim import schedulers
+from hetsim.costmodel.platform import Device, Link, Platform
 from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs.graph import Graph
 from hetsim.sim.engine.simulator import simulate
-from hetsim.sim.platform import Device, Link, Platform
 
 HEURISTICS = [n for n in schedulers.names() if n != "optimal"]
 

@@ -44,11 +44,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelBase, CostModelError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link
 
 __all__ = ["AIConfiguratorCostModel", "DATA", "GPUS", "GridTable", "convert"]
 
@@ -218,7 +218,7 @@ def _fill(grid: np.ndarray, last_axis: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- cost model
-class AIConfiguratorCostModel:
+class AIConfiguratorCostModel(CostModelBase):
     """GPU GEMM and attention times from AIConfigurator's tables; the rest by ``fallback``.
 
     Parameters

@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelBase, CostModelError
 from hetsim.costmodel.gpu.kernel import KernelConstants, KernelGPU, kernel_times, shipped_constants
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link
 
 __all__ = ["KernelCostModel"]
 
 
-class KernelCostModel:
+class KernelCostModel(CostModelBase):
     """A :class:`~costmodel.base.CostModel` of GPU devices from their spec sheets.
 
     ``op_time`` = the kernel model's device time, with the device's
@@ -38,7 +38,7 @@ class KernelCostModel:
 
     Examples
     --------
-    >>> from hetsim.sim import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> from hetsim.graphs import Graph
     >>> g = Graph(name="one")
     >>> _ = g.add_op("mm", "matmul", inputs=[([512, 512], "float32"), ([512, 512], "float32")],

@@ -95,7 +95,7 @@ class KernelSet:
 def bank_gpus(bank: GPUBank) -> dict[str, KernelGPU]:
     """The bank's GPUs with the tensor-core peaks of their presets (the preset whose
     default cost is the GPU's profile, ``gpu-NAME``); a GPU without a preset has none."""
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     tables: dict[str, tuple[Any, Any]] = {}
     for name in Platform.presets():

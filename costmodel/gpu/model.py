@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelBase, CostModelError
 from hetsim.costmodel.gpu.features import GPU_FAMILIES, SPEC_KEYS, design, gpu_ops, spec_roofline
 from hetsim.costmodel.gpu.roofline import (
     MIN_FIT_ROWS,
@@ -68,8 +68,8 @@ from hetsim.costmodel.gpu.trees import TreeEnsemble, fit_trees
 from hetsim.costmodel.learned.xgb_features import sum_fit
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link
 
 __all__ = ["GPUBank", "GPUCostModel", "GPUData", "FamilyModel", "MODEL_VERSION", "device_spec", "holdout",
            "parse_fold", "shape_fold"]
@@ -552,7 +552,7 @@ class GPUBank:
 
 
 # -------------------------------------------------------------------- cost model
-class GPUCostModel:
+class GPUCostModel(CostModelBase):
     """A :class:`~costmodel.base.CostModel` pricing GPU devices from a :class:`GPUBank`.
 
     Parameters

@@ -87,7 +87,7 @@ def predict_published(costs: Sequence[str] = ("default", "roofline"), *, presets
     ``presets`` keeps the rows of those presets; ``rows`` replaces the published table.
     """
     from hetsim.costmodel import as_cost_model
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     table = published_latencies() if rows is None else rows
     if presets is not None:
@@ -119,8 +119,8 @@ def predict_zoo(rows: pd.DataFrame, costs: Sequence[str] = ("default", "roofline
     kernel_s``) against each preset's all-GPU busy time of the zoo graph (default
     options), per cost model of ``costs``; columns :data:`ZOO_COLUMNS`."""
     from hetsim.costmodel import as_cost_model
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs import zoo
-    from hetsim.sim.platform import Platform
 
     out = []
     for r in rows.itertuples():

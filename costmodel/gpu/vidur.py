@@ -204,7 +204,7 @@ def vidur_gpus(data: str | Path = DATA) -> dict[str, VidurGPU]:
     """Vidur's GPUs (``gpus.json``): each either a preset's GPU (``preset``) or a spec
     sheet of its own (``spec``, ``tensor_flops``, ``launch_overhead_s``)."""
     from hetsim.costmodel.gpu.kernel import KernelGPU
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     path = Path(data) / "gpus.json"
     try:

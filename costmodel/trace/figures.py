@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hetsim.costmodel.base import CostModelError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
 __all__ = ["TraceFigures", "calibrated_from_trace", "trace_figures"]
 

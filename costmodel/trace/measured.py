@@ -6,17 +6,17 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from hetsim.costmodel.base import CostModelError, host_dispatch
+from hetsim.costmodel.base import CostModelBase, CostModelError, host_dispatch
 from hetsim.costmodel.trace.devices import device_ratio, traced_device
 from hetsim.graphs.graph import Graph, GraphError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Device, Link
+    from hetsim.costmodel.platform import Device, Link
 
 __all__ = ["TraceCostModel"]
 
 
-class TraceCostModel:
+class TraceCostModel(CostModelBase):
     """Kernel and host times measured in a profiler trace, as the simulator, the
     schedulers and ``compare`` take a cost model.
 

@@ -55,9 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Calibrate; exit status 0 when the files were written."""
+    from hetsim.costmodel.platform import Platform
     from hetsim.experiments.cli.main import CLIError
     from hetsim.runtime.calibration import calibrate
-    from hetsim.sim.platform import Platform
 
     if args.from_trace:
         from hetsim.experiments.trace_calibrate import calibrate_from_trace

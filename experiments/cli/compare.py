@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         sargs.setdefault(name, {}).update(parse_kv([kv]))
     names = [s.strip() for s in args.schedulers.split(",") if s.strip()] if args.schedulers else None
     # everything that can be wrong with the arguments is reported before the model import
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     check_arguments(names, sargs, args.requests, args.interval)
     if args.out and os.path.isdir(args.out):  # a folder another command writes: refused before the work

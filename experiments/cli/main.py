@@ -113,11 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 1
     from hetsim.costmodel.base import CostModelError
+    from hetsim.costmodel.platform import PlatformError
     from hetsim.experiments.output_folder import FolderLockedError
     from hetsim.schedulers.base import SchedulerError
     from hetsim.sim.engine.state import SimulationError
     from hetsim.sim.plan import PlanError
-    from hetsim.sim.platform import PlatformError
 
     user_errors: tuple[type[BaseException], ...] = (
         CLIError,

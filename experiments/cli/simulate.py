@@ -100,7 +100,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Load model, platform and plan; simulate; print the table (or JSON); exit status."""
     from hetsim import schedulers
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     # the scheduler (or plan file), platform and cost spec are checked before the model import
     plan = schedulers.load_plan(args.plan) if args.plan else None  # rebuilds a dynamic policy

@@ -168,9 +168,9 @@ def _model_kwargs(models: list[str], items: list[str] | None) -> dict[str, dict[
 
 def _run_one(args: argparse.Namespace) -> int:
     from hetsim import schedulers
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.model_spec import load_model_spec, parse_model_spec
     from hetsim.runtime.validation.validate import validate
-    from hetsim.sim.platform import Platform
 
     platform = Platform.load(args.platform)  # its calibration is checked by validate()
     if not args.plan:  # a mistyped scheduler, parameter or cost is reported before the model import

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
 HERE = Path(__file__).resolve().parent
 PLANS = ("all-gpu", "antichain-dp", "antichain-dp-colocated")
@@ -143,7 +143,7 @@ def gpus_only(platform: Platform) -> Platform:
     builds; graph inputs then start on the first GPU (the input copy over PCIe is
     left out).
     """
-    from hetsim.sim.platform import Platform as _Platform
+    from hetsim.costmodel.platform import Platform as _Platform
 
     gpus = tuple(d for d in platform.devices if d.kind == "gpu")
     names = {d.name for d in gpus}

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from hetsim.graphs.files import open_own_file
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 __all__ = [
     "GRAPH_CACHE_SIZE", "graph_cache_info", "canonical", "clear_caches", "load_graph", "make_cost",
@@ -132,7 +132,7 @@ def make_platform(
     gpu_bandwidth: float = 1.0,
 ) -> Platform:
     """A preset or TOML platform with the override multipliers applied (cached)."""
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     base = Platform.load(name)
     scale = dict(link_bandwidth=link_bandwidth, gpu_peak=gpu_peak, cpu_peak=cpu_peak,

@@ -149,7 +149,7 @@ class Sweep:
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> Sweep:
         """Read and check a sweep file (format in the module docstring)."""
-        from hetsim.sim.platform import read_toml
+        from hetsim.costmodel.platform import read_toml
 
         path = Path(path)
         data = read_toml(path, "sweep", SweepError)
@@ -229,9 +229,9 @@ class Sweep:
 
     def name_problems(self) -> list[str]:
         from hetsim import schedulers
+        from hetsim.costmodel.platform import PlatformError
         from hetsim.graphs import zoo
         from hetsim.graphs.graph import GraphError
-        from hetsim.sim.platform import PlatformError
 
         problems = []
         known_models = zoo.names()
@@ -301,7 +301,7 @@ class Sweep:
 
 
 def _platform(name: str) -> Any:
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     return Platform.load(name)
 

@@ -40,7 +40,7 @@ from hetsim.runtime.calibration.host_bench import (
 from hetsim.runtime.calibration.toml_text import toml_text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
 __all__ = ["DEFAULT_OUT", "Calibration", "calibrate"]
 
@@ -136,7 +136,7 @@ def calibrate(
     Calibration
     """
     import hetsim
-    from hetsim.sim.platform import LAUNCH_MODES, Platform, PlatformError
+    from hetsim.costmodel.platform import LAUNCH_MODES, Platform, PlatformError
 
     base = Platform.load(platform)
     if launch not in LAUNCH_MODES:

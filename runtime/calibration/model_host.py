@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from hetsim.runtime.executor.result import host_costs
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.executor.setup import Wiring
-    from hetsim.sim.platform import Platform
 
 __all__ = ["host_cost_summary", "model_host_costs"]
 

@@ -33,9 +33,9 @@ from hetsim.runtime.executor.result import host_costs
 from hetsim.runtime.executor.setup import Wiring
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
-    from hetsim.sim.platform import Platform
 
 __all__ = ["ContextProfiler", "DeviceProfilers", "GpuContextRuns", "calibrate_dispatch", "measure_overhead",
            "profile_in_context"]
@@ -44,8 +44,8 @@ __all__ = ["ContextProfiler", "DeviceProfilers", "GpuContextRuns", "calibrate_di
 def _one_device(device: str) -> tuple[Platform, dict[str, str]]:
     """A platform with one device ``d`` running on real device ``device`` (plus a
     CPU host when it is a GPU), and the device map that says so."""
+    from hetsim.costmodel.platform import Device, Platform
     from hetsim.runtime.backends import parse_device
-    from hetsim.sim.platform import Device, Platform
 
     spec = parse_device(device)
     kind = "gpu" if spec.kind == "gpu" else "cpu"
@@ -441,9 +441,9 @@ def profile_in_context(
         The folder.
     """
     from hetsim import costmodel, schedulers
+    from hetsim.costmodel.platform import Platform as _Platform
     from hetsim.runtime.backends.tvm_backend import import_model
     from hetsim.runtime.executor.setup import load_model
-    from hetsim.sim.platform import Platform as _Platform
 
     items: list[tuple[Graph, RelaxModel]] = []
     for m in graphs:

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.runtime.calibration import Calibration
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
 __all__ = ["execution_launch", "fresh_calibration", "host_model", "plan_launch", "uses_gpu",
            "with_launch"]
@@ -67,7 +67,7 @@ def plan_launch(plan: Plan, platform: Platform, launch: str | None, *, backend: 
     PlatformError
         For a mode that is neither ``"graph"`` nor ``"eager"``.
     """
-    from hetsim.sim.platform import LAUNCH_MODES, PlatformError
+    from hetsim.costmodel.platform import LAUNCH_MODES, PlatformError
 
     if launch is not None and launch not in LAUNCH_MODES:
         raise PlatformError(f"unknown launch mode {launch!r}; modes: {list(LAUNCH_MODES)}")

@@ -36,10 +36,10 @@ from hetsim.runtime.validation.link_calibration import crossing_plan
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.executor.setup import Wiring
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
 __all__ = ["HANDOFF_COLUMNS", "HostCalibration", "calibrated_platform", "handoff_gaps", "handoff_stats", "measure_handoff", "measure_read_bandwidth"]
 
@@ -131,8 +131,8 @@ def measure_handoff(
         When the run has no idle wait after an input from another worker (the
         plan keeps every edge on one worker).
     """
+    from hetsim.costmodel.platform import Platform as _Platform
     from hetsim.runtime.executor.execute import execute
-    from hetsim.sim.platform import Platform as _Platform
 
     plat = _Platform.load(platform) if isinstance(platform, str) else platform
     run = execute(graph, plan, plat, backend=backend, warmup=warmup, repeats=repeats, seed=seed, check=False)
@@ -299,8 +299,8 @@ def measure_read_bandwidth(
     ValueError
         When the two devices do not share memory, or no edge crosses.
     """
+    from hetsim.costmodel.platform import Platform as _Platform
     from hetsim.runtime.executor.execute import execute
-    from hetsim.sim.platform import Platform as _Platform
 
     plat = _Platform.load(platform) if isinstance(platform, str) else platform
     one, crossing, cross_bytes = _one_and_crossing(graph, plat, devices)
@@ -478,7 +478,7 @@ def calibrated_platform(platform: Platform, result: Mapping[str, Any], worker: s
     (``handoff_bandwidth_alone_bytes_per_s``, where the result has it)."""
     from dataclasses import replace
 
-    from hetsim.sim.contention import MemoryDomain
+    from hetsim.costmodel.memory_domain import MemoryDomain
 
     slowdown = float(result.get("slowdown", 1.0))
     modelled = contention and slowdown > 1.0

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
     from hetsim.runtime.validation.context_profile import ContextProfiler, DeviceProfilers
     from hetsim.runtime.validation.handoff import HostCalibration
     from hetsim.runtime.validation.link_calibration import LinkCalibration
-    from hetsim.sim.platform import Platform
 
 __all__ = ["CALIBRATION_MODEL", "InRunInputs", "file_inputs", "timed_runs", "why_not_measured"]
 

@@ -53,8 +53,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 __all__ = ["LinkCalibration", "crossing_plan", "link_costs"]
 
@@ -219,7 +219,7 @@ class LinkCalibration:
         active run ``slowdown`` times slower (each drawing ``slowdown * B / 2`` of
         ``B``, the CPU device's memory bandwidth), each lingering ``linger_s`` after
         its op (replacing a domain of that name)."""
-        from hetsim.sim.contention import MemoryDomain
+        from hetsim.costmodel.memory_domain import MemoryDomain
 
         res = result if result is not None else self.result()
         cpu, gpu = self.workers

@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.executor.execute import RunResult
     from hetsim.schedulers.run import PlanRun
     from hetsim.sim.plan import Plan, SystemView
-    from hetsim.sim.platform import Platform
 
 __all__ = ["RecordedPolicy", "as_static", "recorded_plan", "simulate_as_run"]
 

@@ -82,11 +82,11 @@ from hetsim.runtime.validation.table import (
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
     from hetsim.runtime.executor.execute import RunResult
     from hetsim.schedulers.run import PlanRun
-    from hetsim.sim.platform import Platform
 
 __all__ = [
     "VALIDATION_COLUMNS",
@@ -112,8 +112,8 @@ def _platform(platform: Platform | str) -> Platform:
     """The platform, its calibration checked (:func:`runtime.calibration.check_calibration`):
     figures of another machine or another GPU are refused by name (a validation here
     would set this machine's measurements against them), an older format's warned of."""
+    from hetsim.costmodel.platform import Platform as _Platform
     from hetsim.runtime.calibration import load_calibrated
-    from hetsim.sim.platform import Platform as _Platform
 
     plat = _Platform.load(platform)
     gpu = None
