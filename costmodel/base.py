@@ -181,10 +181,12 @@ def as_cost_model(cost: Any = None, *, platform: Platform | None = None) -> Any:
         for an unknown spec, or an object without ``op_time`` and ``transfer_time``.
     """
     if cost is None and platform is None:
+        # import cycle: hetsim.costmodel.roofline -> hetsim.costmodel.base
         from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
     if cost is None or isinstance(cost, str | os.PathLike):
+        # import cycle: hetsim.costmodel.spec -> hetsim.costmodel.base
         from hetsim.costmodel.spec import from_spec
 
         return from_spec(None if cost is None else str(cost), platform=platform)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from hetsim.costmodel.base import CostModelBase, CostModelError, host_dispatch
+from hetsim.costmodel.spec import single_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.platform import Device, Link, Platform
@@ -84,6 +85,7 @@ class PlatformCostModel(CostModelBase):
         self._link_fits: dict[tuple[str, str], tuple[float, float]] | None = None
         self.links = links
         if links is not None:
+            # lazy: at the top it would load pandas with this module
             from hetsim.costmodel.profile_reader import Profile, read_profile
 
             prof = links if isinstance(links, Profile) else read_profile(links)
@@ -126,8 +128,6 @@ class PlatformCostModel(CostModelBase):
             return spec
         model = self._built.get(spec)
         if model is None:
-            from hetsim.costmodel.spec import single_source
-
             model = self._built[spec] = single_source(spec, platform=self.platform)
         return model
 

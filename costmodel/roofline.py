@@ -250,6 +250,7 @@ class Roofline(CostModelBase):
         view_ops: Iterable[str] = VIEW_OPS,
         matmul_precision: str | None = None,
     ) -> None:
+        # import cycle: hetsim.costmodel.platform -> hetsim.costmodel -> hetsim.costmodel.roofline
         from hetsim.costmodel.platform import MATMUL_PRECISIONS
 
         if matmul_precision is not None and matmul_precision not in MATMUL_PRECISIONS:
@@ -351,6 +352,7 @@ class Roofline(CostModelBase):
         if missing == MISSING and (device.name, mode) not in self._warned:
             import warnings
 
+            # import cycle: hetsim.costmodel.learned.measured -> hetsim.costmodel.roofline
             from hetsim.costmodel.learned.measured import CostModelWarning
 
             self._warned.add((device.name, mode))

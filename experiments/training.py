@@ -165,6 +165,7 @@ def colocated_plan(
     co-located stage has edges both ways, which :class:`sim.plan.Plan` stages forbid);
     ``meta["stage_devices"]`` and ``meta["forward_plan"]`` describe the partition.
     """
+    # lazy: at the top it would load simpy with this module
     from hetsim import schedulers
     from hetsim.schedulers.base import topo_priority
     from hetsim.sim.plan import Plan

@@ -44,7 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.costmodel.base import CostModelBase, CostModelError
+from hetsim.costmodel.base import CostModelBase, CostModelError, host_dispatch
+from hetsim.costmodel.roofline import Roofline
+from hetsim.graphs.llm.config import weight_format
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.platform import Device, Link
@@ -235,8 +237,6 @@ class AIConfiguratorCostModel(CostModelBase):
         if gpu not in GPUS:
             raise CostModelError(f"unknown AIConfigurator GPU {gpu!r}; known: {', '.join(GPUS)}")
         if fallback is None:
-            from hetsim.costmodel.roofline import Roofline
-
             fallback = Roofline()
         self.gpu, self.fallback = gpu, fallback
         folder = Path(data) if data is not None else DATA / gpu
@@ -281,8 +281,6 @@ class AIConfiguratorCostModel(CostModelBase):
         return self.fallback.transfer_time(nbytes, link)
 
     def dispatch_time(self, graph: Graph, node: str, device: Device) -> float:
-        from hetsim.costmodel.base import host_dispatch
-
         return host_dispatch(self.fallback, graph, node, device)
 
     def _table_time(self, graph: Graph, node: str) -> float | None:
@@ -317,6 +315,5 @@ class AIConfiguratorCostModel(CostModelBase):
 def _weight_bytes(fmt: str | None) -> float:
     if not fmt:
         return 2.0
-    from hetsim.graphs.llm.config import weight_format
 
     return weight_format(fmt).bytes_per_weight

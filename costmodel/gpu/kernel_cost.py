@@ -15,7 +15,10 @@ import numpy as np
 import pandas as pd
 
 from hetsim.costmodel.base import CostModelBase, CostModelError
+from hetsim.costmodel.gpu.features import gpu_ops
 from hetsim.costmodel.gpu.kernel import KernelConstants, KernelGPU, kernel_times, shipped_constants
+from hetsim.costmodel.math_mode import node_dtype
+from hetsim.graphs.features import features
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.platform import Device, Link
@@ -64,11 +67,9 @@ class KernelCostModel(CostModelBase):
         key = (id(graph), device.name)
         hit = self._graphs.get(key)
         if hit is None or hit[0]() is not graph or len(hit[1]) != graph.number_of_nodes():
-            from hetsim.costmodel.gpu.features import gpu_ops
+            # lazy: at the top it would load scipy with this module
             from hetsim.costmodel.gpu.roofline import views
             from hetsim.costmodel.learned.xgb_features import moved_bytes
-            from hetsim.costmodel.math_mode import node_dtype
-            from hetsim.graphs.features import features
 
             gpu = KernelGPU.from_device(device)
             X = features(graph)

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.platform import Platform
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.gpu.kernel import KernelGPU
@@ -204,7 +205,6 @@ def vidur_gpus(data: str | Path = DATA) -> dict[str, VidurGPU]:
     """Vidur's GPUs (``gpus.json``): each either a preset's GPU (``preset``) or a spec
     sheet of its own (``spec``, ``tensor_flops``, ``launch_overhead_s``)."""
     from hetsim.costmodel.gpu.kernel import KernelGPU
-    from hetsim.costmodel.platform import Platform
 
     path = Path(data) / "gpus.json"
     try:

@@ -59,7 +59,7 @@ import pandas as pd
 from hetsim.costmodel.base import CostModelBase, CostModelError
 from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs.features import FEATURE_COLUMNS, features
-from hetsim.graphs.graph import VIEW_OPS
+from hetsim.graphs.graph import VIEW_OPS, atomic_write
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.platform import Device, Link, Platform
@@ -247,8 +247,6 @@ def read_model_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as compact JSON, atomically (:func:`graphs.graph.atomic_write`)."""
-    from hetsim.graphs.graph import atomic_write
-
     atomic_write(path, lambda fh: fh.write(json.dumps(data, separators=(",", ":")) + "\n"))
 
 

@@ -35,6 +35,7 @@ from hetsim.experiments.cli.common import (
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``simulate`` subcommand on ``sub``."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.sim.result import METRIC_DEFINITIONS, describe_metrics
 
     p = sub.add_parser(
@@ -99,6 +100,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Load model, platform and plan; simulate; print the table (or JSON); exit status."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim import schedulers
     from hetsim.costmodel.platform import Platform
 

@@ -34,6 +34,8 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from hetsim.costmodel.platform import PlatformError
+
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.platform import Platform
 
@@ -134,8 +136,6 @@ def check_calibration(platform: Platform, *, machine: str | None = None, gpu: st
     PlatformError
         For a ``format`` that is not an integer or newer than :data:`FORMAT`.
     """
-    from hetsim.costmodel.platform import PlatformError
-
     cal = platform.calibration
     if not cal:
         return None

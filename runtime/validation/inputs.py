@@ -28,6 +28,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hetsim import costmodel
+from hetsim.runtime.backends.tvm_backend import import_model
+
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
@@ -127,8 +130,7 @@ class InRunInputs:
                  folder: str | Path | None = None, *, backend: str = "torch", warmup: int = 3,
                  calibrate: str | None = None, plan_runs: int = 5, batch: int = 1,
                  profile: str | Path | None = None, device_map: Mapping[str, str] | None = None) -> None:
-        from hetsim import costmodel
-        from hetsim.runtime.backends.tvm_backend import import_model
+        # looked up when called: tests replace it on hetsim.runtime.executor.setup
         from hetsim.runtime.executor.setup import map_devices
         from hetsim.runtime.validation.context_profile import (
             ContextProfiler,
