@@ -288,8 +288,6 @@ def _plan_both(args: argparse.Namespace) -> int:
         data["llama_cpp"] = plan.to_dict() if plan is not None else {"error": why_not["llama.cpp"]}
         if agreement is not None:
             data["engines"] = agreement.to_dict()
-        from hetsim.graphs.graph import atomic_write
-
         path = atomic_write(args.out, lambda fh: json.dump(data, fh, indent=1, allow_nan=False))
     else:
         path = plan.save(args.out)

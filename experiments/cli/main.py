@@ -26,7 +26,7 @@ SUBCOMMANDS = ["graph", "replay", "simulate", "compare", "profile", "profile_imp
 
 #: packages hetsim installs only with an extra -> what a command that needs one says
 OPTIONAL_PACKAGES = {
-    "torch": "this needs PyTorch (the model zoo, PyTorch import, execution and profiling), which hetsim "
+    "torch": "this needs PyTorch (the model zoo, model import, execution and profiling), which hetsim "
              "installs only with its 'torch' extra: pip install torch --index-url "
              "https://download.pytorch.org/whl/cpu (the CPU build), or pip install 'hetsim[torch]'",
 }

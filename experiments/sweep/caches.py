@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hetsim.costmodel.base import as_cost_model
+from hetsim.costmodel.platform import Platform
 from hetsim.graphs.files import open_own_file
 from hetsim.graphs.graph import load
 from hetsim.graphs.llm import llm_graph_from_spec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
 
 __all__ = [
@@ -131,8 +131,6 @@ def make_platform(
     gpu_bandwidth: float = 1.0,
 ) -> Platform:
     """A preset or TOML platform with the override multipliers applied (cached)."""
-    from hetsim.costmodel.platform import Platform
-
     base = Platform.load(name)
     scale = dict(link_bandwidth=link_bandwidth, gpu_peak=gpu_peak, cpu_peak=cpu_peak,
                  gpu_bandwidth=gpu_bandwidth)  # fmt: skip

@@ -26,9 +26,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import hetsim
+from hetsim.costmodel.platform import LAUNCH_MODES, Platform, PlatformError
 from hetsim.graphs.graph import atomic_write
 from hetsim.runtime.backends.relax_model import import_model
 from hetsim.runtime.calibration.calibrated import FORMAT, apply_calibration, machine_name
@@ -42,9 +43,6 @@ from hetsim.runtime.calibration.host_bench import (
 )
 from hetsim.runtime.calibration.toml_text import toml_text
 from hetsim.runtime.executor.setup import wire
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.platform import Platform
 
 __all__ = ["DEFAULT_OUT", "Calibration", "calibrate"]
 
@@ -139,8 +137,6 @@ def calibrate(
     -------
     Calibration
     """
-    from hetsim.costmodel.platform import LAUNCH_MODES, Platform, PlatformError
-
     base = Platform.load(platform)
     if launch not in LAUNCH_MODES:
         raise PlatformError(f"unknown launch mode {launch!r}; modes: {list(LAUNCH_MODES)}")

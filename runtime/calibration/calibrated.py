@@ -32,12 +32,9 @@ import socket
 import statistics
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hetsim.costmodel.platform import PlatformError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.platform import Platform
+from hetsim.costmodel.platform import Platform, PlatformError
 
 __all__ = ["FORMAT", "LOCK_SLOWDOWN", "CalibrationWarning", "apply_calibration", "check_calibration",
            "cpu_model", "load_calibrated", "machine_name"]
@@ -168,8 +165,6 @@ def load_calibrated(path: str | os.PathLike[str] | Platform, *, machine: str | N
                     gpu: str | None = None, refuse: bool = False) -> Platform:
     """:meth:`Platform.load <sim.platform.Platform.load>`, then :func:`check_calibration`
     (``machine``, ``gpu``, ``refuse`` as there; its text as a :class:`CalibrationWarning`)."""
-    from hetsim.costmodel.platform import Platform
-
     platform = Platform.load(path)
     text = check_calibration(platform, machine=machine, gpu=gpu, refuse=refuse)
     if text is not None:

@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.platform import Device, Platform
 from hetsim.costmodel.platform import Platform as _Platform
 from hetsim.graphs.features import FEATURE_COLUMNS, features
+from hetsim.graphs.graph import Graph
 from hetsim.runtime.backends import parse_device
 from hetsim.runtime.backends.tvm_backend import import_model
 from hetsim.runtime.executor.execute import Execution
@@ -40,8 +42,6 @@ from hetsim.runtime.executor.setup import Wiring, load_model, wire
 from hetsim.runtime.profiler import MeasureSettings, build_manifest
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.platform import Platform
-    from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
 
 __all__ = ["ContextProfiler", "DeviceProfilers", "GpuContextRuns", "calibrate_dispatch", "measure_overhead",
@@ -51,8 +51,6 @@ __all__ = ["ContextProfiler", "DeviceProfilers", "GpuContextRuns", "calibrate_di
 def _one_device(device: str) -> tuple[Platform, dict[str, str]]:
     """A platform with one device ``d`` running on real device ``device`` (plus a
     CPU host when it is a GPU), and the device map that says so."""
-    from hetsim.costmodel.platform import Device, Platform
-
     spec = parse_device(device)
     kind = "gpu" if spec.kind == "gpu" else "cpu"
     dev = Device(name="d", kind=kind, peak_flops=1e12, mem_bandwidth_bytes_per_s=1e11, memory_bytes=1 << 36,
@@ -92,8 +90,6 @@ def measure_overhead(
     >>> 1e-6 < t < 1e-4                  # doctest: +SKIP
     True
     """
-    from hetsim.graphs.graph import Graph
-
     # lazy: at the top it would load simpy with this module
     from hetsim.sim.plan import Plan
 

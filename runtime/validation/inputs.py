@@ -30,14 +30,18 @@ from typing import TYPE_CHECKING, Any
 
 from hetsim import costmodel
 from hetsim.runtime.backends.tvm_backend import import_model
+from hetsim.runtime.validation.context_profile import (
+    ContextProfiler,
+    DeviceProfilers,
+    profile_in_context,
+)
+from hetsim.runtime.validation.handoff import HostCalibration
+from hetsim.runtime.validation.link_calibration import LinkCalibration
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
-    from hetsim.runtime.validation.context_profile import ContextProfiler, DeviceProfilers
-    from hetsim.runtime.validation.handoff import HostCalibration
-    from hetsim.runtime.validation.link_calibration import LinkCalibration
 
 __all__ = ["CALIBRATION_MODEL", "InRunInputs", "file_inputs", "timed_runs", "why_not_measured"]
 
@@ -132,13 +136,6 @@ class InRunInputs:
                  profile: str | Path | None = None, device_map: Mapping[str, str] | None = None) -> None:
         # looked up when called: tests replace it on hetsim.runtime.executor.setup
         from hetsim.runtime.executor.setup import map_devices
-        from hetsim.runtime.validation.context_profile import (
-            ContextProfiler,
-            DeviceProfilers,
-            profile_in_context,
-        )
-        from hetsim.runtime.validation.handoff import HostCalibration
-        from hetsim.runtime.validation.link_calibration import LinkCalibration
 
         self._temp = folder is None
         self.folder = Path(tempfile.mkdtemp(prefix="hetsim-validate-")) if folder is None else Path(folder)
@@ -184,8 +181,6 @@ class InRunInputs:
                  decisions: Mapping[str, float] | None = None) -> dict[str, str]:
         """Provenance lines: which inputs were measured in this run, which came from a file
         (``decisions``: ``"<model> <plan>"`` -> that dynamic plan's measured time per placement)."""
-        from hetsim.runtime.validation.context_profile import DeviceProfilers
-
         out = {"plan": f"made with op times measured in context just before the rounds ({self.plan_profile})",
                "op times": f"measured in this run: each graph node by node on "
                            f"{'each device alone' if isinstance(self.profiler, DeviceProfilers) else 'one worker'}, once per round, "
