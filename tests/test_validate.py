@@ -102,13 +102,16 @@ def test_profile_in_context_with_the_graphs_tensor_split_makes(squeeze, tmp_path
     assert json.loads((path / "dispatch.json").read_text())["cpu@1"] > 0
 
 
+@pytest.mark.slow
 def test_validate_all_googlenet_resnet18_measured_here(tmp_path):
     """No cost model given: the op times (planned with a short in-context profile
-    first) and the host costs are measured in the validation's own rounds."""
+    first) and the host costs are measured in the validation's own rounds (two models
+    at 64 x 64, each with its own dynamic plan: minutes on two busy cores)."""
     schedulers = ["all-cpu", "heft", "round-robin", "dynamic", "all-gpu"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = validate_all(["googlenet", "resnet18"], "cpu2", schedulers, warmup=2, repeats=6, out=tmp_path)
+        table = validate_all(["googlenet", "resnet18"], "cpu2", schedulers, warmup=2, repeats=6, out=tmp_path,
+                             model_kwargs={"googlenet": {"image_size": 64}, "resnet18": {"image_size": 64}})
     assert list(table.columns[: len(VALIDATION_COLUMNS)]) == VALIDATION_COLUMNS
     inputs = table.attrs["inputs"]
     assert inputs["op times"].startswith("measured in this run") and inputs["plan"].startswith("made with op times")
