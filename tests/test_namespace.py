@@ -3,6 +3,8 @@ package cannot shadow its layers."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import re
 import subprocess
@@ -98,12 +100,16 @@ def test_no_module_imports_a_layer_by_its_bare_name() -> None:
 LAYER_ORDER = ("graphs", "costmodel", "sim", "schedulers", "runtime", "experiments")
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """The parsed file, once per test process (the house tests below each read every file)."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 def _imports(path: Path) -> list[tuple[int, str, str]]:
     """``(line, module, name)`` of every ``from hetsim... import name`` / ``import hetsim...``."""
-    import ast
-
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("hetsim"):
             out += [(node.lineno, node.module, a.name) for a in node.names]
         elif isinstance(node, ast.Import):
@@ -197,10 +203,8 @@ print(folder.is_dir(), str(folder).startswith(TARGET), from_spec("default", plat
 def _private_uses(path: Path) -> list[str]:
     """``x._name`` (one leading underscore, not a dunder) where ``x`` is not ``self``
     or ``cls``: a private member of another object."""
-    import ast
-
     out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if not isinstance(node, ast.Attribute):
             continue
         name = node.attr
