@@ -320,7 +320,9 @@ def test_gpu_validation_targets_from_the_parts_csvs(tmp_path):
     assert {r["card"] for r in list(rows.values())[:4]} == {card}
 
 
+@pytest.mark.slow
 def test_gpu_validation_dry_run_writes_its_results_folder(tmp_path, capsys):
+    """Four parts of the GPU validation benchmark on the virtual GPU: minutes on two busy cores."""
     bench = _benchmark()
     out = tmp_path / "res"
     assert bench.main(["--dry-run", "--out", str(out), "--parts", "smoke,calibration,replay,validate-graph-b1",
