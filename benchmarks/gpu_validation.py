@@ -149,12 +149,12 @@ def whole_model_times(run_all: Callable[[], Any], repeats: int, *, cuda: bool) -
 
 
 def part_replay(out: Path, s: dict[str, Any]) -> None:
+    from hetsim.costmodel.platform import Platform
     from hetsim.runtime.backends.relax_model import import_model
     from hetsim.runtime.executor.execute import Execution
     from hetsim.runtime.executor.setup import wire
     from hetsim.runtime.validation.cuda_host import execution_launch, plan_launch
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
     platform = Platform.load(s["platform"])
     cuda = s["device"] != "cpu0"
@@ -218,9 +218,9 @@ def part_smoke(out: Path, s: dict[str, Any]) -> None:
     branches are ready together on a GPU with two streams."""
     import dataclasses
 
+    from hetsim.costmodel.platform import Platform
     from hetsim.runtime.executor.execute import execute_wired
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
     gpu, host = ("gpu", "cpu") if s["device"] != "cpu0" else ("cpu1", "cpu0")
     base = Platform.preset("xeon-p2200" if s["device"] != "cpu0" else "cpu2")

@@ -3,7 +3,7 @@ other worker produced, beyond what an input from its own worker costs.
 
 Executes a plan that alternates neighbours between the workers (round-robin) and
 prints the gap statistics of :func:`runtime.validation.validate.measure_handoff`; the median
-is what ``handoff_s`` of ``sim/presets/cpu2.toml`` should hold on this machine. With
+is what ``handoff_s`` of ``costmodel/presets/cpu2.toml`` should hold on this machine. With
 ``--dynamic`` it also runs the ``dynamic`` scheduler's policy, whose per-op
 decision shows as a longer gap after every input: the dynamic plan's same-worker
 gap less the static plan's is what ``decision_s`` of the preset should hold. With
@@ -37,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from hetsim import schedulers
+    from hetsim.costmodel.platform import Platform
     from hetsim.costmodel.roofline import Roofline
     from hetsim.graphs import zoo
     from hetsim.runtime.validation.validate import measure_handoff
-    from hetsim.sim.platform import Platform
 
     print(f"load average: {os.getloadavg()[0]:.2f}")
     platform = Platform.load("cpu2")

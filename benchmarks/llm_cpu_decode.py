@@ -30,8 +30,8 @@ import torch.nn.functional as F
 
 from hetsim import schedulers
 from hetsim.costmodel import Roofline
+from hetsim.costmodel.platform import Platform
 from hetsim.graphs.llm import Architecture, llm_graph
-from hetsim.sim.platform import Platform
 
 CFG = Architecture("bench-small", "llama", hidden=1024, layers=4, heads=16, kv_heads=4, head_dim=0, ffn=2816,
                    vocab=8192, max_context=1024)

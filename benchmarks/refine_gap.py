@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from hetsim import schedulers, zoo
-from hetsim.sim.platform import Platform
+from hetsim.costmodel.platform import Platform
 
 FIG5 = Path(__file__).resolve().parents[1] / "experiments" / "fig5_optimality_gap"
 MODELS = ["googlenet", "resnet50", "bert_base", "inception_v3", "lstm"]

@@ -86,10 +86,10 @@ def resimulated(out: Path, models: list[str], how: str) -> tuple[float, int] | N
     import pandas as pd
 
     from hetsim import costmodel, schedulers
+    from hetsim.costmodel.platform import Platform
     from hetsim.runtime.backends.tvm_backend import import_model
     from hetsim.runtime.validation.handoff import calibrated_platform
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
     if not (out / "calibration.csv").is_file() or not (out / "profile").is_dir():
         return None

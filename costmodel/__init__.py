@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from hetsim.costmodel.base import CostModel, CostModelError, as_cost_model, host_dispatch
+from hetsim.costmodel.base import (
+    CostModel,
+    CostModelBase,
+    CostModelError,
+    as_cost_model,
+    host_dispatch,
+)
 from hetsim.costmodel.learned.evaluate import evaluate, plot_eval
 from hetsim.costmodel.roofline import DEFAULT_EFFICIENCY, Roofline
 from hetsim.costmodel.spec import fit, from_spec, load, register_cost_source
@@ -62,6 +68,7 @@ __all__ = [
     "summarize_gpu",
     "KERNEL_FEATURES",
     "CostModel",
+    "CostModelBase",
     "CostModelError",
     "CostModelWarning",
     "MeasuredCostModel",

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link, Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link, Platform
 
 __all__ = [
     "CostModel",
+    "CostModelBase",
     "CostModelError",
     "as_cost_model",
     "host_dispatch",
@@ -36,11 +36,10 @@ class CostModel(Protocol):
     (:func:`host_dispatch`).
 
     A model may also price many nodes of one device at once, with the same
-    numbers as the one-node methods: ``op_times(graph, nodes, device)`` and
-    ``dispatch_times(graph, nodes, device)`` (lists of seconds, in ``nodes``
-    order). The simulator and the schedulers' cost tables use them when they exist
-    (:func:`price_nodes`); :class:`~costmodel.roofline.Roofline` has both, and
-    ``op_and_dispatch_times`` (both lists at once, each node read once).
+    numbers as the one-node methods: ``price_nodes(graph, nodes, device, *, attrs)``,
+    two lists of seconds (op and dispatch times, in ``nodes`` order). The simulator
+    and the schedulers' cost tables use it when it exists (:func:`price_nodes`);
+    :class:`CostModelBase`, which hetsim's cost models derive from, has it.
     """
 
     def op_time(self, graph: Graph, node: str, device: Device) -> float: ...
@@ -54,7 +53,7 @@ def host_dispatch(cost: Any, graph: Graph, node: str, device: Device) -> float:
 
     Examples
     --------
-    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> class OpAndTransfer:
     ...     def op_time(self, graph, node, device): return 1e-3
     ...     def transfer_time(self, nbytes, link): return 0.0
@@ -72,6 +71,62 @@ def host_dispatch(cost: Any, graph: Graph, node: str, device: Device) -> float:
         raise CostModelError(f"dispatch_time of {node!r} on {device.name!r} returned {t!r}, not seconds") from None
 
 
+class CostModelBase:
+    """Base class of hetsim's cost models: many nodes of a device priced in one call.
+
+    A subclass defines ``op_time`` and ``transfer_time``, and ``dispatch_time`` when
+    its host time to issue an op is not ``device.dispatch_s``. :meth:`price_nodes`
+    prices many nodes of one device at once (node by node here); a model with a faster
+    way over many nodes (:class:`~costmodel.roofline.Roofline`'s arrays, a wrapper's
+    one call of the model it wraps) overrides it with the same numbers. A subclass
+    that redefines ``op_time`` or ``dispatch_time`` without its own ``price_nodes``
+    is priced by its one-node methods (node by node): a class's batch pricing never
+    hides a subclass's change to a node's price.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        if ("op_time" in own or "dispatch_time" in own) and "price_nodes" not in own:
+            cls.price_nodes = CostModelBase.price_nodes  # type: ignore[method-assign]
+
+    def op_time(self, graph: Graph, node: str, device: Device) -> float:
+        """Kernel time of ``node`` on ``device`` in seconds, launch overhead included."""
+        raise NotImplementedError(f"{type(self).__name__} does not define op_time")
+
+    def transfer_time(self, nbytes: int, link: Link) -> float:
+        """Seconds to move ``nbytes`` over one hop of ``link``."""
+        raise NotImplementedError(f"{type(self).__name__} does not define transfer_time")
+
+    def dispatch_time(self, graph: Graph, node: str, device: Device) -> float:
+        """Host time to issue ``node`` on ``device``: ``device.dispatch_s``."""
+        return float(device.dispatch_s)
+
+    def price_nodes(
+        self,
+        graph: Graph,
+        nodes: Sequence[str],
+        device: Device,
+        *,
+        attrs: Sequence[Mapping[str, Any]] | None = None,
+    ) -> tuple[list[Any], list[Any]]:
+        """Op and host dispatch times of ``nodes`` on ``device`` (two lists, in
+        ``nodes`` order), as :meth:`op_time` and :meth:`dispatch_time` answer them; the
+        answers are not checked (callers check them). ``attrs``: the nodes' attribute
+        dicts (``graph.nx.nodes[n]``) in ``nodes`` order, when the caller has them at
+        hand, for a model that reads them."""
+        ops = [self.op_time(graph, n, device) for n in nodes]
+        return ops, [host_dispatch(self, graph, n, device) for n in nodes]
+
+    def op_times(self, graph: Graph, nodes: Sequence[str], device: Device) -> list[Any]:
+        """The op times of :meth:`price_nodes`."""
+        return self.price_nodes(graph, list(nodes), device)[0]
+
+    def dispatch_times(self, graph: Graph, nodes: Sequence[str], device: Device) -> list[Any]:
+        """The host dispatch times of :meth:`price_nodes`."""
+        return self.price_nodes(graph, list(nodes), device)[1]
+
+
 def price_nodes(
     cost: Any,
     graph: Graph,
@@ -80,21 +135,16 @@ def price_nodes(
     *,
     attrs: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[list[Any], list[Any]]:
-    """Op and host dispatch times of ``nodes`` on ``device``, as the model returns them.
-
-    One call of ``cost.op_and_dispatch_times`` when the model has it (defined in
-    the class that defines ``op_times`` and ``dispatch_times``, or below it), else
-    of ``cost.op_times`` / ``cost.dispatch_times`` when it has them, else
-    ``op_time`` and :func:`host_dispatch` node by node (in that order, node after
-    node). The answers are not checked: callers check them. ``attrs`` (the nodes'
-    attribute dicts, in ``nodes`` order) is handed to an ``op_and_dispatch_times``
-    that takes it, to save it the look-ups by name.
+    """Op and host dispatch times of ``nodes`` on ``device``, as the model returns them:
+    one call of ``cost.price_nodes`` (:meth:`CostModelBase.price_nodes`) when the model
+    has it, else ``op_time`` and :func:`host_dispatch` node by node. The answers are
+    not checked: callers check them.
 
     Examples
     --------
     >>> from hetsim.costmodel.roofline import Roofline
     >>> from hetsim.graphs import Graph
-    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> g = Graph()
     >>> g.add_op("mm", "matmul", flops=2e9, bytes=12_000_000)
     >>> g.add_op("view", "reshape", bytes=0)
@@ -102,52 +152,12 @@ def price_nodes(
     >>> [round(t * 1e6, 1) for t in ops], disp
     ([1007.0, 0.0], [6e-06, 0.0])
     """
-    many_ops = _batched(cost, "op_times", "op_time")
-    many_disp = _batched(cost, "dispatch_times", "dispatch_time")
-    both = getattr(cost, "op_and_dispatch_times", None)
-    if both is not None and many_ops is not None and many_disp is not None:
-        mro = type(cost).__mro__
-        if _defined_in(mro, "op_and_dispatch_times") <= min(_defined_in(mro, "op_times"),
-                                                           _defined_in(mro, "dispatch_times")):
-            if attrs is not None and _takes_attrs(both):
-                ops, disp = both(graph, nodes, device, attrs=attrs)
-            else:
-                ops, disp = both(graph, nodes, device)
-            return list(ops), list(disp)
-    if many_ops is None or (many_disp is None and hasattr(cost, "dispatch_time")):
-        ops, disp = [], []
-        for n in nodes:
-            ops.append(cost.op_time(graph, n, device))
-            disp.append(host_dispatch(cost, graph, n, device))
-        return ops, disp
-    ops = list(many_ops(graph, nodes, device))
-    if many_disp is None:
-        return ops, [float(device.dispatch_s)] * len(ops)
-    return ops, list(many_disp(graph, nodes, device))
-
-
-def _batched(cost: Any, many: str, one: str) -> Any:
-    """``cost.<many>`` when it prices what ``cost.<one>`` does: not when a subclass
-    overrides the one-node method below the class that defines the batch one (a
-    ``Roofline`` subclass with its own ``dispatch_time`` keeps it)."""
-    method = getattr(cost, many, None)
-    if method is None:
-        return None
-    mro = type(cost).__mro__
-    return method if _defined_in(mro, many) <= _defined_in(mro, one) else None
-
-
-def _takes_attrs(method: Any) -> bool:
-    """Whether a bound ``op_and_dispatch_times`` has an ``attrs`` keyword."""
-    try:
-        return "attrs" in inspect.signature(method).parameters
-    except (TypeError, ValueError):  # no signature to read (a builtin or C method)
-        return False
-
-
-def _defined_in(mro: tuple[type, ...], name: str) -> int:
-    """Position in ``mro`` of the class that defines ``name`` (``len(mro)``: none)."""
-    return next((i for i, c in enumerate(mro) if name in vars(c)), len(mro))
+    many = getattr(cost, "price_nodes", None)
+    if many is not None:
+        ops, disp = many(graph, nodes, device, attrs=attrs)
+        return list(ops), list(disp)
+    ops = [cost.op_time(graph, n, device) for n in nodes]
+    return ops, [host_dispatch(cost, graph, n, device) for n in nodes]
 
 
 def as_cost_model(cost: Any = None, *, platform: Platform | None = None) -> Any:
@@ -171,10 +181,12 @@ def as_cost_model(cost: Any = None, *, platform: Platform | None = None) -> Any:
         for an unknown spec, or an object without ``op_time`` and ``transfer_time``.
     """
     if cost is None and platform is None:
+        # import cycle: hetsim.costmodel.roofline -> hetsim.costmodel.base
         from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
     if cost is None or isinstance(cost, str | os.PathLike):
+        # import cycle: hetsim.costmodel.spec -> hetsim.costmodel.base
         from hetsim.costmodel.spec import from_spec
 
         return from_spec(None if cost is None else str(cost), platform=platform)

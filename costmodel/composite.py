@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from hetsim.costmodel.base import CostModelError, host_dispatch
+from hetsim.costmodel.base import CostModelBase, CostModelError, host_dispatch
+from hetsim.costmodel.spec import single_source
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link, Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link, Platform
 
 __all__ = ["PlatformCostModel", "parse_composite"]
 
@@ -52,7 +53,7 @@ def parse_composite(spec: str) -> dict[str, str]:
     return out
 
 
-class PlatformCostModel:
+class PlatformCostModel(CostModelBase):
     """A cost model per device (see the module docstring).
 
     Parameters
@@ -69,7 +70,7 @@ class PlatformCostModel:
 
     Examples
     --------
-    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> p = Platform.preset("xeon-p2200")
     >>> cost = PlatformCostModel({"cpu": "roofline"}, platform=p)
     >>> cost.describe()
@@ -84,6 +85,7 @@ class PlatformCostModel:
         self._link_fits: dict[tuple[str, str], tuple[float, float]] | None = None
         self.links = links
         if links is not None:
+            # lazy: at the top it would load pandas with this module
             from hetsim.costmodel.profile_reader import Profile, read_profile
 
             prof = links if isinstance(links, Profile) else read_profile(links)
@@ -126,8 +128,6 @@ class PlatformCostModel:
             return spec
         model = self._built.get(spec)
         if model is None:
-            from hetsim.costmodel.spec import single_source
-
             model = self._built[spec] = single_source(spec, platform=self.platform)
         return model
 

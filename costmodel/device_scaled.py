@@ -15,7 +15,7 @@ Examples
 --------
 >>> from hetsim.costmodel.roofline import Roofline
 >>> from hetsim.graphs import Graph
->>> from hetsim.sim.platform import Platform
+>>> from hetsim.costmodel.platform import Platform
 >>> g = Graph()
 >>> g.add_op("mm", "matmul", flops=2e9, bytes=12_000_000)
 >>> cpu2 = Platform.preset("cpu2")
@@ -32,16 +32,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hetsim.costmodel.base import CostModelError, host_dispatch, price_nodes
+from hetsim.costmodel.base import CostModelBase, CostModelError, host_dispatch, price_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link
 
 __all__ = ["DeviceScaled"]
 
 
-class DeviceScaled:
+class DeviceScaled(CostModelBase):
     """``cost`` with the op times of the devices in ``factors`` multiplied.
 
     Parameters
@@ -73,11 +73,7 @@ class DeviceScaled:
         f = self.factors.get(device.name)
         return t if f is None else float(t) * f
 
-    def op_times(self, graph: Graph, nodes: Sequence[str], device: Device) -> list[Any]:
-        """The op times of ``nodes`` on ``device`` (the wrapped model's batch pricing, scaled)."""
-        return self.op_and_dispatch_times(graph, nodes, device)[0]
-
-    def op_and_dispatch_times(
+    def price_nodes(
         self,
         graph: Graph,
         nodes: Sequence[str],
@@ -85,19 +81,15 @@ class DeviceScaled:
         *,
         attrs: Sequence[Mapping[str, Any]] | None = None,
     ) -> tuple[list[Any], list[Any]]:
-        """:meth:`op_times` and :meth:`dispatch_times` from one batch pricing of the
-        wrapped model (what :func:`~costmodel.base.price_nodes` calls; ``attrs``
-        passed on to it)."""
+        """Op and dispatch times of ``nodes`` on ``device`` from one
+        :func:`~costmodel.base.price_nodes` call of the wrapped model (``attrs`` passed
+        on to it), the op times scaled."""
         ops, disp = price_nodes(self.cost, graph, nodes, device, attrs=attrs)
         f = self.factors.get(device.name)
         return (ops if f is None else [float(t) * f for t in ops]), disp
 
     def dispatch_time(self, graph: Graph, node: str, device: Device) -> float:
         return host_dispatch(self.cost, graph, node, device)
-
-    def dispatch_times(self, graph: Graph, nodes: Sequence[str], device: Device) -> list[Any]:
-        """Host dispatch times of ``nodes`` on ``device``: the wrapped model's, unscaled."""
-        return self.op_and_dispatch_times(graph, nodes, device)[1]
 
     def transfer_time(self, nbytes: int, link: Link) -> float:
         return self.cost.transfer_time(nbytes, link)

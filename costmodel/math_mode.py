@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Device
+    from hetsim.costmodel.platform import Device
 
 __all__ = ["MISSING", "math_mode", "mode_peak", "node_dtype"]
 

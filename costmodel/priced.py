@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from hetsim.costmodel.base import host_dispatch, price_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link, Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link, Platform
 
 __all__ = ["PricedGraph", "priced_graph"]
 

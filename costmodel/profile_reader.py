@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.learned.measured import CostModelWarning
 from hetsim.graphs.features import FEATURE_COLUMNS
 
 __all__ = [
@@ -236,8 +237,6 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
     ops = validate_ops(read_csv_strict(ops_path), kinds, where=str(ops_path))
     if launch_included(manifest) and (ops["device_kind"] == "gpu").any():
         import warnings
-
-        from hetsim.costmodel.learned.measured import CostModelWarning
 
         warnings.warn(CostModelWarning(
             f"profile {manifest.get('name', folder.name)!r} ({folder}) is format version 1: its GPU times "

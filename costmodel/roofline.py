@@ -50,13 +50,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelBase, CostModelError
 from hetsim.costmodel.math_mode import MISSING, math_mode, mode_peak, node_dtype
 from hetsim.graphs.graph import VIEW_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link, Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link, Platform
 
 __all__ = [
     "DEFAULT_EFFICIENCY",
@@ -209,7 +209,7 @@ def _interp(curve: tuple[list[float], list[float]], flops: float) -> float:
     return ys[i - 1] + w * (ys[i] - ys[i - 1])
 
 
-class Roofline:
+class Roofline(CostModelBase):
     """Roofline cost model with per-op, per-size compute efficiency.
 
     Parameters
@@ -231,7 +231,7 @@ class Roofline:
     Examples
     --------
     >>> from hetsim.graphs import Graph
-    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> g = Graph()
     >>> g.add_op("mm", "matmul", flops=2e9, bytes=12_000_000)
     >>> gpu = Platform.preset("xeon-p2200").device("gpu")
@@ -250,7 +250,8 @@ class Roofline:
         view_ops: Iterable[str] = VIEW_OPS,
         matmul_precision: str | None = None,
     ) -> None:
-        from hetsim.sim.platform import MATMUL_PRECISIONS
+        # import cycle: hetsim.costmodel.platform -> hetsim.costmodel -> hetsim.costmodel.roofline
+        from hetsim.costmodel.platform import MATMUL_PRECISIONS
 
         if matmul_precision is not None and matmul_precision not in MATMUL_PRECISIONS:
             raise CostModelError(f"unknown matmul_precision {matmul_precision!r}; choose from {list(MATMUL_PRECISIONS)}")
@@ -304,7 +305,7 @@ class Roofline:
     ) -> float:
         """Fraction of ``device.peak_flops`` that ``op`` reaches at ``flops``.
 
-        >>> from hetsim.sim.platform import Device
+        >>> from hetsim.costmodel.platform import Device
         >>> gpu = Device("g", "gpu", peak_flops=1e13, mem_bandwidth_bytes_per_s=1e12, memory_bytes=2**30)
         >>> Roofline().compute_efficiency("dense", 1e10, gpu)
         0.7
@@ -351,6 +352,7 @@ class Roofline:
         if missing == MISSING and (device.name, mode) not in self._warned:
             import warnings
 
+            # import cycle: hetsim.costmodel.learned.measured -> hetsim.costmodel.roofline
             from hetsim.costmodel.learned.measured import CostModelWarning
 
             self._warned.add((device.name, mode))
@@ -385,17 +387,7 @@ class Roofline:
             t_cmp = flops / (peak * eff)
         return max(t_cmp, t_mem) + device.launch_overhead_s
 
-    def op_times(self, graph: Graph, nodes: Iterable[str], device: Device) -> list[float]:
-        """:meth:`op_time` of each of ``nodes`` on ``device`` (the same numbers), in one
-        pass: the simulator and the schedulers price whole graphs with it."""
-        return self.op_and_dispatch_times(graph, nodes, device)[0]
-
-    def dispatch_times(self, graph: Graph, nodes: Iterable[str], device: Device) -> list[float]:
-        """:meth:`dispatch_time` of each of ``nodes`` on ``device``."""
-        data, classify, ds = graph.nx.nodes, self._classify, device.dispatch_s
-        return [0.0 if classify(data[n])[0] else ds for n in nodes]
-
-    def op_and_dispatch_times(
+    def price_nodes(
         self,
         graph: Graph,
         nodes: Sequence[str],
@@ -403,10 +395,10 @@ class Roofline:
         *,
         attrs: Sequence[Mapping[str, Any]] | None = None,
     ) -> tuple[list[float], list[float]]:
-        """:meth:`op_times` and :meth:`dispatch_times` together (the numbers of
+        """Op and dispatch times of ``nodes`` on ``device`` (the numbers of
         :meth:`op_time` and :meth:`dispatch_time`, bit for bit): each node's attributes
-        read once, the roofline computed over arrays (:func:`costmodel.price_nodes`
-        prefers it).
+        read once, the roofline computed over arrays; the simulator and the schedulers
+        price whole graphs with it.
 
         ``attrs``: the nodes' attribute dicts (``graph.nx.nodes[n]``) in ``nodes``
         order, when the caller has them at hand (the simulator does): saves looking
@@ -420,7 +412,7 @@ class Roofline:
             data = graph.nx.nodes
             attrs = [data[n] for n in nodes]
         if len(attrs) < _ARRAY_MIN:
-            return self._one_by_one(graph, nodes, device)
+            return super().price_nodes(graph, nodes, device)
         classify, plain = self._classify, self._plain
         keys: list[tuple[bool, str]] = []
         flops_l: list[Any] = []
@@ -437,7 +429,7 @@ class Roofline:
             compute = np.flatnonzero((flops > 0) & ~view)
             effs = self._efficiencies([keys[i][1] for i in compute.tolist()], flops[compute].tolist(), device)
         except (CostModelError, KeyError, TypeError, ValueError, OverflowError):
-            return self._one_by_one(graph, nodes, device)  # names the first bad node
+            return super().price_nodes(graph, nodes, device)  # names the first bad node
         t_mem = nbytes / (device.mem_bandwidth_bytes_per_s * self.memory_efficiency(device))
         t = np.where(0.0 >= t_mem, 0.0, t_mem)
         if device.tensor_flops is None:
@@ -463,11 +455,6 @@ class Roofline:
                 entry = resolved[key] = self._resolved[(key, device.name, device.kind)]
             add(entry if type(entry) is float else _interp(entry, f))
         return np.array(out, dtype=float)
-
-    def _one_by_one(self, graph: Graph, nodes: Sequence[str], device: Device) -> tuple[list[float], list[float]]:
-        """:meth:`op_time` and :meth:`dispatch_time` node by node (few nodes, or odd ones)."""
-        ops = [self.op_time(graph, n, device) for n in nodes]
-        return ops, [self.dispatch_time(graph, n, device) for n in nodes]
 
     def transfer_time(self, nbytes: int, link: Link) -> float:
         """One hop: ``latency_s + nbytes / bandwidth_bytes_per_s``."""
@@ -512,7 +499,7 @@ class Roofline:
 
         Examples
         --------
-        >>> from hetsim.sim.platform import Platform
+        >>> from hetsim.costmodel.platform import Platform
         >>> p = Platform.preset("cpu2")
         >>> rows = [{"op": "matmul", "device": "cpu0", "flops": 2e9, "bytes": 1.2e7,
         ...          "time_s": 2e9 / (8.3e10 * 0.5) + 1e-6}]

@@ -17,8 +17,8 @@ from hetsim.costmodel.base import CostModelError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.learned.measured import MeasuredCostModel, Predictor
+    from hetsim.costmodel.platform import Platform
     from hetsim.costmodel.profile_reader import Profile
-    from hetsim.sim.platform import Platform
 
 __all__ = ["KINDS", "DEFAULT_KIND", "builtin_bank", "check_spec", "fit", "from_spec", "load", "gpu_profile_name",
            "make_predictor", "register_cost_source", "single_source"]
@@ -32,6 +32,7 @@ DEFAULT_KIND = "table"
 
 def _trace_source(arg: str, *, platform: Platform | None = None) -> Any:
     """``trace:PATH[@STEP]``: the measured times of a profiler trace's step."""
+    # import cycle: hetsim.costmodel.trace.measured -> hetsim.costmodel -> hetsim.costmodel.spec
     from hetsim.costmodel.trace.measured import trace_source
 
     return trace_source(arg, platform=platform)
@@ -80,6 +81,7 @@ def make_predictor(kind: str, **params: Any) -> Predictor:
     For ``"table"``, ``fallback`` may be a kind name (``"polynomial"``/``"xgboost"``,
     default ``"xgboost"``) or a predictor; ``fallback_params`` configures it.
     """
+    # import cycle: hetsim.costmodel.learned.measured -> hetsim.costmodel -> hetsim.costmodel.spec
     from hetsim.costmodel.learned.measured import Predictor, predictor_class
 
     if kind not in KINDS:
@@ -101,6 +103,7 @@ def make_predictor(kind: str, **params: Any) -> Predictor:
 
 
 def as_profile(profile: Profile | str | os.PathLike[str]) -> Profile:
+    # import cycle: hetsim.costmodel.profile_reader -> hetsim.costmodel -> hetsim.costmodel.spec
     from hetsim.costmodel.profile_reader import Profile, read_profile
 
     return profile if isinstance(profile, Profile) else read_profile(profile)
@@ -146,6 +149,7 @@ def fit(
     >>> cost = costmodel.fit("profiles/box", "polynomial")         # doctest: +SKIP
     >>> cost.predictor.selection()                                 # doctest: +SKIP
     """
+    # import cycle: hetsim.costmodel.learned.measured -> hetsim.costmodel -> hetsim.costmodel.spec
     from hetsim.costmodel.learned.measured import MeasuredCostModel
 
     prof = as_profile(profile)
@@ -159,6 +163,7 @@ def fit(
 def load(path: str | os.PathLike[str]) -> Any:
     """Load a model saved by ``save``: a :class:`~costmodel.learned.measured.MeasuredCostModel`
     (``hetsim costmodel fit``) or a bare predictor (Table, Polynomial, XGBoost)."""
+    # import cycle: hetsim.costmodel.learned.measured -> hetsim.costmodel -> hetsim.costmodel.spec
     from hetsim.costmodel.learned.measured import MeasuredCostModel, Predictor, read_model_file
 
     data = read_model_file(path)
@@ -224,14 +229,16 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
     --------
     >>> type(from_spec("roofline")).__name__
     'Roofline'
-    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> from_spec("cpu=roofline,gpu=roofline", platform=Platform.preset("xeon-p2200")).describe()
     'cpu=roofline,gpu=roofline'
     """
+    # import cycle: hetsim.costmodel.composite -> hetsim.costmodel.spec
     from hetsim.costmodel.composite import PlatformCostModel, parse_composite
 
     if spec is None or spec == "default":
         if platform is not None and not any(d.cost for d in platform.devices):
+            # import cycle: hetsim.costmodel.roofline -> hetsim.costmodel -> hetsim.costmodel.spec
             from hetsim.costmodel.roofline import Roofline
 
             return Roofline()
@@ -243,6 +250,9 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
         links = items.pop("link", None)
         return PlatformCostModel(items, links=links, platform=platform)
     model = single_source(spec, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
+    # import cycles:
+    #   hetsim.costmodel.gpu.kernel_cost -> hetsim.costmodel -> hetsim.costmodel.spec
+    #   hetsim.costmodel.gpu.model -> hetsim.costmodel -> hetsim.costmodel.spec
     from hetsim.costmodel.gpu.kernel_cost import KernelCostModel
     from hetsim.costmodel.gpu.model import GPUCostModel
 
@@ -254,6 +264,7 @@ def from_spec(spec: str | None = "default", *, platform: Platform | None = None,
 @functools.lru_cache(maxsize=1)
 def builtin_bank() -> Any:
     """The :class:`~costmodel.gpu.model.GPUBank` of the built-in GPU profiles (one per process)."""
+    # import cycle: hetsim.costmodel.gpu.model -> hetsim.costmodel -> hetsim.costmodel.spec
     from hetsim.costmodel.gpu.model import GPUBank
 
     return GPUBank.builtin()
@@ -277,21 +288,26 @@ def single_source(spec: str, *, platform: Platform | None = None,
                   device_map: Mapping[str, str] | None = None, allow_uncovered: bool = False) -> Any:
     """The cost model of one source spec (every form of :func:`from_spec` but
     ``default`` and ``DEVICE=SPEC`` lists)."""
+    # import cycle: hetsim.costmodel.builtin -> hetsim.costmodel -> hetsim.costmodel.spec
     from hetsim.costmodel.builtin import builtin_profiles
 
     if spec == "roofline":
+        # import cycle: hetsim.costmodel.roofline -> hetsim.costmodel -> hetsim.costmodel.spec
         from hetsim.costmodel.roofline import Roofline
 
         return Roofline()
     if spec == "cross-gpu":
+        # import cycle: hetsim.costmodel.gpu.model -> hetsim.costmodel -> hetsim.costmodel.spec
         from hetsim.costmodel.gpu.model import GPUCostModel
 
         return GPUCostModel(builtin_bank(), None)
     if spec == "kernel":
+        # import cycle: hetsim.costmodel.gpu.kernel_cost -> hetsim.costmodel -> hetsim.costmodel.spec
         from hetsim.costmodel.gpu.kernel_cost import KernelCostModel
 
         return KernelCostModel()
     if spec.startswith("aiconfigurator-"):
+        # import cycle: hetsim.costmodel.gpu.aiconfigurator -> hetsim.costmodel -> hetsim.costmodel.spec
         from hetsim.costmodel.gpu.aiconfigurator import AIConfiguratorCostModel
 
         return AIConfiguratorCostModel(spec[len("aiconfigurator-"):])
@@ -302,11 +318,13 @@ def single_source(spec: str, *, platform: Platform | None = None,
     if path.is_dir():
         gpu = gpu_profile_name(path)
         if gpu is not None:
+            # import cycle: hetsim.costmodel.gpu.model -> hetsim.costmodel -> hetsim.costmodel.spec
             from hetsim.costmodel.gpu.model import GPUBank, GPUCostModel
 
             return GPUCostModel(GPUBank.from_profiles([path]), gpu, name=path.name)
         return fit(path, DEFAULT_KIND, platform=platform, device_map=device_map, allow_uncovered=allow_uncovered)
     if path.is_file():
+        # import cycle: hetsim.costmodel.learned.measured -> hetsim.costmodel -> hetsim.costmodel.spec
         from hetsim.costmodel.learned.measured import MeasuredCostModel
 
         model = load(path)
@@ -329,6 +347,7 @@ def single_source(spec: str, *, platform: Platform | None = None,
     if spec in builtins:
         gpu = gpu_profile_name(builtins[spec])
         if gpu is not None:
+            # import cycle: hetsim.costmodel.gpu.model -> hetsim.costmodel -> hetsim.costmodel.spec
             from hetsim.costmodel.gpu.model import GPUCostModel
 
             return GPUCostModel(builtin_bank(), gpu, name=spec)
@@ -339,6 +358,7 @@ def single_source(spec: str, *, platform: Platform | None = None,
 
 def _unknown_spec(spec: str) -> CostModelError:
     """The error for a cost spec that names nothing: every form :func:`from_spec` knows."""
+    # import cycle: hetsim.costmodel.builtin -> hetsim.costmodel -> hetsim.costmodel.spec
     from hetsim.costmodel.builtin import builtin_profiles
 
     return CostModelError(
@@ -368,6 +388,9 @@ def check_spec(spec: str | None) -> None:
     ...
     hetsim.costmodel.base.CostModelError: cost model spec 'roofline:typo': expected ...
     """
+    # import cycles:
+    #   hetsim.costmodel.builtin -> hetsim.costmodel -> hetsim.costmodel.spec
+    #   hetsim.costmodel.composite -> hetsim.costmodel.spec
     from hetsim.costmodel.builtin import builtin_profiles
     from hetsim.costmodel.composite import parse_composite
 

@@ -22,9 +22,13 @@ from typing import Any
 
 import pandas as pd
 
+from hetsim import schedulers as sched_mod
+from hetsim.costmodel.base import CostModelError, as_cost_model
+from hetsim.costmodel.platform import Platform
+from hetsim.experiments.output_folder import replace_outputs
 from hetsim.graphs.graph import Graph, atomic_write
 from hetsim.schedulers.run import RUN_COLUMNS, PlanRun
-from hetsim.sim.platform import Platform
+from hetsim.sim.engine.state import check_arrivals
 
 __all__ = ["COLUMN_DEFINITIONS", "OUTPUTS", "STATUSES", "TABLE_COLUMNS", "TIE_RTOL", "Comparison",
            "check_arguments", "compare"]
@@ -185,8 +189,6 @@ class Comparison:
         (:func:`~experiments.output_folder.replace_outputs`): when writing any of
         them fails, ``out`` keeps the previous run's files, untouched.
         """
-        from hetsim.experiments.output_folder import replace_outputs
-
         return replace_outputs(out, lambda stage: self._write(stage, plots), OUTPUTS)
 
     def _write(self, out: Path, plots: bool) -> None:
@@ -203,6 +205,7 @@ class Comparison:
         matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
 
+        # lazy: at the top it would load matplotlib with this module
         from hetsim.experiments.plotting.charts import comparison_bars, gantt, save_figure
 
         requests = int(self.config.get("requests", 1) or 1)
@@ -282,8 +285,6 @@ def compare(
         when the cost model cannot price the graph (e.g. a profile that measured
         none of its operators): bad input for every scheduler alike.
     """
-    from hetsim.costmodel.base import as_cost_model
-
     instances = check_arguments(schedulers, scheduler_args, requests, interval_s)
     names = list(instances)
     scheduler_args = dict(scheduler_args or {})
@@ -342,9 +343,6 @@ def check_arguments(
     SimulationError
         for ``requests`` < 1 or a negative ``interval_s``.
     """
-    from hetsim import schedulers as sched_mod
-    from hetsim.sim.engine.state import check_arrivals
-
     check_arrivals(requests, interval_s)
     names = list(schedulers) if schedulers is not None else sched_mod.names()
     for n in scheduler_args or {}:
@@ -358,8 +356,7 @@ def _compare_one(s: Any, name: str, graph: Graph, platform: Platform, cost: Any,
     """One scheduler's row (and run, when ok): whatever it raises becomes the row,
     except a :class:`~costmodel.CostModelError` (the cost model cannot price the graph:
     bad input for every scheduler)."""
-    from hetsim import schedulers as sched_mod
-    from hetsim.costmodel.base import CostModelError
+    # lazy: at the top it would load the sweep package (multiprocessing) with this module
     from hetsim.experiments.sweep.point import one_line
 
     row: dict[str, Any] = {"scheduler": name, "status": "ok", "note": ""}

@@ -120,6 +120,7 @@ def plot_main(
     Reads ``--results`` (default ``here/results.csv``) with ``load``, saves
     ``figure(df)`` as ``--out/name`` (PNG and PDF) and prints ``headline(df)``.
     """
+    # lazy: at the top it would load matplotlib with this module
     from hetsim.experiments.plotting.charts import save_figure
 
     ap = argparse.ArgumentParser(description=(doc or name).splitlines()[0])

@@ -159,6 +159,7 @@ def platform_toml(m: dict[str, Any]) -> str:
 
 def this_platform(path: str | Path = THIS_PLATFORM) -> Path:
     """The platform file ``--platform this`` names; :class:`SchedulerError` when not calibrated."""
+    # lazy: at the top it would load networkx, numpy, simpy with this module
     from hetsim.schedulers import SchedulerError
 
     p = Path(path)

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hetsim.costmodel.llamacpp import AchievedRates, predict
-from hetsim.sim.platform import Platform
+from hetsim.costmodel.platform import Platform
+from hetsim.graphs.llm import llm_graph
+from hetsim.graphs.llm.simulated_model import weight_format_of
 
 __all__ = ["AGREEMENT", "EngineAgreement", "achieved_platform", "compare_engines"]
 
@@ -100,7 +102,7 @@ def compare_engines(plan, report, platform: Platform | str) -> EngineAgreement:
     ``report`` the simulated one (:class:`~experiments.llm_plan.LLMPlanReport`) of the same
     model on ``platform``.
     """
-    from hetsim.graphs.llm import llm_graph
+    # lazy: at the top it would load simpy with this module
     from hetsim.schedulers import run_plan
     from hetsim.schedulers.llm.residency import Residency
 
@@ -125,7 +127,6 @@ def compare_engines(plan, report, platform: Platform | str) -> EngineAgreement:
     cpp = predict(model, machine, run, "tg", 1, rates)
     platform = Platform.load(platform)
     rated = achieved_platform(platform, rates, run.threads or machine.threads, machine.gpu_hbm)
-    from hetsim.graphs.llm.simulated_model import weight_format_of
 
     decode = llm_graph(model.arch, phase="decode", kv_length=ctx, context=ctx, weights=weight_format_of(model),
                        kv_dtype=report.kv_dtype)

@@ -18,9 +18,9 @@ from hetsim.schedulers.llm.policies import NGL, ExpertOffload
 from hetsim.schedulers.llm.residency import layer_units, llm_devices
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.schedulers.llm.residency import Residency
-    from hetsim.sim.platform import Platform
 
 __all__ = ["llama_cpp_flags", "number_regex"]
 
@@ -39,7 +39,7 @@ def llama_cpp_flags(residency: Residency, graph: Graph, platform: Platform) -> t
     Examples
     --------
     >>> from hetsim.graphs.llm import llm_graph
-    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> g, p = llm_graph("tiny", kv_length=8), Platform.preset("desktop-rtx4090")
     >>> llama_cpp_flags(NGL.layout(g, p, 1), g, p)[0]
     '-ngl 1'

@@ -22,7 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from hetsim.costmodel.llamacpp.machine import Machine, pcie_bandwidth
+from hetsim.costmodel.llamacpp.rates import AchievedRates
+from hetsim.costmodel.platform import Device, Link, Platform, PlatformError
 from hetsim.schedulers import SchedulerError
+from hetsim.schedulers.llm.residency import llm_devices
 
 __all__ = ["GPU_TABLE", "VENDOR_BACKENDS", "find_gpu", "gpu_table", "gpu_vendor", "machine_from_flags",
            "machine_from_platform", "parse_rate", "platform_from_flags"]
@@ -146,9 +149,6 @@ def platform_from_flags(gpu: str | None, *, ram_gb: float | None, ram_bw: str | 
     SchedulerError
         a figure missing or not positive, naming the flag that gives it.
     """
-    from hetsim.costmodel.llamacpp.rates import AchievedRates
-    from hetsim.sim.platform import Device, Link, Platform, PlatformError
-
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1 or (gpus > 1 and not gpu):
         raise SchedulerError(f"--gpus must be an int >= 1 with --gpu, got {gpus!r}")
     missing = [f for f, v in (("--ram-gb", ram_gb), ("--ram-bw", ram_bw), ("--threads", threads)) if v is None]
@@ -246,9 +246,6 @@ def machine_from_platform(platform, backend: str | None = None) -> Machine:
     as many GPUs as the platform has of that one (same description, memory and
     bandwidth); whether its memory is HBM (the cited GPU's ``memory_type``); ``backend``
     (default: the GPU vendor's own, ``cpu`` without a GPU)."""
-    from hetsim.schedulers.llm.residency import llm_devices
-    from hetsim.sim.platform import Platform
-
     platform = Platform.load(platform)
     if not any(d.kind == "gpu" for d in platform.devices):
         cpus = [d for d in platform.devices if d.kind == "cpu"]

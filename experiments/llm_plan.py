@@ -24,13 +24,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hetsim.costmodel.base import as_cost_model
+from hetsim.costmodel.platform import Platform
+from hetsim.experiments.llm_flags import llama_cpp_flags
 from hetsim.graphs.graph import atomic_write
 from hetsim.graphs.llm import Architecture, LLMWorkload, WeightFormat, llm_graph
 from hetsim.graphs.llm.simulated_model import simulated_model
 from hetsim.schedulers import SchedulerError, get, llm_names, run_plan
 from hetsim.schedulers.llm.residency import DEFAULT_RESERVE_BYTES, Residency, llm_devices
 from hetsim.sim.plan import size_text
-from hetsim.sim.platform import Platform
 
 __all__ = ["LLMPlanReport", "PolicyPrediction", "plan_llm"]
 
@@ -169,8 +171,6 @@ def plan_llm(
         a platform without host memory or GPU; a model that fits nowhere (needed and
         available memory per device).
     """
-    from hetsim.costmodel.base import as_cost_model
-
     model, weights = simulated_model(model, weights)
     platform = Platform.load(platform)
     host, gpu = llm_devices(platform)
@@ -218,8 +218,6 @@ def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
 
 def _prediction(name: str, residency: Residency, runs: dict, decode, platform: Platform, batch: int,
                 prompt: int) -> PolicyPrediction:
-    from hetsim.experiments.llm_flags import llama_cpp_flags
-
     d, p = runs["decode"], runs["prefill"]
     memory = {k: int(max(d.peak_memory.get(k, 0), p.peak_memory.get(k, 0))) for k in d.peak_memory}
     pcie = sum(d.bytes_moved.values()) / batch

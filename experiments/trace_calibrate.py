@@ -7,9 +7,12 @@ import json
 import os
 from pathlib import Path
 
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.platform import Platform
 from hetsim.costmodel.trace import TraceFigures, calibrated_from_trace, trace_figures
+from hetsim.costmodel.trace.devices import traced_preset
 from hetsim.graphs.graph import atomic_write
-from hetsim.sim.platform import Platform
+from hetsim.runtime.calibration.toml_text import toml_text
 
 __all__ = ["calibrate_from_trace"]
 
@@ -19,16 +22,11 @@ def calibrate_from_trace(trace: str | os.PathLike[str], out: str | os.PathLike[s
     """Write ``out/platform.toml`` (``platform``, default the preset of the traced GPU,
     with the trace's figures: :func:`costmodel.trace.calibrated_from_trace`) and
     ``out/measurements.json`` (the figures); return both."""
-    from hetsim.costmodel.trace.devices import traced_preset
-    from hetsim.runtime.calibration.toml_text import toml_text
-
     figures = trace_figures(trace, step=step)
     if platform is None:
         device = figures.device or ""
         platform = traced_preset(device)
         if platform is None:
-            from hetsim.costmodel.base import CostModelError
-
             raise CostModelError(f"{trace}: no preset describes the traced GPU {device or '(not named)'!r}; "
                                  "give --platform")
     cal = calibrated_from_trace(Platform.load(platform), figures)

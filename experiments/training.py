@@ -52,8 +52,8 @@ from hetsim.graphs.graph import Graph, tensor_bytes, validate
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
 __all__ = ["BACKWARD_PREFIX", "colocated_plan", "forward_of", "training_cost_view", "training_graph"]
 
@@ -165,6 +165,7 @@ def colocated_plan(
     co-located stage has edges both ways, which :class:`sim.plan.Plan` stages forbid);
     ``meta["stage_devices"]`` and ``meta["forward_plan"]`` describe the partition.
     """
+    # lazy: at the top it would load simpy with this module
     from hetsim import schedulers
     from hetsim.schedulers.base import topo_priority
     from hetsim.sim.plan import Plan

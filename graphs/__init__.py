@@ -74,10 +74,12 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "from_trace":
+        # import cycle: hetsim.graphs.trace -> hetsim.graphs
         from hetsim.graphs.trace import from_trace
 
         return from_trace
     if name in _LAZY:
+        # import cycle: hetsim.graphs.relax_import -> hetsim.graphs
         from hetsim.graphs import relax_import
 
         return getattr(relax_import, name)

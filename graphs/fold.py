@@ -25,6 +25,7 @@ import tvm
 from tvm import relax
 
 from hetsim.graphs.graph import GraphError
+from hetsim.graphs.relax_ops import RelaxWalker
 
 __all__ = ["Evaluator", "bind_placeholders", "fold_weight_only", "normalize_take", "weight_only_bindings"]
 
@@ -208,8 +209,6 @@ def bind_placeholders(mod: tvm.IRModule) -> tvm.IRModule:
 def _evaluate(mod: tvm.IRModule, frontier: list[str], name: str, evaluate: Evaluator) -> list[Any]:
     """Values of the ``frontier`` variables of ``mod["main"]``: the weight-only
     operators that make them run through ``evaluate``, each once, on the weights."""
-    from hetsim.graphs.relax_ops import RelaxWalker
-
     func = mod["main"]
     attrs = func.attrs or {}
     n_in = int(attrs["num_input"]) if "num_input" in attrs else len(func.params)

@@ -285,7 +285,8 @@ def load_model_spec(
     GraphError
         For a malformed spec, a missing file, inputs that do not fit.
     """
-    from hetsim.graphs import zoo
+    # import cycles: hetsim.graphs.graph -> hetsim.graphs -> hetsim.graphs.model_spec;
+    # hetsim.graphs.relax_import -> hetsim.graphs -> hetsim.graphs.model_spec
     from hetsim.graphs.graph import load
     from hetsim.graphs.relax_import import from_onnx, from_torch
 
@@ -295,6 +296,7 @@ def load_model_spec(
     if ms.kind in ("zoo", "graph") and specs:
         raise GraphError(f"model {ms.target!r}: input shapes are for ONNX and file.py:Class models only")
     if ms.kind == "graph":
+        # import cycle: hetsim.graphs.trace -> hetsim.graphs -> hetsim.graphs.model_spec
         from hetsim.graphs.trace import from_trace, is_trace_file
 
         if options:
@@ -313,6 +315,9 @@ def load_model_spec(
         loaded.model_code_trusted = bool(trust_model_code)
         return loaded
     if ms.kind == "zoo":
+        # import cycle: hetsim.graphs.zoo -> hetsim.graphs -> hetsim.graphs.model_spec (and torch)
+        from hetsim.graphs import zoo
+
         return zoo.load(ms.target, batch=1 if batch is None else batch, granularity=granularity or "op", seed=seed,
                         cache=cache, **options)
     if batch not in (None, 1):

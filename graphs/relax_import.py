@@ -117,6 +117,7 @@ def from_relax(
     import tvm
     from tvm import relax
 
+    # lazy: at the top it would load tvm with this module
     from hetsim.graphs import relax_ops
 
     if not isinstance(mod, tvm.IRModule):
@@ -175,6 +176,7 @@ def lower(
         The module to walk; for ``fused``, kernel name -> member op kinds, and kernel
         name -> the tags (``moe_block``, ``expert``) all its members share.
     """
+    # lazy: at the top it would load tvm with this module
     from hetsim.graphs import fold
 
     try:
@@ -274,6 +276,7 @@ def _fuse(
     import tvm
     from tvm import relax
 
+    # lazy: at the top it would load tvm with this module
     from hetsim.graphs import relax_ops
 
     def run(m: tvm.IRModule, passes: Sequence[str]) -> tvm.IRModule:
@@ -403,6 +406,7 @@ def from_torch(
     >>> [d["ops"] for _, d in g.nodes(data=True)]
     [['conv2d', 'add', 'relu']]
     """
+    # lazy: at the top it would load torch with this module
     from hetsim.graphs.torch_export import export_torch
 
     name = name or type(module).__name__.lower()
@@ -503,6 +507,7 @@ def _onnx_program(graph: Graph, mod: tvm.IRModule, values: Mapping[str, Any] | N
     (``values``, else seeded random ones: floats from a standard normal, ints 0/1)."""
     import numpy as np
 
+    # lazy: at the top it would load torch with this module
     from hetsim.graphs.torch_export import ImportedProgram
 
     rng = np.random.default_rng(0)

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hetsim.graphs import moe
 from hetsim.graphs.graph import GraphError, first_line
 
 __all__ = ["ImportedProgram", "export_torch", "flatten_tensors"]
@@ -167,8 +168,6 @@ def export_torch(
         When ``torch.export`` or the conversion fails, naming the model and, where TVM
         has no converter, the operator(s).
     """
-    from hetsim.graphs import moe
-
     args, kwargs = _split_inputs(example_inputs, name)
     fixed = _cache_off(module, args, kwargs)
     wrapped = _tensor_outputs(module, fixed)

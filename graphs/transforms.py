@@ -285,6 +285,7 @@ def split_op(
     for _, v, ed in out_edges:
         g.add_edge(cid, v, **ed)
     _rewire_meta(new, node, part_ids, cid)
+    # import cycle: hetsim.graphs.graph -> hetsim.graphs -> hetsim.graphs.transforms
     from hetsim.graphs.graph import validate
 
     return validate(new)

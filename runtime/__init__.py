@@ -37,6 +37,7 @@ _LAZY = {
     "validate": "hetsim.runtime.validation.validate",
     "validate_all": "hetsim.runtime.validation.validate",
     "ValidationResult": "hetsim.runtime.validation.validate",
+    "ValidationOptions": "hetsim.runtime.validation.options",
 }
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "ExecutionError",
     "Kernel",
     "RunResult",
+    "ValidationOptions",
     "ValidationResult",
     "calibrate",
     "execute",

@@ -28,6 +28,7 @@ def measure_links(
     """
     import torch
 
+    # lazy: at the top it would load torch with this module
     from hetsim.runtime.backends.torch_backend import CudaTimer
 
     check_available(device)

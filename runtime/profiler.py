@@ -64,7 +64,9 @@ from hetsim.runtime.backends.base import (
     check_available,
     cpu_model,
 )
+from hetsim.runtime.backends.tvm_backend import import_module
 from hetsim.runtime.link_timing import measure_links
+from hetsim.runtime.stream_timer import CudaStreamTimer, calls_per_replay
 
 __all__ = ["MeasureSettings", "ProfileRun", "Timing", "measure_dispatch", "measure_links",
            "profile_graphs", "profile_models", "time_kernel"]
@@ -126,8 +128,6 @@ class ProfileRun:
 
 # -------------------------------------------------------------------------- timing
 def _cuda_timer(device: DeviceSpec) -> Any:
-    from hetsim.runtime.stream_timer import CudaStreamTimer
-
     return CudaStreamTimer(device.index)
 
 
@@ -212,8 +212,6 @@ def _stream_timing(kernel: Callable[[], Any], st: MeasureSettings, sync: Callabl
     ``launch_s`` (and ``wall_s``) the host seconds per eager call, ``method``
     ``cuda_graph`` or ``cuda_stream``.
     """
-    from hetsim.runtime.stream_timer import calls_per_replay
-
     host = _warm_up(kernel, sync, st)
     probe, _ = timer.device_times(kernel, 1, 3, host_per_call=host)
     calls = calls_per_replay(float(np.median(probe)))
@@ -236,8 +234,6 @@ def _tiny_kernel(backend: Backend, device: DeviceSpec) -> Kernel:
     """A one-element ``relu`` kernel of ``backend`` on ``device``."""
     if backend.name == "tvm":
         import torch
-
-        from hetsim.runtime.backends.tvm_backend import import_module
 
         model = import_module(torch.nn.ReLU(), (torch.rand(1),), name="dispatch")
         backend.register(model.graph, model)  # type: ignore[attr-defined]
@@ -308,6 +304,7 @@ def build_manifest(
     """The ``manifest.json`` of a new profile (``models``/``batches`` grow as rows arrive)."""
     import torch
 
+    # lazy: at the top it would load pandas with this module
     from hetsim.costmodel.profile_reader import PROFILE_VERSION
 
     entries = device_entries(devices)
@@ -416,6 +413,7 @@ def profile_graphs(
         Before anything is measured, for an unknown backend or device, or a device
         this machine lacks (e.g. ``cuda:0`` without a GPU).
     """
+    # lazy: at the top it would load pandas with this module
     from hetsim.costmodel.profile_reader import split_models
     from hetsim.costmodel.profile_writer import ProfileWriter, fit_links
 
@@ -606,6 +604,7 @@ def profile_models(
     ...                      batches=[1, 4])  # doctest: +SKIP
     >>> run.measured, run.skipped  # doctest: +SKIP
     """
+    # lazy: at the top it would load torch with this module
     from hetsim.graphs import zoo
 
     devs = _check_request(devices, backend, {granularity}, kw.get("threads"))  # before any import

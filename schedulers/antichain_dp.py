@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING
 
 from hetsim.schedulers.base import CostTable, Scheduler, SchedulerError, topo_priority
 from hetsim.schedulers.timeslice import partition_chain
-from hetsim.sim.plan import Plan
+from hetsim.sim.plan import Plan, size_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 
 def downsets(preds: list[int], n: int, max_states: int) -> list[int] | None:
@@ -211,8 +211,6 @@ def _prefix_tables(
 def _no_split(graph: Graph, table: CostTable, stages: list[str], room: dict[str, int]) -> str:
     """Why no split into ``stages`` (devices in pipeline order) fits: a node that fits
     none of them, else one whose op does not fit some stage's device, else the weights."""
-    from hetsim.sim.plan import size_text
-
     where = f"antichain-dp: no split of graph {graph.name!r} into stages on {', '.join(stages)} (in that order)"
     nodes = graph.nx.nodes
     for x in table.topo:

@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from hetsim.costmodel.base import as_cost_model
+from hetsim.costmodel.platform import Platform as _Platform
 from hetsim.costmodel.priced import PricedGraph, priced_graph
 from hetsim.graphs.graph import check_io, tensor_bytes
 from hetsim.schedulers.hyperparams import check_params
@@ -41,8 +43,8 @@ from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Link, Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Link, Platform
 
 __all__ = [
     "CostTable",
@@ -476,9 +478,6 @@ class Scheduler:
             plan's validation (:class:`~sim.plan.PlanError`) or the simulation
             (:class:`~sim.engine.simulator.SimulationError`, e.g. out of memory) raise.
         """
-        from hetsim.costmodel.base import as_cost_model
-        from hetsim.sim.platform import Platform as _Platform
-
         platform = _Platform.load(platform)
         cost = as_cost_model(cost, platform=platform)
         sched = self.for_requests(options.get("requests"), options.get("interval_s", 0.0))

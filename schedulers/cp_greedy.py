@@ -53,12 +53,13 @@ from hetsim.schedulers.base import (
     upward_rank,
 )
 from hetsim.schedulers.eft_state import list_schedule
+from hetsim.sim.engine.simulator import SimulationError, Simulator
 from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 
 def _units(graph: Graph, nodes: list[str]) -> list[list[str]]:
@@ -160,6 +161,7 @@ class CPGreedy(Scheduler):
 
     def _schedule(self, graph: Graph, platform: Platform, cost: CostModel) -> Plan:
         # imported here: it loads numba (0.3 s), which nothing else of hetsim.schedulers needs
+        # import cycle: hetsim.schedulers.incremental_estimate -> hetsim.schedulers -> hetsim.schedulers.cp_greedy
         from hetsim.schedulers.incremental_estimate import IncrementalListSchedule
 
         table = CostTable(graph, platform, cost)
@@ -211,8 +213,6 @@ class CPGreedy(Scheduler):
         results: dict[str, float] = {}
         rejected: dict[str, str] = {}
         if self.verify:
-            from hetsim.sim.engine.simulator import SimulationError, Simulator
-
             simulator = Simulator(graph, platform, cost)  # the graph read once for every candidate
             for name, pl in candidates.items():
                 prio = list_schedule(table, pl, order, presorted=True).priority()

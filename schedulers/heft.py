@@ -34,8 +34,8 @@ from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 
 def heft_state(
@@ -71,7 +71,7 @@ class HEFT(Scheduler):
     Examples
     --------
     >>> from hetsim.costmodel.roofline import Roofline
-    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> from hetsim.graphs.graph import Graph
     >>> g = Graph()
     >>> g.add_op("a", "matmul", flops=1e9, bytes=4_000_000)

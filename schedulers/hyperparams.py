@@ -163,6 +163,7 @@ def check_params(scheduler: str, init: Callable[..., Any], params: Mapping[str, 
     >>> check_params("x", init, {"insertion": "no", "time_limit_s": "2"})
     {'insertion': False, 'time_limit_s': 2.0}
     """
+    # import cycle: hetsim.schedulers.base -> hetsim.schedulers.hyperparams
     from hetsim.schedulers.base import SchedulerError
 
     declared = declared_types(init)

@@ -76,14 +76,15 @@ from hetsim.schedulers.base import CostTable, Scheduler, SchedulerError
 from hetsim.schedulers.heft import heft_state
 from hetsim.schedulers.optimal_model import ModelInvalid, build_model
 from hetsim.schedulers.optimal_requests import PLANS, optimise_requests, standing
-from hetsim.sim.plan import Plan
+from hetsim.sim.engine.simulator import SimulationError, simulate
+from hetsim.sim.plan import Plan, PlanError
 
 __all__ = ["Optimal"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 
 class Optimal(Scheduler):
@@ -265,9 +266,6 @@ def _simulated_hint(graph: Graph, platform: Platform, cost: CostModel, plan: Pla
 def _simulated(graph: Graph, platform: Platform, plan: Plan, cost: CostModel) -> tuple[Any, str]:
     """The simulation of a candidate plan, or None and why it cannot run (it overflows a
     device's memory: :class:`~sim.plan.PlanError`, :class:`~sim.engine.simulator.SimulationError`)."""
-    from hetsim.sim.engine.simulator import SimulationError, simulate
-    from hetsim.sim.plan import PlanError
-
     try:
         return simulate(graph, platform, plan, cost, requests=1, record=True), ""
     except (PlanError, SimulationError) as e:

@@ -31,11 +31,12 @@ from hetsim.graphs.graph import Graph
 from hetsim.schedulers.base import CostTable
 from hetsim.schedulers.heft import heft_state
 from hetsim.schedulers.optimal_model import ModelInvalid, build_model
-from hetsim.sim.plan import Plan
+from hetsim.sim.engine.simulator import SimulationError, Simulator
+from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
 __all__ = ["PLANS", "optimise_requests", "repeat_requests", "standing"]
 
@@ -92,9 +93,6 @@ def optimise_requests(
 ) -> Plan:
     """The best static plan found for the makespan of ``requests`` requests arriving
     every ``interval_s`` (module docstring); ``one`` is the one-request optimum."""
-    from hetsim.sim.engine.simulator import SimulationError, Simulator
-    from hetsim.sim.plan import PlanError
-
     many, copies = repeat_requests(graph, requests)
     table = CostTable(many, platform, cost)
     release = {}

@@ -92,8 +92,8 @@ from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
     from hetsim.sim.result import SimResult
 
 Move = tuple[str, tuple[str, ...], str]  # ("place", nodes, device) or ("before", (node,), other node)

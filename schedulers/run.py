@@ -31,12 +31,15 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from hetsim.costmodel.base import as_cost_model
+from hetsim.costmodel.platform import Platform as _Platform
+from hetsim.sim.engine.simulator import simulate
 from hetsim.sim.result import METRIC_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
     from hetsim.sim.result import SimResult
 
 __all__ = ["RUN_COLUMNS", "PlanRun", "run_plan"]
@@ -96,8 +99,6 @@ class PlanRun:
         own; ``options`` are those of :func:`sim.simulate` (``requests``,
         ``interval_s``, ``record``, ``seed``, ``noise``, ``check_memory``). Returns a
         new run."""
-        from hetsim.sim.engine.simulator import simulate
-
         platform = self.platform if platform is None else platform
         cost = self.cost if cost is None else cost
         priced = self.priced if self.priced is not None and self.priced.prices(self.graph, platform) \
@@ -144,9 +145,6 @@ def run_plan(
         Options of :func:`sim.simulate` (``requests``, ``interval_s``, ``record``,
         ``seed``, ``noise``, ``check_memory``).
     """
-    from hetsim.costmodel.base import as_cost_model
-    from hetsim.sim.platform import Platform as _Platform
-
     platform = _Platform.load(platform)
     cost = as_cost_model(cost, platform=platform)
     run = PlanRun(graph, platform, cost, plan.validate(graph, platform))

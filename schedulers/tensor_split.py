@@ -34,12 +34,13 @@ from hetsim.graphs.graph import GraphError
 from hetsim.graphs.transforms import split_op
 from hetsim.schedulers.base import CostTable, Scheduler
 from hetsim.schedulers.heft import heft_state
-from hetsim.sim.plan import Plan
+from hetsim.sim.engine.simulator import SimulationError, simulate
+from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 SPLITTABLE = frozenset({"conv1d", "conv2d", "conv3d", "matmul", "dense", "linear", "batch_matmul"})
 
@@ -159,9 +160,6 @@ class TensorSplit(Scheduler):
     def _makespan(self, graph: Graph, platform: Platform, cost: CostModel, plan: Plan) -> float:
         """Simulated makespan of ``plan`` for the requests it is judged on (inf when it
         does not fit the devices' memory)."""
-        from hetsim.sim.engine.simulator import SimulationError, simulate
-        from hetsim.sim.plan import PlanError
-
         try:
             return simulate(graph, platform, plan, cost, requests=int(self.requests or 1),
                             interval_s=float(self.interval_s or 0.0)).makespan  # fmt: skip

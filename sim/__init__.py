@@ -1,9 +1,9 @@
 """Simulation layer: platforms (devices, links), plans, the SimPy engine and its results."""
 
-from hetsim.sim.contention import MemoryDomain
+from hetsim.costmodel.memory_domain import MemoryDomain
+from hetsim.costmodel.platform import Device, Link, Platform, PlatformError
 from hetsim.sim.engine.simulator import SimulationError, Simulator, simulate
 from hetsim.sim.plan import DynamicPolicy, Plan, PlanError, SystemView
-from hetsim.sim.platform import Device, Link, Platform, PlatformError
 from hetsim.sim.result import SimResult
 from hetsim.sim.trace import chrome_trace, write_chrome_trace
 

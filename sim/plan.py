@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from hetsim.graphs.graph import first_line
+from hetsim.graphs.graph import atomic_write, first_line
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 __all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "MAX_REQUESTS", "PLAN_SCHEMA_VERSION", "policy_select",
            "size_text"]  # fmt: skip
@@ -317,8 +317,6 @@ class Plan:
 
     def to_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the plan as JSON atomically."""
-        from hetsim.graphs.graph import atomic_write
-
         return atomic_write(path, lambda fh: json.dump(self.to_dict(), fh, indent=1, sort_keys=True))
 
     @classmethod

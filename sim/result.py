@@ -369,6 +369,7 @@ class SimResult:
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write the records as Chrome trace JSON (opens in Perfetto); see :mod:`sim.trace`."""
+        # import cycle: hetsim.sim.trace -> hetsim.sim -> hetsim.sim.result
         from hetsim.sim.trace import write_chrome_trace
 
         return write_chrome_trace(self, path)

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hetsim.graphs.graph import atomic_write
+
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.result import SimResult
 
@@ -123,7 +125,5 @@ def write_chrome_trace(
 ) -> Path:
     """Write :func:`chrome_trace` JSON to ``path`` (parents created) atomically
     (:func:`graphs.graph.atomic_write`); return the path."""
-    from hetsim.graphs.graph import atomic_write
-
     trace = chrome_trace(records, resources=resources)
     return atomic_write(path, lambda fh: json.dump(trace, fh, separators=(",", ":")))

@@ -10,9 +10,9 @@ import pytest
 from hetsim.costmodel import Roofline
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.gpu.aiconfigurator import DATA, GPUS, AIConfiguratorCostModel, convert
+from hetsim.costmodel.platform import Platform
 from hetsim.costmodel.spec import from_spec
 from hetsim.graphs.llm import Architecture, llm_graph
-from hetsim.sim.platform import Platform
 
 SAMPLE = Path(__file__).parent / "data" / "aiconfigurator"
 

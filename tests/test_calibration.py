@@ -11,6 +11,7 @@ import warnings
 import pytest
 from fake_cuda import COPY, GRAPH, HANDOVER, LAUNCH, RECORD, US, WAIT, FakeClock, FakeCuda
 
+from hetsim.costmodel.platform import Platform, PlatformError
 from hetsim.experiments.cli.main import main
 from hetsim.runtime.calibration import (
     FORMAT,
@@ -24,7 +25,6 @@ from hetsim.runtime.calibration import (
 from hetsim.runtime.calibration.cuda_bench import GRAPH_OPS, measure_cuda
 from hetsim.runtime.calibration.host_bench import FAMILIES, interpreter_slowdown, per_call_s
 from hetsim.runtime.calibration.toml_text import toml_text
-from hetsim.sim.platform import Platform, PlatformError
 
 
 def test_per_call_s_is_the_median_block_per_call():
@@ -99,7 +99,7 @@ def test_apply_calibration_without_a_gpu_keeps_the_gpu_devices():
 
 
 def test_toml_text_round_trips_a_platform_with_memory_domains():
-    from hetsim.sim.contention import MemoryDomain
+    from hetsim.costmodel.memory_domain import MemoryDomain
 
     dom = MemoryDomain.from_slowdown("host", ["cpu0", "cpu1"], slowdown=1.5, bandwidth_bytes_per_s=1e10)
     p = Platform.preset("cpu2").replace(memory_domains=(dom,), calibration={"machine": 'a "quoted" | b'})

@@ -14,10 +14,10 @@ from test_schedulers import GRAPHS, _eltwise, _io
 from hetsim import costmodel, schedulers
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.learned.measured import CostModelWarning
+from hetsim.costmodel.platform import Platform
 from hetsim.experiments.cli.main import main
 from hetsim.graphs.graph import Graph
 from hetsim.sim.plan import Plan
-from hetsim.sim.platform import Platform
 
 PROFILE = str(Path(__file__).resolve().parents[1] / "profiles" / "cpu2-torch")
 
@@ -181,6 +181,32 @@ def test_validate_passes_launch_and_statistic_on(tmp_path: Path, capsys: pytest.
     path = GRAPHS["chain"]().to_json(tmp_path / "chain.json")
     assert main(["validate", str(path), "--platform", "cpu2", "--scheduler", "all-cpu", "--launch", "eager",
                  "--statistic", "mean"]) == 0
-    assert (seen["launch"], seen["statistic"]) == ("eager", "mean")
+    assert (seen["options"].launch, seen["options"].statistic) == ("eager", "mean")
     assert main(["validate", str(path), "--platform", "cpu2", "--scheduler", "all-cpu"]) == 0
-    assert (seen["launch"], seen["statistic"]) == (None, None)
+    assert (seen["options"].launch, seen["options"].statistic) == (None, None)
+
+
+def test_without_pytorch_the_simulator_runs_and_the_zoo_says_which_extra(tmp_path: Path) -> None:
+    """PyTorch is an extra ('torch'): without it a graph file is simulated, and a command
+    that needs it (a zoo model) says in one line which extra installs it."""
+    import subprocess
+    import sys
+
+    graph = user_model()
+    path = graph.to_json(tmp_path / "mine.json")
+    code = ("import sys; sys.modules['torch'] = None\n"  # import torch fails as where it is not installed
+            "from hetsim.experiments.cli.main import main\n"
+            "raise SystemExit(main(sys.argv[1:]))\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "MPLBACKEND": "Agg"}
+
+    def hetsim(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=300)  # fmt: skip
+
+    ran = hetsim("simulate", str(path), "--platform", "cpu2", "--scheduler", "heft")
+    assert ran.returncode == 0, ran.stderr
+    assert "makespan" in ran.stdout
+    refused = hetsim("graph", "squeezenet1_1")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().count("\n") == 0
+    assert "hetsim graph: error: this needs PyTorch" in refused.stderr and "'hetsim[torch]'" in refused.stderr

@@ -35,6 +35,10 @@ def v100_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def _model_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HETSIM_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    # the routing, not the forests: GPU models fitted with ten small trees
+    import hetsim.costmodel.gpu.model as gpu_model
+
+    monkeypatch.setattr(gpu_model, "DEFAULT_PARAMS", {**gpu_model.DEFAULT_PARAMS, "n_estimators": 10, "max_depth": 4})
 
 
 def _graph() -> Graph:

@@ -11,10 +11,10 @@ from test_engine import ConstantCost
 
 from hetsim import zoo
 from hetsim.costmodel import Roofline
+from hetsim.costmodel.memory_domain import MemoryDomain
 from hetsim.graphs import Graph
 from hetsim.schedulers import get as get_scheduler
 from hetsim.sim import Device, Link, Plan, Platform, PlatformError, simulate
-from hetsim.sim.contention import MemoryDomain
 
 
 def cpus(*domains: MemoryDomain, link: bool = False) -> Platform:

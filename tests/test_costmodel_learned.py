@@ -20,10 +20,10 @@ from hetsim.costmodel.learned.measured import CostModelWarning, MeasuredCostMode
 from hetsim.costmodel.learned.polynomial import Polynomial
 from hetsim.costmodel.learned.table import Table
 from hetsim.costmodel.learned.xgb import XGBoost
+from hetsim.costmodel.platform import Device, Link, Platform
 from hetsim.costmodel.profile_reader import read_profile
 from hetsim.costmodel.profile_writer import write_profile
 from hetsim.graphs import Graph
-from hetsim.sim.platform import Device, Link, Platform
 
 # seconds per FLOP, seconds per byte, seconds: per device, per op kind
 COEF = {

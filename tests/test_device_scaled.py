@@ -63,9 +63,9 @@ def test_a_simulation_prices_each_device_once_through_the_wrapped_model() -> Non
     calls: list[str] = []
 
     class Counting(Roofline):
-        def op_and_dispatch_times(self, graph, nodes, device):  # noqa: ANN001, ANN202
+        def price_nodes(self, graph, nodes, device, *, attrs=None):  # noqa: ANN001, ANN202
             calls.append(device.name)
-            return super().op_and_dispatch_times(graph, nodes, device)
+            return super().price_nodes(graph, nodes, device, attrs=attrs)
 
     g, plat = _graph(), Platform.preset("cpu2")
     scaled = DeviceScaled(Counting(), {"cpu1": 1.25})

@@ -570,13 +570,10 @@ def test_bad_cost_is_reported_with_the_op():
 
 
 class BatchCost(ConstantCost):
-    """Prices a device's ops in one call each (``op_times``/``dispatch_times``), unconverted."""
+    """Prices a device's ops in one call each (``price_nodes``), unconverted."""
 
-    def op_times(self, graph: Graph, nodes: list[str], device: Device) -> list:
-        return [self.times[n] for n in nodes]
-
-    def dispatch_times(self, graph: Graph, nodes: list[str], device: Device) -> list:
-        return [self.dispatch] * len(nodes)
+    def price_nodes(self, graph: Graph, nodes: list[str], device: Device, *, attrs: object = None) -> tuple:
+        return [self.times[n] for n in nodes], [self.dispatch] * len(nodes)
 
 
 def test_batch_prices_are_converted_one_by_one_when_not_all_floats():

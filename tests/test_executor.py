@@ -446,17 +446,13 @@ def test_wrong_execution_is_caught(squeeze, monkeypatch):
         execute(graph, Plan(dict.fromkeys(graph.nx, "cpu1")), CPU2, model=model, repeats=1)
 
 
-def test_wrong_weights_are_caught_by_the_module_reference():
+def test_wrong_weights_are_caught_by_the_module_reference(squeeze):
     """Wrong weights (the same in the plan's run and the single-device run) differ
     from the zoo model's own forward."""
-    from hetsim.runtime.backends.tvm_backend import import_model
     from hetsim.runtime.executor.setup import wire
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = import_model("resnet18", image_size=32)
-    graph = model.graph
-    wiring = wire(graph, model)
+    graph, model = squeeze
+    wiring = wire(graph, model)  # its own weights: the fixture's model keeps its own
     key = max(wiring.consts, key=lambda k: wiring.consts[k].size)  # the largest weight
     wiring.consts[key] = wiring.consts[key] * 1.5
     with pytest.raises(ExecutionError, match="differ from the torch module reference"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hetsim.sim.platform import Platform
+from hetsim.costmodel.platform import Platform
 
 FIG = Path(__file__).resolve().parents[1] / "experiments" / "fig7_llm_offload"
 

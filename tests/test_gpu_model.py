@@ -226,9 +226,10 @@ def test_cli_gpu_eval_on_profile_folders(bank: GPUBank, tmp_path: Path, capsys: 
     import hetsim.costmodel.gpu.model as gpu_model
     from hetsim.experiments.cli.main import main
 
-    # the command's protocols, tables and files, not the forests' size: SMALL's trees
-    # (400 trees of depth 7 per fit take minutes on 2 cores)
-    monkeypatch.setattr(gpu_model, "DEFAULT_PARAMS", {**gpu_model.DEFAULT_PARAMS, **SMALL})
+    # the command's protocols, tables and files, not the forests' size: ten small trees
+    # on a thousand rows per GPU (400 trees of depth 7 per fit take minutes on 2 cores)
+    monkeypatch.setattr(gpu_model, "DEFAULT_PARAMS", {**gpu_model.DEFAULT_PARAMS, **SMALL, "n_estimators": 10,
+                                                      "cross_rows_per_gpu": 1000})
     folders = [str(bank.gpus[g].path) for g in ("t4", "v100", "a100-40gb")]
     assert main(["costmodel", "eval", *folders, "--protocols", "held-out,cv", "--families", "gemm",
                  "--folds", "2", "--out", str(tmp_path)]) == 0

@@ -18,11 +18,11 @@ import random
 import pytest
 
 from hetsim import schedulers
+from hetsim.costmodel.platform import Device, Link, Platform
 from hetsim.graphs.graph import Graph
 from hetsim.schedulers.base import CostTable, quantize, ready_order, upward_rank
 from hetsim.schedulers.heft import heft_state
 from hetsim.sim.engine.simulator import simulate
-from hetsim.sim.platform import Device, Link, Platform
 
 COMP = {  # Table 1: task -> (P1, P2, P3)
     1: (14, 16, 9), 2: (13, 19, 18), 3: (11, 13, 19), 4: (13, 8, 17), 5: (12, 13, 10),

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from hetsim.costmodel.platform import Device, Link
 from hetsim.graphs import Graph
 from hetsim.sim import Plan, Platform, simulate
 from hetsim.sim.engine.host_costs import edge_host_costs, partition_segments
 from hetsim.sim.engine.prep import index_graph, prepare
-from hetsim.sim.platform import Device, Link
 
 US = 1e-6
 

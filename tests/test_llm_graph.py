@@ -143,7 +143,7 @@ def test_stream_weights_moves_weights_to_a_source_node() -> None:
     validate(s)
     # a weight source runs no kernel: free, no launch, no dispatch
     from hetsim.costmodel import Roofline
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     cpu = Platform.preset("desktop-rtx4090").device("cpu")
     assert Roofline().op_time(s, "blk.1.ffn_up.weight", cpu) == 0.0

@@ -152,7 +152,7 @@ def test_two_gpus_hold_what_one_cannot() -> None:
     # a platform with two identical GPUs is a machine with two
     import dataclasses
 
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     p = Platform.load("desktop-rtx4090")
     link = p.links[0]

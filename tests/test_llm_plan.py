@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hetsim.costmodel.platform import Platform
 from hetsim.experiments.cli.main import main
 from hetsim.experiments.llm_flags import llama_cpp_flags
 from hetsim.experiments.llm_plan import plan_llm
@@ -14,7 +15,6 @@ from hetsim.graphs.llm import llm_graph
 from hetsim.schedulers import SchedulerError
 from hetsim.schedulers.llm.policies import NGL, ExpertOffload
 from hetsim.schedulers.llm.residency import Residency
-from hetsim.sim.platform import Platform
 
 TOML = """
 name = "tinybox"

@@ -6,10 +6,10 @@ import pytest
 
 from hetsim import schedulers
 from hetsim.costmodel import Roofline
+from hetsim.costmodel.platform import Device, Link, Platform
 from hetsim.graphs.llm import llm_graph
 from hetsim.schedulers import SchedulerError
 from hetsim.schedulers.llm.residency import Residency, unit_bytes
-from hetsim.sim.platform import Device, Link, Platform
 
 GIB = 2**30
 
@@ -155,8 +155,8 @@ def test_cpu_compute_and_weight_streaming_share_host_memory() -> None:
     host memory declared as a contended domain (issue 18's mechanism) both slow down."""
     import dataclasses
 
+    from hetsim.costmodel.memory_domain import MemoryDomain
     from hetsim.sim import simulate
-    from hetsim.sim.contention import MemoryDomain
 
     g = llm_graph("tiny", phase="decode", kv_length=64, weights="f16")
     plain = box(10**6, link_bw=5e10)

@@ -13,10 +13,10 @@ from hetsim.experiments.cli import main
 from hetsim.experiments.llm_plan import plan_llm
 from hetsim.graphs.graph import GraphError
 from hetsim.graphs.llm import Architecture, llm_graph
+from hetsim.graphs.llm.build import check_simulated
 from hetsim.graphs.llm.hf_config import architecture_from_hf
 from hetsim.graphs.llm.model_source import load_model
 from hetsim.graphs.llm.quant_recipe import recipe_tensors
-from hetsim.graphs.llm.build import check_simulated
 from hetsim.graphs.llm.simulated_model import simulated_model
 
 

@@ -9,12 +9,12 @@ from collections import Counter
 import pytest
 from test_host_model import chain
 
+from hetsim.costmodel.platform import Device, Link
 from hetsim.costmodel.priced import PricedGraph
 from hetsim.graphs import Graph
 from hetsim.schedulers import get as get_scheduler
 from hetsim.schedulers.base import CostTable
 from hetsim.sim import Plan, Platform, Simulator
-from hetsim.sim.platform import Device, Link
 
 
 class Counting:

@@ -283,7 +283,7 @@ def test_gpu_rows_hold_the_stream_device_time_and_the_launch(tmp_path, fake_gpu)
 
 def test_the_launch_column_is_the_gpu_dispatch_time_and_views_cost_nothing(tmp_path, fake_gpu):
     from hetsim.costmodel import fit
-    from hetsim.sim.platform import Device
+    from hetsim.costmodel.platform import Device
 
     out = tmp_path / "gpu"
     profile_graphs([gpu_graph()], "cpu,cuda:0", "torch", out, settings=FAST, progress=False,

@@ -12,13 +12,13 @@ from types import ModuleType
 import pytest
 
 from hetsim import schedulers
+from hetsim.costmodel.platform import Platform
 from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs.graph import Graph
 from hetsim.schedulers.critical_path import critical_path_of
 from hetsim.schedulers.refine import Refine, chain_through, default_evaluations, move_before
 from hetsim.sim.engine.simulator import simulate
 from hetsim.sim.plan import Plan
-from hetsim.sim.platform import Platform
 
 FIG5 = Path(__file__).resolve().parents[1] / "experiments" / "fig5_optimality_gap" / "run.py"
 

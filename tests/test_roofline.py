@@ -215,9 +215,8 @@ def test_prices_every_preset():
 
 
 def test_a_subclass_overriding_one_node_pricing_is_priced_by_it() -> None:
-    """price_nodes uses Roofline's batch methods only where a subclass has not
-    overridden the one-node method they stand for (the engine priced a subclass's
-    dispatch with Roofline's batch method, ignoring the override)."""
+    """A subclass of Roofline that redefines op_time or dispatch_time (and not
+    price_nodes) is priced by them: Roofline's array pricing never hides the override."""
     from hetsim.costmodel.base import price_nodes
 
     class NoDispatch(Roofline):
@@ -237,10 +236,10 @@ def test_a_subclass_overriding_one_node_pricing_is_priced_by_it() -> None:
     assert price_nodes(Slow(), g, ["mm"], gpu)[0] == [2 * ops[0]]
 
 
-def test_op_and_dispatch_times_are_the_one_node_prices_and_yield_to_a_batch_override() -> None:
-    """Roofline prices a device's nodes in one pass (op_and_dispatch_times), with the
-    numbers of op_time and dispatch_time; price_nodes does not use it for a subclass
-    that overrides op_times or dispatch_times."""
+def test_price_nodes_are_the_one_node_prices_and_a_subclass_may_override_them() -> None:
+    """Roofline prices a device's nodes in one pass (price_nodes), with the numbers of
+    op_time and dispatch_time; op_times and dispatch_times are its two lists; a
+    subclass that overrides price_nodes is priced by its own."""
     from hetsim.costmodel.base import price_nodes
 
     g = Graph()
@@ -251,22 +250,29 @@ def test_op_and_dispatch_times_are_the_one_node_prices_and_yield_to_a_batch_over
     nodes = list(g)
     cost = Roofline()
     for dev in Platform.preset("xeon-p2200").devices:
-        ops, disp = cost.op_and_dispatch_times(g, nodes, dev)
+        ops, disp = cost.price_nodes(g, nodes, dev)
         assert ops == [cost.op_time(g, n, dev) for n in nodes] == cost.op_times(g, nodes, dev)
         assert disp == [cost.dispatch_time(g, n, dev) for n in nodes] == cost.dispatch_times(g, nodes, dev)
         assert price_nodes(cost, g, nodes, dev) == (ops, disp)
 
     class HalfBatch(Roofline):
-        def op_times(self, graph, nodes, device):
-            return [t / 2 for t in super().op_times(graph, nodes, device)]
+        def price_nodes(self, graph, nodes, device, *, attrs=None):
+            ops, disp = super().price_nodes(graph, nodes, device, attrs=attrs)
+            return [t / 2 for t in ops], disp
+
+    class HalfOne(HalfBatch):  # its one-node change is its pricing, below HalfBatch's
+        def op_time(self, graph, node, device):
+            return Roofline.op_time(self, graph, node, device) / 4
 
     gpu = Platform.preset("xeon-p2200").device("gpu")
     ops, disp = price_nodes(cost, g, nodes, gpu)
     assert price_nodes(HalfBatch(), g, nodes, gpu) == ([t / 2 for t in ops], disp)
+    assert HalfBatch().op_times(g, nodes, gpu) == [t / 2 for t in ops]
+    assert price_nodes(HalfOne(), g, nodes, gpu) == ([t / 4 for t in ops], disp)
 
 
 def test_array_pricing_is_the_one_node_pricing_bit_for_bit() -> None:
-    """The array path of op_and_dispatch_times (many nodes) gives op_time's and
+    """The array path of price_nodes (many nodes) gives op_time's and
     dispatch_time's numbers exactly, on every device of every preset, for ints,
     floats, zero and huge sizes, views, fused ops and size-dependent efficiencies;
     with ``attrs`` too; and a bad node still raises op_time's error, for the first one."""
@@ -284,15 +290,15 @@ def test_array_pricing_is_the_one_node_pricing_bit_for_bit() -> None:
     cost = Roofline(efficiency={"gpu:matmul": [[4.0, 0.1], [9.0, 0.6], [11.0, 0.8]]})
     for name in Platform.presets():
         for dev in Platform.preset(name).devices:
-            ops, disp = cost.op_and_dispatch_times(g, nodes, dev)
+            ops, disp = cost.price_nodes(g, nodes, dev)
             assert ops == [cost.op_time(g, n, dev) for n in nodes]
             assert disp == [cost.dispatch_time(g, n, dev) for n in nodes]
             attrs = [g.nx.nodes[n] for n in nodes]
-            assert cost.op_and_dispatch_times(g, nodes, dev, attrs=attrs) == (ops, disp)
+            assert cost.price_nodes(g, nodes, dev, attrs=attrs) == (ops, disp)
     g.nx.nodes["n40"]["flops"] = "lots"
     gpu = Platform.preset("xeon-p2200").device("gpu")
     with pytest.raises(ValueError, match="could not convert string to float: 'lots'"):
-        cost.op_and_dispatch_times(g, nodes, gpu)
+        cost.price_nodes(g, nodes, gpu)
 
 
 # ------------------------------------------------------------------ math modes
@@ -360,7 +366,7 @@ def test_math_modes_agree_between_the_node_and_the_array_path():
     ({"matmul_precision": "fast"}, r"unknown 'matmul_precision' 'fast'"),
 ])
 def test_bad_tensor_keys_are_platform_errors(kw, match):
-    from hetsim.sim.platform import PlatformError
+    from hetsim.costmodel.platform import PlatformError
 
     with pytest.raises(PlatformError, match=match):
         _tensor_gpu(**kw)

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from hetsim import schedulers
+from hetsim.costmodel.platform import Device, Link, Platform
 from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs.graph import Graph, tensor_bytes
 from hetsim.schedulers.base import CostTable, SchedulerError, topo_priority, upward_rank
@@ -20,7 +21,6 @@ from hetsim.schedulers.heft import heft_state
 from hetsim.schedulers.timeslice import partition_chain
 from hetsim.sim.engine.simulator import simulate
 from hetsim.sim.plan import Plan
-from hetsim.sim.platform import Device, Link, Platform
 
 F32 = "float32"
 

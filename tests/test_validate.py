@@ -102,13 +102,16 @@ def test_profile_in_context_with_the_graphs_tensor_split_makes(squeeze, tmp_path
     assert json.loads((path / "dispatch.json").read_text())["cpu@1"] > 0
 
 
+@pytest.mark.slow
 def test_validate_all_googlenet_resnet18_measured_here(tmp_path):
     """No cost model given: the op times (planned with a short in-context profile
-    first) and the host costs are measured in the validation's own rounds."""
+    first) and the host costs are measured in the validation's own rounds (two models
+    at 64 x 64, each with its own dynamic plan: minutes on two busy cores)."""
     schedulers = ["all-cpu", "heft", "round-robin", "dynamic", "all-gpu"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = validate_all(["googlenet", "resnet18"], "cpu2", schedulers, warmup=2, repeats=6, out=tmp_path)
+        table = validate_all(["googlenet", "resnet18"], "cpu2", schedulers, warmup=2, repeats=6, out=tmp_path,
+                             model_kwargs={"googlenet": {"image_size": 64}, "resnet18": {"image_size": 64}})
     assert list(table.columns[: len(VALIDATION_COLUMNS)]) == VALIDATION_COLUMNS
     inputs = table.attrs["inputs"]
     assert inputs["op times"].startswith("measured in this run") and inputs["plan"].startswith("made with op times")
@@ -179,11 +182,11 @@ def test_validate_all_in_context_and_calibrated(squeeze, tmp_path):
     """Op times and host costs measured in the validation's own rounds, and the
     plans simulated with them."""
     from hetsim.costmodel import DeviceScaled, from_spec
+    from hetsim.costmodel.memory_domain import MemoryDomain
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.features import features
-    from hetsim.sim.contention import MemoryDomain
     from hetsim.sim.engine.simulator import simulate
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
     ctx = tmp_path / "ctx"
     with warnings.catch_warnings():
@@ -414,14 +417,14 @@ def test_measure_read_bandwidth_on_cpu2(squeeze):
 
 
 def _cpu2():  # noqa: ANN202
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     return Platform.load("cpu2")
 
 
 def test_calibrated_platform_models_the_measured_two_worker_slowdown():
+    from hetsim.costmodel.platform import Platform
     from hetsim.runtime.validation.handoff import calibrated_platform
-    from hetsim.sim.platform import Platform
 
     base = Platform.load("cpu2")
     res = {"handoff_s": 3e-5, "handoff_bandwidth_bytes_per_s": 4e9, "slowdown": 1.2}
@@ -484,8 +487,8 @@ def test_plans_that_are_one_execution_pool_their_runs(squeeze, tmp_path):
     measured, and both rows show the pooled runs (tied, as their simulations are);
     a plan that differs keeps its own."""
     from hetsim import schedulers
+    from hetsim.costmodel.platform import Platform
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
     graph = squeeze.graph
     plan = schedulers.get("all-cpu").run(graph, Platform.load("cpu2"), "roofline", simulate=False).plan
@@ -582,8 +585,8 @@ def test_the_printed_table_shows_each_plans_spread():
 
 
 def test_validate_refuses_a_platform_calibrated_on_another_machine_or_gpu():
+    from hetsim.costmodel.platform import Platform, PlatformError
     from hetsim.runtime.calibration import machine_name
-    from hetsim.sim.platform import Platform, PlatformError
 
     far = Platform.preset("cpu2").replace(calibration={"machine": "far | CPU Z | no GPU", "date": "2026-01-02",
                                                        "format": "1"})

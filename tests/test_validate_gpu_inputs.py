@@ -14,9 +14,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from hetsim.costmodel.platform import Platform  # noqa: E402
 from hetsim.graphs import Graph  # noqa: E402
 from hetsim.runtime.validation.link_calibration import crossing_plan, link_costs  # noqa: E402
-from hetsim.sim.platform import Platform  # noqa: E402
 
 BW = 1.2e10  # xeon-p2200's link
 
@@ -180,10 +180,10 @@ def test_the_h100_validation_figure_redraws_from_its_results(tmp_path, capsys):
 
 # ------------------------------------------------------------------ launch modes, the fresh calibration
 def test_plan_launch_is_graph_by_default_and_eager_where_graphs_cannot_run():
+    from hetsim.costmodel.platform import PlatformError
     from hetsim.runtime.validation.cuda_host import plan_launch
     from hetsim.runtime.validation.replay import RecordedPolicy
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import PlatformError
 
     plat, g = Platform.preset("xeon-p2200"), _chain()
     mixed = crossing_plan(g, ("cpu", "gpu"))
@@ -320,7 +320,9 @@ def test_gpu_validation_targets_from_the_parts_csvs(tmp_path):
     assert {r["card"] for r in list(rows.values())[:4]} == {card}
 
 
+@pytest.mark.slow
 def test_gpu_validation_dry_run_writes_its_results_folder(tmp_path, capsys):
+    """Four parts of the GPU validation benchmark on the virtual GPU: minutes on two busy cores."""
     bench = _benchmark()
     out = tmp_path / "res"
     assert bench.main(["--dry-run", "--out", str(out), "--parts", "smoke,calibration,replay,validate-graph-b1",

@@ -44,11 +44,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelBase, CostModelError, host_dispatch
+from hetsim.costmodel.roofline import Roofline
+from hetsim.graphs.llm.config import weight_format
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link
 
 __all__ = ["AIConfiguratorCostModel", "DATA", "GPUS", "GridTable", "convert"]
 
@@ -218,7 +220,7 @@ def _fill(grid: np.ndarray, last_axis: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- cost model
-class AIConfiguratorCostModel:
+class AIConfiguratorCostModel(CostModelBase):
     """GPU GEMM and attention times from AIConfigurator's tables; the rest by ``fallback``.
 
     Parameters
@@ -235,8 +237,6 @@ class AIConfiguratorCostModel:
         if gpu not in GPUS:
             raise CostModelError(f"unknown AIConfigurator GPU {gpu!r}; known: {', '.join(GPUS)}")
         if fallback is None:
-            from hetsim.costmodel.roofline import Roofline
-
             fallback = Roofline()
         self.gpu, self.fallback = gpu, fallback
         folder = Path(data) if data is not None else DATA / gpu
@@ -281,8 +281,6 @@ class AIConfiguratorCostModel:
         return self.fallback.transfer_time(nbytes, link)
 
     def dispatch_time(self, graph: Graph, node: str, device: Device) -> float:
-        from hetsim.costmodel.base import host_dispatch
-
         return host_dispatch(self.fallback, graph, node, device)
 
     def _table_time(self, graph: Graph, node: str) -> float | None:
@@ -317,6 +315,5 @@ class AIConfiguratorCostModel:
 def _weight_bytes(fmt: str | None) -> float:
     if not fmt:
         return 2.0
-    from hetsim.graphs.llm.config import weight_format
 
     return weight_format(fmt).bytes_per_weight

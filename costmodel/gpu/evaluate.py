@@ -51,6 +51,7 @@ import pandas as pd
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.gpu.features import GPU_FAMILIES
 from hetsim.costmodel.gpu.model import holdout, shape_fold
+from hetsim.costmodel.learned.evaluate import BAND, save_png_pdf
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.gpu.kernel_fit import KernelSet
@@ -166,6 +167,7 @@ def kernel_logo_predictions(sets: Sequence[KernelSet], gpus: Iterable[str] | Non
     every GPU of ``sets``), the constants fitted on the sets of every other GPU price
     every kernel of its sets from its spec sheet. Protocol ``"<KERNEL_LOGO>, <data
     set>"`` (:func:`kernel_logo_protocol`); columns :data:`GPU_POINT_COLUMNS`."""
+    # looked up when called: tests replace it on hetsim.costmodel.gpu.kernel_fit
     from hetsim.costmodel.gpu.kernel_fit import fit_constants
 
     names = list(gpus) if gpus is not None else list(dict.fromkeys(s.gpu for s in sets))
@@ -230,8 +232,6 @@ def plot_gpu_eval(points: pd.DataFrame, out: str | os.PathLike[str], *, stem: st
     """Predicted vs measured call time, log-log, one panel per protocol (colour: GPU),
     with y = x and a +-10 % band; writes ``STEM.png`` and ``STEM.pdf`` in ``out``."""
     from matplotlib.figure import Figure
-
-    from hetsim.costmodel.learned.evaluate import BAND, save_png_pdf
 
     protocols = list(dict.fromkeys(points["protocol"]))
     fig = Figure(figsize=(4.6 * len(protocols), 4.6), layout="constrained")

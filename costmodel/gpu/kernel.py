@@ -73,7 +73,7 @@ from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.math_mode import math_mode
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Device
+    from hetsim.costmodel.platform import Device
 
 __all__ = ["CONSTANTS_FILE", "KERNEL_FIELDS", "RATED_FLOPS_PER_WATT", "TILES", "KernelConstants", "KernelGPU", "kernel_times",
            "shipped_constants"]
@@ -167,7 +167,7 @@ class KernelGPU:
 
     @classmethod
     def from_device(cls, device: Device) -> KernelGPU:
-        """The GPU of a platform :class:`~sim.platform.Device`."""
+        """The GPU of a platform :class:`~costmodel.platform.Device`."""
         if device.kind != "gpu":
             raise CostModelError(f"the kernel model prices GPUs, not {device.kind} device {device.name!r}")
         return cls.from_spec(device.name, {k: getattr(device, k, None) for k in KERNEL_FIELDS},

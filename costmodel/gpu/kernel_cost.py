@@ -14,17 +14,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelBase, CostModelError
+from hetsim.costmodel.gpu.features import gpu_ops
 from hetsim.costmodel.gpu.kernel import KernelConstants, KernelGPU, kernel_times, shipped_constants
+from hetsim.costmodel.math_mode import node_dtype
+from hetsim.graphs.features import features
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link
 
 __all__ = ["KernelCostModel"]
 
 
-class KernelCostModel:
+class KernelCostModel(CostModelBase):
     """A :class:`~costmodel.base.CostModel` of GPU devices from their spec sheets.
 
     ``op_time`` = the kernel model's device time, with the device's
@@ -38,7 +41,7 @@ class KernelCostModel:
 
     Examples
     --------
-    >>> from hetsim.sim import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> from hetsim.graphs import Graph
     >>> g = Graph(name="one")
     >>> _ = g.add_op("mm", "matmul", inputs=[([512, 512], "float32"), ([512, 512], "float32")],
@@ -64,11 +67,9 @@ class KernelCostModel:
         key = (id(graph), device.name)
         hit = self._graphs.get(key)
         if hit is None or hit[0]() is not graph or len(hit[1]) != graph.number_of_nodes():
-            from hetsim.costmodel.gpu.features import gpu_ops
+            # lazy: at the top it would load scipy with this module
             from hetsim.costmodel.gpu.roofline import views
             from hetsim.costmodel.learned.xgb_features import moved_bytes
-            from hetsim.costmodel.math_mode import node_dtype
-            from hetsim.graphs.features import features
 
             gpu = KernelGPU.from_device(device)
             X = features(graph)

@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,9 +31,9 @@ import pandas as pd
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.gpu.features import GPU_FAMILIES
 from hetsim.costmodel.gpu.kernel import CONSTANTS_FILE, KernelConstants, KernelGPU, kernel_times
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.gpu.model import GPUBank
+from hetsim.costmodel.gpu.model import GPUBank
+from hetsim.costmodel.platform import Platform
+from hetsim.graphs.graph import atomic_write
 
 __all__ = ["FITTED", "KernelSet", "bank_gpus", "bank_sets", "builtin_sets", "fit_constants", "write_constants"]
 
@@ -95,8 +95,6 @@ class KernelSet:
 def bank_gpus(bank: GPUBank) -> dict[str, KernelGPU]:
     """The bank's GPUs with the tensor-core peaks of their presets (the preset whose
     default cost is the GPU's profile, ``gpu-NAME``); a GPU without a preset has none."""
-    from hetsim.sim.platform import Platform
-
     tables: dict[str, tuple[Any, Any]] = {}
     for name in Platform.presets():
         for d in Platform.preset(name).devices:
@@ -123,8 +121,7 @@ def bank_sets(bank: GPUBank, gpus: Sequence[str] | None = None, *, dataset: str 
 def builtin_sets(bank: GPUBank | None = None) -> list[KernelSet]:
     """Every built-in set: the NeuSight profiles (``bank``, default
     :meth:`GPUBank.builtin`) and Vidur's tables."""
-    from hetsim.costmodel.gpu.model import GPUBank
-    from hetsim.costmodel.gpu.vidur import vidur_sets
+    from hetsim.costmodel.gpu.vidur import vidur_sets  # a cycle: vidur's tables are KernelSets
 
     return [*bank_sets(bank if bank is not None else GPUBank.builtin()), *vidur_sets()]
 
@@ -180,8 +177,6 @@ def write_constants(sets: Sequence[KernelSet] | None = None, path: Any = None) -
     """Fit the constants on ``sets`` (default: :func:`builtin_sets`) and write them,
     with what they were fitted on, to ``path`` (default: the shipped
     ``costmodel/data/gpu-kernel.json``)."""
-    from hetsim.graphs.graph import atomic_write
-
     sets = builtin_sets() if sets is None else sets
     constants = fit_constants(sets)
     out = Path(path) if path is not None else Path(__file__).resolve().parents[1] / "data" / CONSTANTS_FILE

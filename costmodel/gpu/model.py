@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelBase, CostModelError
+from hetsim.costmodel.builtin import builtin_profiles
 from hetsim.costmodel.gpu.features import GPU_FAMILIES, SPEC_KEYS, design, gpu_ops, spec_roofline
 from hetsim.costmodel.gpu.roofline import (
     MIN_FIT_ROWS,
@@ -66,10 +67,12 @@ from hetsim.costmodel.gpu.store import (
 )
 from hetsim.costmodel.gpu.trees import TreeEnsemble, fit_trees
 from hetsim.costmodel.learned.xgb_features import sum_fit
+from hetsim.costmodel.profile_reader import read_profile, validate_manifest
+from hetsim.graphs.features import features
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link
 
 __all__ = ["GPUBank", "GPUCostModel", "GPUData", "FamilyModel", "MODEL_VERSION", "device_spec", "holdout",
            "parse_fold", "shape_fold"]
@@ -185,8 +188,6 @@ class GPUData:
     def load(self) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
         """``(profile rows, gpu_ops of them, call times)``, read once."""
         if self._loaded is None:
-            from hetsim.costmodel.profile_reader import read_profile
-
             prof = read_profile(self.path)
             rows = prof.ops[prof.ops["device_kind"] == "gpu"].reset_index(drop=True)
             if rows.empty:
@@ -254,8 +255,6 @@ class GPUBank:
     def from_profiles(cls, folders: Iterable[str | os.PathLike[str]], **kw: Any) -> GPUBank:
         """A bank of the GPU profile folders ``folders`` (one GPU device each, with
         its published figures in the manifest's ``devices[0].spec``)."""
-        from hetsim.costmodel.profile_reader import validate_manifest
-
         gpus = []
         for f in folders:
             folder = Path(f)
@@ -282,8 +281,6 @@ class GPUBank:
     @classmethod
     def builtin(cls, **kw: Any) -> GPUBank:
         """The bank of every built-in GPU profile (:func:`costmodel.builtin_profiles`)."""
-        from hetsim.costmodel.builtin import builtin_profiles
-
         return cls.from_profiles([p for n, p in builtin_profiles().items() if n.startswith("gpu-")], **kw)
 
     # --------------------------------------------------------------- queries
@@ -552,7 +549,7 @@ class GPUBank:
 
 
 # -------------------------------------------------------------------- cost model
-class GPUCostModel:
+class GPUCostModel(CostModelBase):
     """A :class:`~costmodel.base.CostModel` pricing GPU devices from a :class:`GPUBank`.
 
     Parameters
@@ -589,8 +586,6 @@ class GPUCostModel:
         key = (id(graph), device.name if self.gpu is None else "")
         hit = self._graphs.get(key)
         if hit is None or hit[0]() is not graph or len(hit[1]) != graph.number_of_nodes():
-            from hetsim.graphs.features import features
-
             X = features(graph)
             spec = device_spec(device) if self.gpu is None else None
             calls, src = self.bank.predict(X, gpu=self.gpu, spec=spec)

@@ -50,7 +50,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import hetsim
 from hetsim.costmodel.base import CostModelError
+from hetsim.graphs.features import features
+from hetsim.graphs.graph import Graph
 
 __all__ = [
     "DATASET_CAVEATS",
@@ -292,9 +295,6 @@ def _shape_of(row: Mapping[str, Any], op: str) -> dict[str, int]:
 
 def profile_rows(rows: pd.DataFrame, device: str = "gpu") -> pd.DataFrame:
     """``ops.csv`` rows (profile device ``device``) of one GPU's data set rows."""
-    from hetsim.graphs.features import features
-    from hetsim.graphs.graph import Graph
-
     g = Graph(name="neusight")
     meta = []
     for row in rows.to_dict("records"):
@@ -339,7 +339,6 @@ def _libraries(rows: pd.DataFrame) -> dict[str, str]:
             vals = sorted({str(v).lstrip("p") for v in rows[col].dropna()})
             if vals:
                 libs[key] = ";".join(vals)
-    import hetsim
 
     libs["hetsim"] = str(getattr(hetsim, "__version__", "0"))
     return libs
@@ -384,6 +383,7 @@ def import_neusight(
     >>> import_neusight("NeuSight/scripts/asplos/data/dataset", "out/profiles", gpus=["t4"])  # doctest: +SKIP
     [PosixPath('out/profiles/gpu-t4')]
     """
+    # looked up when called: tests replace it on hetsim.costmodel.profile_writer
     from hetsim.costmodel.profile_writer import write_profile
 
     root = Path(source)

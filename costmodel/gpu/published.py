@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from hetsim.costmodel import as_cost_model
 from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.platform import Platform
+from hetsim.graphs import from_torch
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -56,7 +59,7 @@ def layer_graphs(model: str, batch: int, seq_len: int) -> tuple[Graph, Graph]:
     """``model`` (a :data:`CONFIGS` key) imported with one and with two layers."""
     import torch
 
-    from hetsim.graphs import from_torch
+    # lazy: at the top it would load torch with this module
     from hetsim.graphs.zoo import transformer
 
     if model not in CONFIGS:
@@ -86,9 +89,6 @@ def predict_published(costs: Sequence[str] = ("default", "roofline"), *, presets
 
     ``presets`` keeps the rows of those presets; ``rows`` replaces the published table.
     """
-    from hetsim.costmodel import as_cost_model
-    from hetsim.sim.platform import Platform
-
     table = published_latencies() if rows is None else rows
     if presets is not None:
         table = table[table["preset"].isin(list(presets))]
@@ -118,9 +118,8 @@ def predict_zoo(rows: pd.DataFrame, costs: Sequence[str] = ("default", "roofline
     """Measured kernel sums of zoo models (``rows``: ``model, batch, gpu, preset,
     kernel_s``) against each preset's all-GPU busy time of the zoo graph (default
     options), per cost model of ``costs``; columns :data:`ZOO_COLUMNS`."""
-    from hetsim.costmodel import as_cost_model
+    # lazy: at the top it would load torch with this module
     from hetsim.graphs import zoo
-    from hetsim.sim.platform import Platform
 
     out = []
     for r in rows.itertuples():

@@ -26,6 +26,7 @@ from typing import Any
 
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.gpu.trees import TreeEnsemble
+from hetsim.graphs.graph import atomic_write
 from hetsim.graphs.private_cache import read_own_file
 
 __all__ = ["MODEL_VERSION", "SHIPPED", "ModelStore", "cache_dir", "copy_entries", "ship", "store_key"]
@@ -105,8 +106,6 @@ def read_entry(meta_path: Path, *, private: bool = False) -> tuple[dict[str, Any
 
 
 def write_entry(folder: Path, key: str, meta: Mapping[str, Any], trees: TreeEnsemble | None) -> None:
-    from hetsim.graphs.graph import atomic_write
-
     folder.mkdir(parents=True, exist_ok=True)
     out = {"hetsim_gpu_model": MODEL_VERSION, **meta}
     if trees is not None:
@@ -135,6 +134,7 @@ def ship(folder: str | os.PathLike[str] = SHIPPED, *, bank: Any = None) -> list[
     (default: the package's shipped models), fitting what no store has, and remove the
     entries of ``folder`` no longer used; the files written. Run it when a built-in
     profile, the features or :data:`~costmodel.gpu.model.DEFAULT_PARAMS` change."""
+    # import cycle: hetsim.costmodel.gpu.model -> hetsim.costmodel.gpu.store
     from hetsim.costmodel.gpu.model import GPUBank
 
     bank = bank or GPUBank.builtin(cache=None)

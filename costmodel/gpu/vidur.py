@@ -40,16 +40,14 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from hetsim.costmodel.base import CostModelError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.costmodel.gpu.kernel import KernelGPU
-    from hetsim.costmodel.gpu.kernel_fit import KernelSet
+from hetsim.costmodel.gpu.kernel import KernelGPU
+from hetsim.costmodel.gpu.kernel_fit import KernelSet
+from hetsim.costmodel.platform import Platform
 
 __all__ = ["DATA", "FUSED", "LAYER_COLUMNS", "OPS", "VidurGPU", "convert", "read_vidur", "vidur_gpus", "vidur_kernels", "vidur_sets"]
 
@@ -208,9 +206,6 @@ class VidurGPU:
 def vidur_gpus(data: str | Path = DATA) -> dict[str, VidurGPU]:
     """Vidur's GPUs (``gpus.json``): each either a preset's GPU (``preset``) or a spec
     sheet of its own (``spec``, ``tensor_flops``, ``launch_overhead_s``)."""
-    from hetsim.costmodel.gpu.kernel import KernelGPU
-    from hetsim.sim.platform import Platform
-
     path = Path(data) / "gpus.json"
     try:
         doc = json.loads(path.read_text())
@@ -233,8 +228,6 @@ def vidur_sets(data: str | Path = DATA) -> list[KernelSet]:
     """One :class:`~costmodel.gpu.kernel_fit.KernelSet` per Vidur GPU: FP16 device
     times, no host floor; the per-launch floor is the kernel model's own
     ``launch_floor_s`` (these device times are what it is fitted on)."""
-    from hetsim.costmodel.gpu.kernel_fit import KernelSet
-
     out = []
     for vidur, gpu in vidur_gpus(data).items():
         rows, ops, t = vidur_kernels(read_vidur(vidur, data))

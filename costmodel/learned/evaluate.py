@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hetsim.costmodel.base import CostModelError
+from hetsim.graphs.graph import atomic_write
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -81,6 +82,10 @@ def loo_predictions(
     import numpy as np
     import pandas as pd
 
+    # import cycles:
+    #   hetsim.costmodel.learned.measured -> hetsim.costmodel -> hetsim.costmodel.learned.evaluate
+    #   hetsim.costmodel.profile_reader -> hetsim.costmodel -> hetsim.costmodel.learned.evaluate
+    #   hetsim.costmodel.spec -> hetsim.costmodel -> hetsim.costmodel.learned.evaluate
     from hetsim.costmodel.learned.measured import CostModelWarning
     from hetsim.costmodel.profile_reader import split_models
     from hetsim.costmodel.spec import as_profile, make_predictor
@@ -238,8 +243,6 @@ def plot_eval(points: pd.DataFrame, out: str | os.PathLike[str], *, stem: str = 
 def save_png_pdf(fig: Any, out: str | os.PathLike[str], stem: str) -> list[Path]:
     """Save the matplotlib figure ``fig`` as ``out/stem.png`` (150 dpi) and
     ``out/stem.pdf``, creating ``out``; the two paths."""
-    from hetsim.graphs.graph import atomic_write
-
     folder = Path(out)
     paths = [folder / f"{stem}.png", folder / f"{stem}.pdf"]
     atomic_write(paths[0], lambda fh: fig.savefig(fh, dpi=150, format="png"), binary=True)

@@ -56,15 +56,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.base import CostModelBase, CostModelError
 from hetsim.costmodel.roofline import Roofline
 from hetsim.graphs.features import FEATURE_COLUMNS, features
-from hetsim.graphs.graph import VIEW_OPS
+from hetsim.graphs.graph import VIEW_OPS, atomic_write
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Device, Link, Platform
     from hetsim.costmodel.profile_reader import Profile
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Device, Link, Platform
 
 __all__ = [
     "COSTMODEL_FILE_VERSION",
@@ -247,8 +247,6 @@ def read_model_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as compact JSON, atomically (:func:`graphs.graph.atomic_write`)."""
-    from hetsim.graphs.graph import atomic_write
-
     atomic_write(path, lambda fh: fh.write(json.dumps(data, separators=(",", ":")) + "\n"))
 
 
@@ -269,7 +267,7 @@ class _GraphEntry:
         self.warned: set[str] = set()
 
 
-class MeasuredCostModel:
+class MeasuredCostModel(CostModelBase):
     """A :class:`~costmodel.base.CostModel` from a fitted predictor and a profile's
     devices, link fits and dispatch times (see the module docstring for the rules).
 

@@ -124,12 +124,16 @@ def op_class_of(op: str) -> str:
 
 
 def _train(params: Mapping[str, Any], num_boost_round: int, M: np.ndarray, target: np.ndarray) -> Any:
-    """Fit an :class:`xgboost.XGBRegressor` and keep its booster (what predicts and saves)."""
+    """Fit the booster (what predicts and saves) with XGBoost's own training call: the
+    model :class:`xgboost.XGBRegressor` fits from ``params``, byte for byte, without the
+    scikit-learn package the regressor needs (``n_jobs`` and ``random_state`` are its
+    names for ``nthread`` and ``seed``)."""
     import xgboost
 
-    reg = xgboost.XGBRegressor(n_estimators=num_boost_round, **params)
-    reg.fit(M, target)
-    return reg.get_booster()
+    native = dict(params)
+    native["nthread"] = native.pop("n_jobs")
+    native["seed"] = native.pop("random_state")
+    return xgboost.train(native, xgboost.DMatrix(M, label=target), num_boost_round=num_boost_round)
 
 
 def _booster(raw: bytes | bytearray) -> Any:
@@ -211,7 +215,7 @@ class XGBoost(Predictor):
         return list(self.features) if self.features is not None else list(KERNEL_FEATURES)
 
     def _xgb_params(self) -> dict[str, Any]:
-        """Keyword arguments of :class:`xgboost.XGBRegressor` (besides ``n_estimators``)."""
+        """Parameters as :class:`xgboost.XGBRegressor` names them (besides ``n_estimators``)."""
         return {
             "max_depth": self.max_depth,
             "learning_rate": self.learning_rate,

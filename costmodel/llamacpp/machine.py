@@ -57,6 +57,7 @@ class Machine:
     gpu_hbm: bool = False
 
     def __post_init__(self) -> None:
+        # import cycle: hetsim.costmodel.llamacpp.rates -> hetsim.costmodel.llamacpp -> hetsim.costmodel.llamacpp.machine
         from hetsim.costmodel.llamacpp.rates import BACKENDS
 
         if not self.backend:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.platform import Device, Platform
 from hetsim.graphs.trace.build import COMPUTE_CLASSES
-from hetsim.sim.platform import Device, Platform
 
 __all__ = ["TRACED_GPUS", "device_ratio", "traced_device", "traced_preset"]
 

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hetsim.costmodel.base import CostModelError
+from hetsim.graphs.graph import GraphError
+from hetsim.graphs.trace import build_graph, read_kineto, runtime_role, select_step
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
 __all__ = ["TraceFigures", "calibrated_from_trace", "trace_figures"]
 
@@ -70,9 +72,6 @@ def trace_figures(path: str | os.PathLike[str], *, step: str | None = None) -> T
     >>> f.launches, round(f.launch_call_s * 1e6, 1)
     (40, 8.0)
     """
-    from hetsim.graphs.graph import GraphError
-    from hetsim.graphs.trace import build_graph, read_kineto, runtime_role, select_step
-
     try:
         trace = read_kineto(path)
         window = select_step(trace, step)

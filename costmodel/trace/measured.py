@@ -6,17 +6,19 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from hetsim.costmodel.base import CostModelError, host_dispatch
+from hetsim.costmodel.base import CostModelBase, CostModelError, host_dispatch
+from hetsim.costmodel.roofline import Roofline
 from hetsim.costmodel.trace.devices import device_ratio, traced_device
 from hetsim.graphs.graph import Graph, GraphError
+from hetsim.graphs.trace import from_trace
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Device, Link
+    from hetsim.costmodel.platform import Device, Link
 
 __all__ = ["TraceCostModel"]
 
 
-class TraceCostModel:
+class TraceCostModel(CostModelBase):
     """Kernel and host times measured in a profiler trace, as the simulator, the
     schedulers and ``compare`` take a cost model.
 
@@ -55,13 +57,9 @@ class TraceCostModel:
 
     def __init__(self, source: str | os.PathLike[str] | Graph, *, step: str | None = None,
                  fallback: Any = None, traced_platform: Any = None) -> None:
-        from hetsim.costmodel.roofline import Roofline
-
         if isinstance(source, Graph):
             graph = source
         else:
-            from hetsim.graphs.trace import from_trace
-
             try:
                 graph = from_trace(source, step=step)
             except GraphError as e:
@@ -118,6 +116,7 @@ class TraceCostModel:
                 counts[h] += 1
         if not any(counts.values()):
             return
+        # lazy: at the top it would load pandas with this module
         from hetsim.costmodel.learned.measured import CostModelWarning
 
         parts = []

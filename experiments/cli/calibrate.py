@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from hetsim.experiments.cli.common import positive_int
+from hetsim.experiments.cli.main import CLIError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -55,11 +56,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Calibrate; exit status 0 when the files were written."""
-    from hetsim.experiments.cli.main import CLIError
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
+    from hetsim.costmodel.platform import Platform
+
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.runtime.calibration import calibrate
-    from hetsim.sim.platform import Platform
 
     if args.from_trace:
+        # lazy: a command's module loads only what its parser needs (hetsim --help)
         from hetsim.experiments.trace_calibrate import calibrate_from_trace
 
         figures, cal = calibrate_from_trace(args.from_trace, args.out, platform=args.platform, step=args.step)

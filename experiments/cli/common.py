@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsim.graphs.graph import Graph, GraphError
+from hetsim.graphs.model_spec import load_model_spec
 
 __all__ = [
     "add_cost_args", "add_input_args", "add_model_args", "check_cost", "cost_model", "int_at_least", "load_model",
@@ -104,6 +105,7 @@ def non_negative_float(text: str) -> float:
 
 def check_cost(spec: str) -> None:
     """Refuse a ``--cost`` spec that names nothing (``CostModelError``), without fitting it."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.costmodel.spec import check_spec
 
     check_spec(spec)
@@ -128,6 +130,7 @@ def cost_model(args: argparse.Namespace, platform: Any) -> Any:
     profile measured none of."""
     if not args.allow_uncovered:
         return args.cost
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.costmodel.spec import from_spec
 
     return from_spec(args.cost, platform=platform, allow_uncovered=True)
@@ -188,8 +191,6 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
 def load_model(args: argparse.Namespace) -> Graph:
     """The graph named by ``args.model``, a model spec (:func:`graphs.load_model_spec`):
     a zoo model (cached), a graph JSON file, an ONNX file or ``file.py:ClassName``."""
-    from hetsim.graphs.model_spec import load_model_spec
-
     if (os.sep in args.model or args.model.startswith(".")) and os.path.isdir(args.model):  # a path, not a zoo name
         raise GraphError(f"{args.model}: is a folder, not a model (a zoo name, graph JSON, ONNX or "
                          "file.py:ClassName)")

@@ -19,10 +19,12 @@ from hetsim.experiments.cli.common import (
     parse_kv,
     request_count,
 )
+from hetsim.experiments.cli.main import CLIError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``compare`` subcommand on ``sub``."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.compare import COLUMN_DEFINITIONS, TABLE_COLUMNS
     from hetsim.sim.result import METRIC_DEFINITIONS, describe_metrics
 
@@ -62,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Compare, print the table, save to ``--out``; 1 when no scheduler gave a usable plan."""
-    from hetsim.experiments.cli.main import CLIError
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.compare import check_arguments, compare
 
     t0 = time.perf_counter()
@@ -74,10 +76,12 @@ def run(args: argparse.Namespace) -> int:
         sargs.setdefault(name, {}).update(parse_kv([kv]))
     names = [s.strip() for s in args.schedulers.split(",") if s.strip()] if args.schedulers else None
     # everything that can be wrong with the arguments is reported before the model import
-    from hetsim.sim.platform import Platform
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
+    from hetsim.costmodel.platform import Platform
 
     check_arguments(names, sargs, args.requests, args.interval)
     if args.out and os.path.isdir(args.out):  # a folder another command writes: refused before the work
+        # lazy: a command's module loads only what its parser needs (hetsim --help)
         from hetsim.experiments.output_folder import lock_folder
 
         with lock_folder(args.out):

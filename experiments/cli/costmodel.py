@@ -24,6 +24,8 @@ import argparse
 from pathlib import Path
 
 from hetsim.experiments.cli.common import int_at_least, output_file, output_folder
+from hetsim.experiments.cli.main import CLIError
+from hetsim.graphs.graph import atomic_write
 
 _KINDS = ("table", "polynomial", "xgboost")
 
@@ -86,6 +88,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.costmodel_command == "eval":
+        # lazy: a command's module loads only what its parser needs (hetsim --help)
         from hetsim.experiments.cli.gpu_eval import gpu_profiles, run_gpu_eval
 
         gpu = gpu_profiles(args.profile, args.gpus)
@@ -100,11 +103,12 @@ EVAL_OUTPUTS = ("eval.csv", "eval_points.csv", "eval.png", "eval.pdf")
 
 
 def _run_eval(args: argparse.Namespace) -> int:
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.costmodel.learned.evaluate import format_eval, loo_predictions, plot_eval, summarize
     from hetsim.costmodel.profile_reader import read_profile
-    from hetsim.experiments.cli.main import CLIError
+
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.output_folder import replace_outputs
-    from hetsim.graphs.graph import atomic_write
 
     if len(args.profile) != 1:
         raise CLIError(f"expected one (CPU) profile folder, got {args.profile or 'none'}")
@@ -136,6 +140,7 @@ def _run_eval(args: argparse.Namespace) -> int:
 
 
 def _run_fit(args: argparse.Namespace) -> int:
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim import costmodel
 
     prof = costmodel.read_profile(args.profile)

@@ -8,14 +8,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hetsim.experiments.cli.main import CLIError
+from hetsim.graphs.graph import atomic_write
+
 PROTOCOLS = ("held-out", "cv", "logo", "kernel-logo", "published")
 
 
 def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
     """The GPU profile folders to evaluate, or None when ``profiles`` are not GPU profiles."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.costmodel.builtin import builtin_profiles
     from hetsim.costmodel.spec import gpu_profile_name
-    from hetsim.experiments.cli.main import CLIError
 
     builtins = {n: p for n, p in builtin_profiles().items() if n.startswith("gpu-")}
     if gpus:
@@ -43,6 +46,7 @@ def gpu_profiles(profiles: list[str], gpus: str | None) -> list[Path] | None:
 def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     import pandas as pd
 
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.costmodel.gpu.evaluate import (
         cv_predictions,
         format_gpu_eval,
@@ -53,8 +57,6 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     )
     from hetsim.costmodel.gpu.features import GPU_FAMILIES
     from hetsim.costmodel.gpu.model import GPUBank
-    from hetsim.experiments.cli.main import CLIError
-    from hetsim.graphs.graph import atomic_write
 
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     bad = [p for p in protocols if p not in PROTOCOLS]
@@ -77,6 +79,7 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
     if "logo" in protocols:
         frames.append(logo_predictions(bank, families=families or ("gemm", "conv"), progress=True))
     if "kernel-logo" in protocols:
+        # lazy: a command's module loads only what its parser needs (hetsim --help)
         from hetsim.costmodel.gpu.evaluate import kernel_logo_predictions
         from hetsim.costmodel.gpu.kernel_fit import bank_sets
         from hetsim.costmodel.gpu.vidur import vidur_sets
@@ -103,12 +106,12 @@ def run_gpu_eval(args: argparse.Namespace, folders: list[Path]) -> int:
 def run_published(gpus: list[str], out: Path) -> None:
     """The published latencies of ``gpus`` against their presets (default cost and
     roofline): prints the error table and writes ``published.csv`` into ``out``."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.costmodel.gpu.published import (
         format_published,
         predict_published,
         published_latencies,
     )
-    from hetsim.graphs.graph import atomic_write
 
     table = published_latencies()
     rows = table[table["gpu"].isin(gpus)]

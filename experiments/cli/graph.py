@@ -6,7 +6,8 @@ import argparse
 import json
 
 from hetsim.experiments.cli.common import add_model_args, load_model, output_file
-from hetsim.graphs.graph import GraphError
+from hetsim.graphs.graph import GraphError, atomic_write
+from hetsim.graphs.summary import format_summary, summary, to_dot
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -30,8 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hetsim.graphs.graph import atomic_write
-    from hetsim.graphs.summary import format_summary, summary, to_dot
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.graphs.trace import from_trace, is_trace_file
 
     if is_trace_file(args.model):
@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     s = summary(graph)
     print(json.dumps(s, indent=1) if args.summary_json else format_summary(s))
     if graph.meta.get("source") == "kineto" and not args.summary_json:
+        # lazy: a command's module loads only what its parser needs (hetsim --help)
         from hetsim.experiments.trace_report import trace_line
 
         print(trace_line(graph))

@@ -27,8 +27,15 @@ from pathlib import Path
 from hetsim.costmodel.base import CostModelError
 from hetsim.experiments.cli.common import int_at_least
 from hetsim.experiments.cli.main import CLIError
-from hetsim.experiments.llm_calibrate import MAX_STREAM_MIB
+from hetsim.experiments.llm_calibrate import (
+    MAX_STREAM_MIB,
+    THIS_PLATFORM,
+    calibrate,
+    platform_toml,
+    this_platform,
+)
 from hetsim.graphs.files import atomic_write
+from hetsim.graphs.graph import GraphError
 
 DEFAULT_OUT = Path("out") / "llm-plan.json"
 
@@ -109,7 +116,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                            description="Measure host memory bandwidth (STREAM triad), threads, memory and, where "
                            "torch sees a CUDA GPU, its memory, bandwidth and link; write the platform file that "
                            "--platform this reads.")
-    from hetsim.experiments.llm_calibrate import THIS_PLATFORM
 
     c.add_argument("--out", type=Path, default=THIS_PLATFORM, metavar="FILE", help=f"default {THIS_PLATFORM}")
     c.add_argument("--mib", type=int_at_least(1, MAX_STREAM_MIB), default=512, metavar="MIB",
@@ -145,8 +151,6 @@ def run(args: argparse.Namespace) -> int:
                        "(give one or the other)")
     _check_model(args.model)
     if args.platform == "this":
-        from hetsim.experiments.llm_calibrate import this_platform
-
         args.platform = str(this_platform())
     given = [flag for flag, value, default in (("--batch", args.batch, 1), ("--kv-dtype", args.kv_dtype, "f16"),
                                                ("--objective", args.objective, "decode"),
@@ -163,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_model(name: str) -> None:
     """``unknown model NAME; known: ...`` for a name that is no file, folder or preset."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.graphs.llm.presets import canonical_preset, preset_names
 
     if not Path(name).exists() and not name.lower().endswith((".gguf", ".json")) and canonical_preset(name) is None:
@@ -171,6 +176,7 @@ def _check_model(name: str) -> None:
 
 
 def _machine(args: argparse.Namespace):
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.llm_machine import machine_from_flags, machine_from_platform
 
     if args.platform is not None:
@@ -186,6 +192,7 @@ def _machine(args: argparse.Namespace):
 
 
 def _llamacpp_plan(args: argparse.Namespace):
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.costmodel.llamacpp import LlamaCppRun
     from hetsim.experiments.llm_llamacpp_plan import plan_llamacpp
     from hetsim.graphs.llm.model_source import load_model
@@ -230,9 +237,11 @@ def _plan_llamacpp(args: argparse.Namespace) -> int:
 def _plan_both(args: argparse.Namespace) -> int:
     """Both engines on a platform: llama.cpp's where it applies, the simulated policies where
     they apply, each row labelled, and the two compared on the placement both price."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.llm_engines import compare_engines
     from hetsim.experiments.llm_plan import plan_llm
-    from hetsim.graphs.graph import GraphError
+
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.schedulers import SchedulerError
 
     errors = (GraphError, SchedulerError, CostModelError)
@@ -279,8 +288,6 @@ def _plan_both(args: argparse.Namespace) -> int:
         data["llama_cpp"] = plan.to_dict() if plan is not None else {"error": why_not["llama.cpp"]}
         if agreement is not None:
             data["engines"] = agreement.to_dict()
-        from hetsim.graphs.graph import atomic_write
-
         path = atomic_write(args.out, lambda fh: json.dump(data, fh, indent=1, allow_nan=False))
     else:
         path = plan.save(args.out)
@@ -289,8 +296,6 @@ def _plan_both(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from hetsim.experiments.llm_calibrate import calibrate, platform_toml
-
     m = calibrate(mib=args.mib)
     text = platform_toml(m)
     atomic_write(args.out, lambda fh: fh.write(text))  # never through a link, never half-written

@@ -24,12 +24,21 @@ SUBCOMMANDS = ["graph", "replay", "simulate", "compare", "profile", "profile_imp
                "llm"]
 
 
+#: packages hetsim installs only with an extra -> what a command that needs one says
+OPTIONAL_PACKAGES = {
+    "torch": "this needs PyTorch (the model zoo, model import, execution and profiling), which hetsim "
+             "installs only with its 'torch' extra: pip install torch --index-url "
+             "https://download.pytorch.org/whl/cpu (the CPU build), or pip install 'hetsim[torch]'",
+}
+
+
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit status 2."""
 
 
 def version_text() -> str:
     """``hetsim 0.1.0 (git 1ac8187, /path/to/checkout)``: the version, and which code runs."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     import hetsim
 
     root = Path(hetsim.__file__).resolve().parent.parent
@@ -112,12 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "run_command", None) is None:
         parser.print_help()
         return 1
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.costmodel.base import CostModelError
+    from hetsim.costmodel.platform import PlatformError
     from hetsim.experiments.output_folder import FolderLockedError
     from hetsim.schedulers.base import SchedulerError
     from hetsim.sim.engine.state import SimulationError
     from hetsim.sim.plan import PlanError
-    from hetsim.sim.platform import PlatformError
 
     user_errors: tuple[type[BaseException], ...] = (
         CLIError,
@@ -135,6 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.run_command(args) or 0)
     except user_errors as e:
         print(f"hetsim {args.command.replace('-', ' ')}: error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        if e.name not in OPTIONAL_PACKAGES:
+            raise
+        print(f"hetsim {args.command.replace('-', ' ')}: error: {OPTIONAL_PACKAGES[e.name]}", file=sys.stderr)
         return 2
     except OSError as e:  # a path the command reads or writes: a folder, under a file, read-only, disk full
         print(f"hetsim {args.command.replace('-', ' ')}: error: {os_error_text(e)}", file=sys.stderr)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsim.experiments.cli.common import output_path, positive_float
+from hetsim.experiments.cli.main import CLIError
 from hetsim.experiments.plotting import AGGREGATES, MAX_FIGURE_IN
 
 KINDS = ("bars", "speedup", "gantt", "scatter", "heatmap")
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from hetsim.experiments.cli.main import CLIError
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.plotting import charts as plots
     from hetsim.experiments.sweep import load_results
 
@@ -168,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _gantt(src: Path, args: argparse.Namespace, size: dict[str, float]) -> Any:
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.plotting import charts as plots
     from hetsim.experiments.sweep import Point, load_results, simulate_point
 

@@ -14,6 +14,8 @@ import argparse
 from typing import Any
 
 from hetsim.experiments.cli.common import output_folder, parse_kv, positive_float, positive_int
+from hetsim.experiments.cli.main import CLIError
+from hetsim.graphs.graph import load
 
 
 def _ints(text: str) -> list[int]:
@@ -93,9 +95,10 @@ def model_options(models: list[str], items: list[str] | None) -> dict[str, dict[
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from hetsim.experiments.cli.main import CLIError
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.graphs import zoo
-    from hetsim.graphs.graph import load
+
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.runtime.backends import BackendError, check_available, parse_devices
     from hetsim.runtime.profiler import MeasureSettings, profile_models
 

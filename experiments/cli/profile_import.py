@@ -36,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import time
 
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.costmodel.gpu.neusight import import_neusight
     from hetsim.costmodel.profile_reader import read_profile
 

@@ -46,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Replay and print the report; exit status 0."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.trace_report import replay_report
     from hetsim.graphs.trace import from_trace
     from hetsim.sim.replay.whatif import what_ifs

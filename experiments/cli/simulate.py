@@ -35,6 +35,7 @@ from hetsim.experiments.cli.common import (
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``simulate`` subcommand on ``sub``."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.sim.result import METRIC_DEFINITIONS, describe_metrics
 
     p = sub.add_parser(
@@ -99,8 +100,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Load model, platform and plan; simulate; print the table (or JSON); exit status."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim import schedulers
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
     # the scheduler (or plan file), platform and cost spec are checked before the model import
     plan = schedulers.load_plan(args.plan) if args.plan else None  # rebuilds a dynamic policy

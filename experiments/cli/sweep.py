@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hetsim.experiments.cli.common import non_negative_int, output_folder, positive_int
+from hetsim.experiments.cli.main import CLIError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.experiments.sweep import Point, Sweep
@@ -54,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hetsim.experiments.cli.main import CLIError
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.sweep import Sweep, SweepError, pending_points, run_sweep
 
     try:
@@ -119,6 +120,7 @@ def _describe(sweep: Sweep, pending: int, out: Path) -> str:
 
 
 def _short(point: Point) -> str:
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.sweep import Point
 
     defaults = Point(model="", platform="", scheduler="").params()

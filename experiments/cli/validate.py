@@ -27,6 +27,8 @@ from hetsim.experiments.cli.common import (
     parse_kv,
     positive_int,
 )
+from hetsim.experiments.cli.main import CLIError
+from hetsim.graphs.model_spec import load_model_spec, parse_model_spec
 
 #: the validated plans' median makespan spread ``(p90 - p10) / median`` above which
 #: ``hetsim validate`` says the host is busy: noise of that size hides the simulator's
@@ -126,7 +128,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run the validation the arguments ask for; exit status 0 when it ran."""
-    from hetsim.experiments.cli.main import CLIError
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.runtime.backends import BackendError
     from hetsim.runtime.executor.setup import ExecutionError
     from hetsim.runtime.validation.rounds import check_replicas
@@ -149,8 +151,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _device_map(items: list[str] | None) -> dict[str, str]:
-    from hetsim.experiments.cli.main import CLIError
-
     out = {}
     for item in items or []:
         if "=" not in item:
@@ -161,16 +161,19 @@ def _device_map(items: list[str] | None) -> dict[str, str]:
 
 
 def _model_kwargs(models: list[str], items: list[str] | None) -> dict[str, dict[str, Any]]:
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.experiments.cli.profile import model_options
 
     return model_options(models, items)
 
 
 def _run_one(args: argparse.Namespace) -> int:
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim import schedulers
-    from hetsim.graphs.model_spec import load_model_spec, parse_model_spec
+    from hetsim.costmodel.platform import Platform
+
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.runtime.validation.validate import validate
-    from hetsim.sim.platform import Platform
 
     platform = Platform.load(args.platform)  # its calibration is checked by validate()
     if not args.plan:  # a mistyped scheduler, parameter or cost is reported before the model import
@@ -186,17 +189,16 @@ def _run_one(args: argparse.Namespace) -> int:
                             granularity=args.granularity, trust_model_code=args.trust_model_code)
     how: Any = schedulers.load_plan(args.plan) if args.plan else args.scheduler
     if args.plan:  # a plan of another graph is named as such before anything runs
+        # lazy: a command's module loads only what its parser needs (hetsim --help)
         from hetsim.sim.plan import PlanError
 
         try:
             how.validate(graph, platform)
         except PlanError as e:
             raise PlanError(f"{args.plan}: not a plan for graph {graph.name!r} on {platform.name!r}: {e}") from None
-    res = validate(graph, platform, how, args.cost, backend=args.backend or "torch", warmup=args.warmup,
-                   repeats=args.repeats, device_map=_device_map(args.device_map),
+    res = validate(graph, platform, how, args.cost, options=_options(args),
                    scheduler_args=parse_kv(args.scheduler_arg) if not args.plan else None,
-                   calibrate=args.host_calibration, folder=args.out, replicas=args.replicas,
-                   launch=args.launch, statistic=args.statistic, trace=args.trace,
+                   calibrate=args.host_calibration, folder=args.out,
                    progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(res)
     _hint_if_busy([res.run.spread])
@@ -206,14 +208,26 @@ def _run_one(args: argparse.Namespace) -> int:
     return 0
 
 
+def _options(args: argparse.Namespace) -> Any:
+    """The run options (:class:`~runtime.validation.options.ValidationOptions`) of
+    ``validate`` and ``validate --all``, from their shared flags."""
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
+    from hetsim.runtime.validation.options import ValidationOptions
+
+    return ValidationOptions(backend=args.backend or "torch", warmup=args.warmup, repeats=args.repeats,
+                             device_map=_device_map(args.device_map), replicas=args.replicas,
+                             launch=args.launch, statistic=args.statistic, trace=args.trace)
+
+
 def _run_all(args: argparse.Namespace) -> int:
-    from hetsim.experiments.cli.main import CLIError
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.runtime.validation.validate import format_table, validate_all
 
     if not args.out:
         raise CLIError("--all needs --out DIR (validation.csv, ranking.csv and traces go there)")
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     scheds = [s.strip() for s in args.schedulers.split(",") if s.strip()] if args.schedulers else None
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim import schedulers
 
     for name in scheds or []:  # reported before any model import
@@ -224,13 +238,9 @@ def _run_all(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    table = validate_all(models, args.platform, scheds, args.cost, backend=args.backend or "torch",
-                         warmup=args.warmup, repeats=args.repeats, batch=args.batch or 1,
-                         model_kwargs=_model_kwargs(models, args.arg),
-                         device_map=_device_map(args.device_map), out=args.out, progress=say,
-                         in_context=args.in_context, calibrate=args.host_calibration,
-                         replicas=args.replicas, launch=args.launch, statistic=args.statistic,
-                         trace=args.trace)
+    table = validate_all(models, args.platform, scheds, args.cost, options=_options(args), batch=args.batch or 1,
+                         model_kwargs=_model_kwargs(models, args.arg), out=args.out, progress=say,
+                         in_context=args.in_context, calibrate=args.host_calibration)
     print(format_table(table))
     print("\ninputs of the simulation:")
     for what, where in table.attrs.get("inputs", {}).items():
@@ -273,6 +283,7 @@ def _hint_if_busy(spreads: Iterable[float]) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.runtime.validation.validate import calibrate_dispatch
 
     new = calibrate_dispatch(args.calibrate, backend=args.backend)
@@ -283,6 +294,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _profile_in_context(args: argparse.Namespace) -> int:
+    # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim.runtime.validation.validate import profile_in_context
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Platform
+    from hetsim.costmodel.platform import Platform
 
 HERE = Path(__file__).resolve().parent
 PLANS = ("all-gpu", "antichain-dp", "antichain-dp-colocated")
@@ -70,6 +70,7 @@ class Config:
 
     def params(self) -> dict[str, Any]:
         """The parameter columns (``*_args`` as canonical JSON)."""
+        # lazy: at the top it would load networkx, numpy, simpy with this module
         from hetsim.experiments.sweep import canonical
 
         out = asdict(self)
@@ -80,6 +81,7 @@ class Config:
     @property
     def id(self) -> str:
         """Stable hash of the parameters."""
+        # lazy: at the top it would load networkx, numpy, simpy with this module
         from hetsim.experiments.sweep import point_id
 
         return point_id(self.params())
@@ -143,7 +145,8 @@ def gpus_only(platform: Platform) -> Platform:
     builds; graph inputs then start on the first GPU (the input copy over PCIe is
     left out).
     """
-    from hetsim.sim.platform import Platform as _Platform
+    # lazy: at the top it would load networkx, numpy with this module
+    from hetsim.costmodel.platform import Platform as _Platform
 
     gpus = tuple(d for d in platform.devices if d.kind == "gpu")
     names = {d.name for d in gpus}
@@ -155,6 +158,7 @@ def gpus_only(platform: Platform) -> Platform:
 
 def run_config(cfg: Config, cache: str | None = None) -> dict[str, Any]:
     """Plan and simulate one point; an error becomes a row with ``status="error"``."""
+    # lazy: at the top it would load networkx, numpy, simpy with this module
     from hetsim import schedulers
     from hetsim.experiments.sweep import load_graph, make_cost, make_platform, one_line
     from hetsim.experiments.training import colocated_plan, training_graph
@@ -204,6 +208,7 @@ def run(name: str, configs: list[Config], out: str | os.PathLike[str], *,
         workers: int = 2, progress: bool = True) -> pd.DataFrame:  # fmt: skip
     """Run the points not yet ``ok`` in ``out/results.csv`` (appending a row each);
     return the table's rows of these points."""
+    # lazy: at the top it would load networkx, numpy, simpy with this module
     from hetsim.experiments.figures import graph_cache
     from hetsim.experiments.sweep import run_grid
 

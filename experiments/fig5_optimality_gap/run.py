@@ -141,6 +141,7 @@ def subgraph(graph: Graph, nodes: list[str], name: str) -> Graph:
 
 def real_graph(spec: Mapping[str, Any], cache: str | None) -> Graph:
     """A ``[[real]]`` entry of ``sweep.toml`` as a graph (zoo import, fused, cached)."""
+    # lazy: at the top it would load simpy with this module
     from hetsim.experiments.sweep import load_graph
     from hetsim.schedulers.by_path import fork_regions
 
@@ -263,6 +264,7 @@ def jobs(config: Config) -> list[Job]:
 
 def run_jobs(chunk: list[Job], *, cache_dir: str | None = None) -> list[dict[str, Any]]:
     """Build the chunk's graph once, then plan and simulate each job (a row each)."""
+    # lazy: at the top it would load simpy with this module
     from hetsim import schedulers
     from hetsim.experiments.sweep import make_cost, make_platform, one_line
 
@@ -298,6 +300,7 @@ def run(config: Config, out: str | os.PathLike[str], *, progress: bool = True) -
     """Run the points not yet ``ok`` in ``out/results.csv`` (a row each, appended as
     they finish), in this process (CP-SAT uses ``[optimal] workers`` threads); return
     the rows of this configuration."""
+    # lazy: at the top it would load simpy with this module
     from hetsim.experiments.figures import graph_cache
     from hetsim.experiments.sweep import run_grid
 

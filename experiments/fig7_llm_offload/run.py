@@ -6,7 +6,7 @@ placement that was run, as an LLM policy of :func:`hetsim.plan_llm` with its
 arguments: llama.cpp ``-ngl N`` is policy ``ngl`` with ``n_gpu_layers=N``; FlexGen's
 ``--percent 20 80 0 100 0 100 --cpu`` is ``weight-streaming`` with the KV cache and
 attention on the CPU). :func:`predict` simulates it with the roofline of the row's
-platform preset (every number sourced in ``sim/presets/*.toml``) and ``run.py``
+platform preset (every number sourced in ``costmodel/presets/*.toml``) and ``run.py``
 writes ``results.csv`` (published, predicted, error %), one row per figure::
 
     python experiments/fig7_llm_offload/run.py && python experiments/fig7_llm_offload/plot.py
@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 import hetsim
-from hetsim.sim.platform import Platform
+from hetsim.costmodel.platform import Platform
 
 HERE = Path(__file__).resolve().parent
 PUBLISHED = HERE / "published.csv"

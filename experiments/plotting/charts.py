@@ -93,6 +93,7 @@ def _reduce(
                 c for c in df.columns
                 if c not in (*keys, value) and df.groupby(keys, sort=False)[c].nunique(dropna=False).gt(1).any()
             ]  # fmt: skip
+            # lazy: at the top it would load simpy with this module
             from hetsim.experiments.sweep import PARAM_COLUMNS
 
             params = [c for c in varying if c in PARAM_COLUMNS] or varying
@@ -338,6 +339,7 @@ def comparison_bars(
 
 def _combined(df: pd.DataFrame, keys: list[str]) -> str:
     """What the rows of one ``keys`` cell differ in: ``"3 models"``, ``"2 models x 2 batch"``."""
+    # lazy: at the top it would load simpy with this module
     from hetsim.experiments.sweep import PARAM_COLUMNS
 
     parts = []
@@ -405,6 +407,7 @@ def speedup_lines(
     Figure
         One labelled line per ``hue`` value (the baseline's is horizontal).
     """
+    # lazy: at the top it would load simpy with this module
     from hetsim.experiments.sweep import PARAM_COLUMNS
 
     sel = _select(df, where, [x, hue, metric]).dropna(subset=[metric])

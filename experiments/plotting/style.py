@@ -105,6 +105,7 @@ def ordered_levels(values: Iterable[Any], column: str | None) -> list[Any]:
     if column == "scheduler":
         known = list(SCHEDULER_COLOURS)
         try:
+            # lazy: at the top it would load simpy with this module
             from hetsim.schedulers import names
 
             known = [*names(), *(k for k in known if k not in names())]

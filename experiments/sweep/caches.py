@@ -18,11 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hetsim.costmodel.base import as_cost_model
+from hetsim.costmodel.platform import Platform
 from hetsim.graphs.files import open_own_file
+from hetsim.graphs.graph import load
+from hetsim.graphs.llm import llm_graph_from_spec
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 __all__ = [
     "GRAPH_CACHE_SIZE", "graph_cache_info", "canonical", "clear_caches", "load_graph", "make_cost",
@@ -67,13 +70,11 @@ def _file_lock(directory: Path, key: str) -> Iterator[None]:
 @functools.lru_cache(maxsize=GRAPH_CACHE_SIZE)
 def _graph(model: str, batch: int, granularity: str, args_json: str, cache_dir: str | None) -> Graph:
     if model.endswith(".json"):
-        from hetsim.graphs.graph import load
-
         return load(model)
     if model.startswith("llm:"):  # an LLM workload, built in well under a second
-        from hetsim.graphs.llm import llm_graph_from_spec
 
         return llm_graph_from_spec(model, batch=batch, **json.loads(args_json))
+    # lazy: at the top it would load torch with this module
     from hetsim.graphs import zoo
 
     kwargs = json.loads(args_json)
@@ -118,8 +119,6 @@ def make_cost(spec: str, platform: str | None = None) -> Any:
     fitted once per worker and platform (the platform tells it which device is
     which; the override multipliers of a sweep leave that alone).
     """
-    from hetsim.costmodel.base import as_cost_model
-
     return as_cost_model(spec, platform=None if platform is None else make_platform(platform))
 
 
@@ -132,8 +131,6 @@ def make_platform(
     gpu_bandwidth: float = 1.0,
 ) -> Platform:
     """A preset or TOML platform with the override multipliers applied (cached)."""
-    from hetsim.sim.platform import Platform
-
     base = Platform.load(name)
     scale = dict(link_bandwidth=link_bandwidth, gpu_peak=gpu_peak, cpu_peak=cpu_peak,
                  gpu_bandwidth=gpu_bandwidth)  # fmt: skip

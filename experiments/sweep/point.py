@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from hetsim import schedulers
 from hetsim.experiments.sweep.caches import canonical, load_graph, make_cost, make_platform
 from hetsim.sim.result import METRIC_COLUMNS as SIM_METRICS
 
@@ -167,8 +168,6 @@ def simulate_point(
         The run and the metric columns of its row (:meth:`PlanRun.metrics` plus
         ``graph_time_s``).
     """
-    from hetsim import schedulers
-
     t0 = time.perf_counter()
     graph = load_graph(point.model, batch=point.batch, granularity=point.granularity,
                        model_args=point.model_args, cache_dir=cache_dir)  # fmt: skip

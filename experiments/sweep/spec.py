@@ -46,8 +46,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hetsim import schedulers
+from hetsim.costmodel.platform import Platform, PlatformError, read_toml
 from hetsim.experiments.sweep.caches import make_cost
 from hetsim.experiments.sweep.point import OVERRIDES, Point
+from hetsim.graphs.graph import GraphError
+from hetsim.graphs.llm import llm_graph_from_spec
 from hetsim.sim.plan import MAX_REQUESTS
 
 __all__ = ["GRID_KEYS", "MAX_POINTS", "Sweep", "SweepError"]
@@ -149,8 +153,6 @@ class Sweep:
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> Sweep:
         """Read and check a sweep file (format in the module docstring)."""
-        from hetsim.sim.platform import read_toml
-
         path = Path(path)
         data = read_toml(path, "sweep", SweepError)
         data.setdefault("name", path.stem)
@@ -228,10 +230,8 @@ class Sweep:
             raise SweepError(_report(self.source, problems))
 
     def name_problems(self) -> list[str]:
-        from hetsim import schedulers
+        # lazy: at the top it would load torch with this module
         from hetsim.graphs import zoo
-        from hetsim.graphs.graph import GraphError
-        from hetsim.sim.platform import PlatformError
 
         problems = []
         known_models = zoo.names()
@@ -240,8 +240,6 @@ class Sweep:
                 if not Path(m).is_file():
                     problems.append(f"model {m!r}: no such graph file")
             elif m.startswith("llm:"):
-                from hetsim.graphs.llm import llm_graph_from_spec
-
                 try:
                     llm_graph_from_spec(m, **self.model_args.get(m, {}))
                 except (GraphError, TypeError) as e:
@@ -301,8 +299,6 @@ class Sweep:
 
 
 def _platform(name: str) -> Any:
-    from hetsim.sim.platform import Platform
-
     return Platform.load(name)
 
 

@@ -159,6 +159,7 @@ class Architecture:
     @staticmethod
     def presets() -> list[str]:
         """Names of the model presets (:mod:`graphs.llm.presets`)."""
+        # import cycle: hetsim.graphs.llm.presets -> hetsim.graphs.llm.architecture
         from hetsim.graphs.llm.presets import preset_names
 
         return preset_names()
@@ -167,6 +168,7 @@ class Architecture:
     def preset(cls, name: str) -> Architecture:
         """The preset ``name`` (spelling variants such as ``llama3-70b`` for ``llama-3-70b``
         accepted); :class:`GraphError` "unknown model" listing the known names."""
+        # import cycle: hetsim.graphs.llm.presets -> hetsim.graphs.llm.architecture
         from hetsim.graphs.llm.presets import preset_architecture
 
         return preset_architecture(name)

@@ -89,6 +89,7 @@ def graph_weight_format(arch: Architecture, weights: str | WeightFormat) -> Weig
     try:
         return weight_format(weights)
     except GraphError:
+        # import cycle: hetsim.graphs.llm.quant_recipe -> hetsim.graphs.llm -> hetsim.graphs.llm.build
         from hetsim.graphs.llm.quant_recipe import FILE_TYPES, file_type, recipe_tensors
 
         try:

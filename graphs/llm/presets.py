@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hetsim.graphs.graph import GraphError
 from hetsim.graphs.llm.architecture import Architecture
+from hetsim.graphs.llm.hf_config import architecture_from_hf, read_hf_config
 
 __all__ = ["CONFIG_DIR", "canonical_preset", "preset_architecture", "preset_names"]
 
@@ -55,8 +56,6 @@ def preset_architecture(name: str) -> Architecture:
     GraphError
         ``unknown model NAME; known: ...``.
     """
-    from hetsim.graphs.llm.hf_config import architecture_from_hf, read_hf_config
-
     canonical = canonical_preset(name)
     if canonical is None:
         raise GraphError(f"unknown model {name!r}; known: {', '.join(preset_names())} (or a .gguf file, "

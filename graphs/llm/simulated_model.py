@@ -21,6 +21,7 @@ from hetsim.graphs.graph import GraphError
 from hetsim.graphs.llm.architecture import Architecture, ModelWeights
 from hetsim.graphs.llm.build import check_simulated, graph_weight_format
 from hetsim.graphs.llm.config import WeightFormat
+from hetsim.graphs.llm.model_source import default_file_type, load_model
 
 __all__ = ["simulated_model", "weight_format_of"]
 
@@ -44,8 +45,6 @@ def simulated_model(source: str | Path | Architecture, weights: str | WeightForm
     GraphError
         unknown model or weight type; an architecture the simulated graph does not express.
     """
-    from hetsim.graphs.llm.model_source import default_file_type, load_model
-
     if isinstance(source, Architecture):
         check_simulated(source)
         return source, graph_weight_format(source, weights or default_file_type(source))

@@ -56,6 +56,7 @@ def from_trace(path: str | os.PathLike[str], *, step: str | None = None,
     window = select_step(trace, step)
     graph = build_graph(trace, window)
     if execution_trace is not None:
+        # import cycle: hetsim.graphs.trace.execution_trace -> hetsim.graphs.trace
         from hetsim.graphs.trace.execution_trace import add_tensor_edges
 
         add_tensor_edges(graph, execution_trace)

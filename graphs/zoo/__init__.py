@@ -310,6 +310,7 @@ def load(
 def _import(name: str, *, batch: int, granularity: str, seed: int, kw: dict[str, Any]) -> Graph:
     from tqdm import tqdm
 
+    # looked up when called: tests replace it on hetsim.graphs.relax_import
     from hetsim.graphs.relax_import import from_torch
 
     # an import takes seconds to a minute (torch.export, then TVM Relax): say so on stderr

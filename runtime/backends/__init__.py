@@ -47,10 +47,12 @@ def get_backend(name: str, **kw: object) -> Backend:
     """A new backend by name (``"torch"`` or ``"tvm"``); ``kw`` go to its constructor
     (``tvm``: ``cache=``, ``max_models=``). torch and TVM are imported here, on use."""
     if name == "torch":
+        # import cycle: hetsim.runtime.backends.torch_backend -> hetsim.runtime.backends
         from hetsim.runtime.backends.torch_backend import TorchBackend
 
         return TorchBackend(**kw)
     if name == "tvm":
+        # import cycle: hetsim.runtime.backends.tvm_backend -> hetsim.runtime.backends
         from hetsim.runtime.backends.tvm_backend import TvmBackend
 
         return TvmBackend(**kw)

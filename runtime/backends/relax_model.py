@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from hetsim.graphs.graph import Graph
+from hetsim.graphs import relax_import
+from hetsim.graphs.graph import Graph, GraphError
+from hetsim.graphs.model_spec import load_model_spec, parse_model_spec
 from hetsim.runtime.backends.base import BackendError
 
 __all__ = [
@@ -83,7 +85,7 @@ def import_module(
         ``FoldConstant``) instead of only the structure (zero-valued or absent folded
         constants: enough to time kernels, not to check results).
     """
-    from hetsim.graphs.graph import GraphError
+    # lazy: at the top it would load torch with this module
     from hetsim.graphs.torch_export import export_torch
 
     try:
@@ -97,12 +99,10 @@ def relax_model(program: Any, *, granularity: str = "op", name: str = "model", e
     """The :class:`RelaxModel` of an exported torch model (a
     :class:`graphs.torch_export.ImportedProgram`, e.g. ``graph.program`` of a graph
     imported by :func:`graphs.from_torch`)."""
-    from hetsim.graphs import relax_import
-    from hetsim.graphs.graph import GraphError
-
     try:
         graph = relax_import.from_relax(program.mod, granularity=granularity, name=name, source="torch",
                                         tags=program.tags)
+        # lazy: at the top it would load torch with this module
         from hetsim.runtime.backends.torch_backend import evaluate_op
 
         walked, members, kernel_tags = relax_import.lower(program.mod, granularity=granularity, name=name,
@@ -124,6 +124,7 @@ def import_model(
 ) -> RelaxModel:
     """A zoo model (built as :func:`graphs.zoo.build` does) as a :class:`RelaxModel`;
     its graph equals ``graphs.zoo.load(name, batch=..., granularity=..., seed=..., **kw)``."""
+    # lazy: at the top it would load torch with this module
     from hetsim.graphs import zoo
 
     module, inputs = zoo.build(name, batch=batch, seed=seed, **kw)
@@ -156,9 +157,6 @@ def source_model(graph: Graph, *, exact: bool = True) -> RelaxModel:
     model_name = meta.get("model")
     spec = meta.get("model_spec")
     if not model_name and isinstance(spec, dict) and spec.get("spec"):
-        from hetsim.graphs.graph import GraphError
-        from hetsim.graphs.model_spec import load_model_spec, parse_model_spec
-
         try:
             kind = parse_model_spec(str(spec["spec"])).kind
         except GraphError as e:
@@ -214,6 +212,7 @@ def check_same(graph: Graph, rebuilt: Graph) -> None:
 def _align(graph: Graph, walked: Any, members: Any, name: str) -> RelaxModel:
     """Walk ``walked`` again and pair its live records with the graph's nodes, in order
     (the order :func:`graphs.relax_import.from_relax` gives them)."""
+    # lazy: at the top it would load tvm with this module
     from hetsim.graphs import relax_ops
 
     class Walker(relax_ops.RelaxWalker):

@@ -42,6 +42,7 @@ from hetsim.runtime.backends.base import (
 )
 from hetsim.runtime.backends.torch_ops import OPS, Unsupported, torch_dtype
 from hetsim.runtime.backends.torch_ops_tensor import MORE_OPS
+from hetsim.runtime.stream_timer import BusyWait
 
 __all__ = ["TORCH_OPS", "CudaTimer", "TorchBackend", "TorchKernel", "as_torch", "evaluate_op", "supported_ops"]
 
@@ -246,8 +247,6 @@ class CudaTimer:
 
     def __init__(self, device: DeviceSpec) -> None:
         import torch
-
-        from hetsim.runtime.stream_timer import BusyWait
 
         self.torch = torch
         self.device = device

@@ -26,8 +26,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import hetsim
+from hetsim.costmodel.platform import LAUNCH_MODES, Platform, PlatformError
+from hetsim.graphs.graph import atomic_write
+from hetsim.runtime.backends.relax_model import import_model
 from hetsim.runtime.calibration.calibrated import FORMAT, apply_calibration, machine_name
 from hetsim.runtime.calibration.cuda_bench import CudaDevice, cuda_device, measure_cuda
 from hetsim.runtime.calibration.host_bench import (
@@ -38,9 +42,7 @@ from hetsim.runtime.calibration.host_bench import (
     thread_wake_s,
 )
 from hetsim.runtime.calibration.toml_text import toml_text
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Platform
+from hetsim.runtime.executor.setup import wire
 
 __all__ = ["DEFAULT_OUT", "Calibration", "calibrate"]
 
@@ -135,9 +137,6 @@ def calibrate(
     -------
     Calibration
     """
-    import hetsim
-    from hetsim.sim.platform import LAUNCH_MODES, Platform, PlatformError
-
     base = Platform.load(platform)
     if launch not in LAUNCH_MODES:
         raise PlatformError(f"unknown launch mode {launch!r}; modes: {list(LAUNCH_MODES)}")
@@ -193,9 +192,8 @@ def calibrate(
 def _model_hosts(platform: Platform, models: Sequence[str], index: int, say: Callable[[str], None]) -> dict[str, Any]:
     """Per model, :func:`~runtime.calibration.model_host.host_cost_summary` of its ops on the
     platform's first GPU (CUDA device ``index``), and ``"median_s"`` over all their ops."""
-    from hetsim.runtime.backends.relax_model import import_model
+    # import cycle: hetsim.runtime.calibration.model_host -> hetsim.runtime.calibration -> hetsim.runtime.calibration.calibrate
     from hetsim.runtime.calibration.model_host import host_cost_summary, model_host_costs
-    from hetsim.runtime.executor.setup import wire
 
     gpu = next(d.name for d in platform.devices if d.kind == "gpu")
     out: dict[str, Any] = {}
@@ -213,8 +211,6 @@ def _model_hosts(platform: Platform, models: Sequence[str], index: int, say: Cal
 
 def write_calibration(cal: Calibration, out: str | os.PathLike[str]) -> dict[str, Path]:
     """Write ``platform.toml`` and ``measurements.json`` of ``cal`` into the folder ``out``."""
-    from hetsim.graphs.graph import atomic_write
-
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     files = {"platform": folder / "platform.toml", "measurements": folder / "measurements.json"}

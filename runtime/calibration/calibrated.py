@@ -32,10 +32,9 @@ import socket
 import statistics
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.sim.platform import Platform
+from hetsim.costmodel.platform import Platform, PlatformError
 
 __all__ = ["FORMAT", "LOCK_SLOWDOWN", "CalibrationWarning", "apply_calibration", "check_calibration",
            "cpu_model", "load_calibrated", "machine_name"]
@@ -76,7 +75,7 @@ def apply_calibration(platform: Platform, measured: Mapping[str, Any], *, launch
 
     Examples
     --------
-    >>> from hetsim.sim.platform import Platform
+    >>> from hetsim.costmodel.platform import Platform
     >>> m = {"cpu": {"op_call_s": {"elementwise": 4e-6, "matmul": 6e-6}, "thread_wake_s": 3e-5},
     ...      "interpreter": {"slowdown": 1.9}, "gpu": None, "machine": "box | cpu | no GPU",
     ...      "date": "2026-11-28T07:00:00+00:00", "format": "1", "hetsim_version": "0.1.0"}
@@ -134,8 +133,6 @@ def check_calibration(platform: Platform, *, machine: str | None = None, gpu: st
     PlatformError
         For a ``format`` that is not an integer or newer than :data:`FORMAT`.
     """
-    from hetsim.sim.platform import PlatformError
-
     cal = platform.calibration
     if not cal:
         return None
@@ -168,8 +165,6 @@ def load_calibrated(path: str | os.PathLike[str] | Platform, *, machine: str | N
                     gpu: str | None = None, refuse: bool = False) -> Platform:
     """:meth:`Platform.load <sim.platform.Platform.load>`, then :func:`check_calibration`
     (``machine``, ``gpu``, ``refuse`` as there; its text as a :class:`CalibrationWarning`)."""
-    from hetsim.sim.platform import Platform
-
     platform = Platform.load(path)
     text = check_calibration(platform, machine=machine, gpu=gpu, refuse=refuse)
     if text is not None:

@@ -15,12 +15,13 @@ import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from hetsim.runtime.executor.execute import Execution
 from hetsim.runtime.executor.result import host_costs
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.executor.setup import Wiring
-    from hetsim.sim.platform import Platform
 
 __all__ = ["host_cost_summary", "model_host_costs"]
 
@@ -42,7 +43,7 @@ def model_host_costs(graph: Graph, wiring: Wiring, platform: Platform, *, device
         Keywords of :class:`runtime.executor.execute.Execution` (``device_map``,
         ``model``, ``cuda_device``, ``checked``).
     """
-    from hetsim.runtime.executor.execute import Execution
+    # lazy: at the top it would load simpy with this module
     from hetsim.sim.plan import Plan
 
     plan = Plan(dict.fromkeys(graph.nx, device), meta={"scheduler": f"all-{device}"})

@@ -29,13 +29,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.platform import Device, Platform
+from hetsim.costmodel.platform import Platform as _Platform
+from hetsim.graphs.features import FEATURE_COLUMNS, features
+from hetsim.graphs.graph import Graph
+from hetsim.runtime.backends import parse_device
+from hetsim.runtime.backends.tvm_backend import import_model
+from hetsim.runtime.executor.execute import Execution
 from hetsim.runtime.executor.result import host_costs
-from hetsim.runtime.executor.setup import Wiring
+from hetsim.runtime.executor.setup import Wiring, load_model, wire
+from hetsim.runtime.profiler import MeasureSettings, build_manifest
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
-    from hetsim.sim.platform import Platform
 
 __all__ = ["ContextProfiler", "DeviceProfilers", "GpuContextRuns", "calibrate_dispatch", "measure_overhead",
            "profile_in_context"]
@@ -44,9 +51,6 @@ __all__ = ["ContextProfiler", "DeviceProfilers", "GpuContextRuns", "calibrate_di
 def _one_device(device: str) -> tuple[Platform, dict[str, str]]:
     """A platform with one device ``d`` running on real device ``device`` (plus a
     CPU host when it is a GPU), and the device map that says so."""
-    from hetsim.runtime.backends import parse_device
-    from hetsim.sim.platform import Device, Platform
-
     spec = parse_device(device)
     kind = "gpu" if spec.kind == "gpu" else "cpu"
     dev = Device(name="d", kind=kind, peak_flops=1e12, mem_bandwidth_bytes_per_s=1e11, memory_bytes=1 << 36,
@@ -86,8 +90,7 @@ def measure_overhead(
     >>> 1e-6 < t < 1e-4                  # doctest: +SKIP
     True
     """
-    from hetsim.graphs.graph import Graph
-    from hetsim.runtime.executor.execute import Execution
+    # lazy: at the top it would load simpy with this module
     from hetsim.sim.plan import Plan
 
     if ops < 2:
@@ -131,7 +134,7 @@ def calibrate_dispatch(
     dict
         Device -> seconds per op, as written.
     """
-    from hetsim.costmodel.base import CostModelError
+    # lazy: at the top it would load pandas with this module
     from hetsim.costmodel.profile_reader import read_manifest
     from hetsim.costmodel.profile_writer import ProfileWriter
 
@@ -180,9 +183,8 @@ class ContextProfiler:
 
     def __init__(self, out: str | os.PathLike[str], *, device: str = "cpu@1", backend: str = "torch",
                  granularity: str = "op", name: str | None = None) -> None:
+        # lazy: at the top it would load pandas with this module
         from hetsim.costmodel.profile_writer import ProfileWriter
-        from hetsim.runtime.backends import parse_device
-        from hetsim.runtime.profiler import MeasureSettings, build_manifest
 
         self.device, self.backend = device, backend
         self.spec = parse_device(device)
@@ -205,9 +207,7 @@ class ContextProfiler:
         """Prepare a single-worker execution of ``graph`` (all nodes in plan order),
         run it ``warmup`` times untimed and return it; its timed runs
         (``execution.run(n)``) are what :meth:`write` reads."""
-        from hetsim.graphs.features import features
-        from hetsim.runtime.executor.execute import Execution
-        from hetsim.runtime.executor.setup import wire
+        # lazy: at the top it would load simpy with this module
         from hetsim.sim.plan import Plan
 
         plan = Plan(dict.fromkeys(graph.nx, "d"))
@@ -231,8 +231,6 @@ class ContextProfiler:
         median over all timed runs so far of the run's time outside the kernel
         calls, per op: the executor's work around each call in context), then close
         the executions."""
-        from hetsim.graphs.features import FEATURE_COLUMNS
-
         spec = self.spec
         samples: dict[str, list[float]] = {}
         launches: dict[str, list[float]] = {}
@@ -440,10 +438,8 @@ def profile_in_context(
     pathlib.Path
         The folder.
     """
+    # lazy: at the top it would load simpy with this module
     from hetsim import costmodel, schedulers
-    from hetsim.runtime.backends.tvm_backend import import_model
-    from hetsim.runtime.executor.setup import load_model
-    from hetsim.sim.platform import Platform as _Platform
 
     items: list[tuple[Graph, RelaxModel]] = []
     for m in graphs:

@@ -26,10 +26,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hetsim.costmodel.platform import LAUNCH_MODES, PlatformError
+from hetsim.runtime.calibration import calibrate
+
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.runtime.calibration import Calibration
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
 __all__ = ["execution_launch", "fresh_calibration", "host_model", "plan_launch", "uses_gpu",
            "with_launch"]
@@ -67,8 +70,6 @@ def plan_launch(plan: Plan, platform: Platform, launch: str | None, *, backend: 
     PlatformError
         For a mode that is neither ``"graph"`` nor ``"eager"``.
     """
-    from hetsim.sim.platform import LAUNCH_MODES, PlatformError
-
     if launch is not None and launch not in LAUNCH_MODES:
         raise PlatformError(f"unknown launch mode {launch!r}; modes: {list(LAUNCH_MODES)}")
     if not uses_gpu(plan, platform):
@@ -107,7 +108,7 @@ def fresh_calibration(platform: Platform, *, device_map: Mapping[str, str] | Non
     """:func:`runtime.calibrate` of ``platform`` on the first CUDA GPU it maps to
     (``device_map`` as :func:`runtime.execute`), its files under ``out/calibration``
     (None: not written); ``options`` go to :func:`runtime.calibrate`."""
-    from hetsim.runtime.calibration import calibrate
+    # looked up when called: tests replace it on hetsim.runtime.executor.setup
     from hetsim.runtime.executor.setup import map_devices
 
     gpus = [spec.index for spec in map_devices(platform, device_map).values() if spec.kind == "gpu"]

@@ -31,15 +31,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim.costmodel.memory_domain import MemoryDomain
+from hetsim.costmodel.platform import Platform as _Platform
+from hetsim.graphs.graph import Graph as _Graph
+from hetsim.runtime.executor.execute import Execution, execute
+from hetsim.runtime.executor.setup import Wiring as _Wiring
+from hetsim.runtime.executor.setup import wire
 from hetsim.runtime.validation.link_calibration import crossing_plan
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.executor.setup import Wiring
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
 __all__ = ["HANDOFF_COLUMNS", "HostCalibration", "calibrated_platform", "handoff_gaps", "handoff_stats", "measure_handoff", "measure_read_bandwidth"]
 
@@ -131,9 +137,6 @@ def measure_handoff(
         When the run has no idle wait after an input from another worker (the
         plan keeps every edge on one worker).
     """
-    from hetsim.runtime.executor.execute import execute
-    from hetsim.sim.platform import Platform as _Platform
-
     plat = _Platform.load(platform) if isinstance(platform, str) else platform
     run = execute(graph, plan, plat, backend=backend, warmup=warmup, repeats=repeats, seed=seed, check=False)
     gaps = handoff_gaps(run.records, graph)
@@ -199,6 +202,7 @@ def _one_and_crossing(graph: Graph, platform: Platform, devices: tuple[str, str]
     """The two plans that measure the read rate: every node on the first of
     ``devices`` (default: the platform's first two), and nodes alternating between
     the two in topological order; and the bytes of the edges the second crosses."""
+    # lazy: at the top it would load simpy with this module
     from hetsim.sim.plan import Plan
 
     a, b = devices or tuple(platform.device_names[:2])
@@ -222,8 +226,7 @@ def side_by_side(graph: Graph, wiring: Wiring, devices: tuple[str, str]) -> tupl
 
     import networkx as nx
 
-    from hetsim.graphs.graph import Graph as _Graph
-    from hetsim.runtime.executor.setup import Wiring as _Wiring
+    # lazy: at the top it would load simpy with this module
     from hetsim.sim.plan import Plan
 
     def ref(tag: str, src: tuple[str, Any]) -> tuple[str, Any]:
@@ -299,9 +302,6 @@ def measure_read_bandwidth(
     ValueError
         When the two devices do not share memory, or no edge crosses.
     """
-    from hetsim.runtime.executor.execute import execute
-    from hetsim.sim.platform import Platform as _Platform
-
     plat = _Platform.load(platform) if isinstance(platform, str) else platform
     one, crossing, cross_bytes = _one_and_crossing(graph, plat, devices)
     busy: dict[str, list[float]] = {"one": [], "crossing": []}
@@ -359,8 +359,7 @@ class HostCalibration:
 
     def __init__(self, graph: Graph, relax: Any, platform: Platform, *, devices: tuple[str, str] | None = None,
                  backend: str = "torch", warmup: int = 3) -> None:
-        from hetsim.runtime.executor.execute import Execution
-        from hetsim.runtime.executor.setup import wire
+        # lazy: at the top it would load simpy with this module
         from hetsim.sim.plan import Plan
 
         one, crossing, self.cross_bytes = _one_and_crossing(graph, platform, devices)
@@ -477,8 +476,6 @@ def calibrated_platform(platform: Platform, result: Mapping[str, Any], worker: s
     charges the crossing runs' whole extra time to reading
     (``handoff_bandwidth_alone_bytes_per_s``, where the result has it)."""
     from dataclasses import replace
-
-    from hetsim.sim.contention import MemoryDomain
 
     slowdown = float(result.get("slowdown", 1.0))
     modelled = contention and slowdown > 1.0

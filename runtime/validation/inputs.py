@@ -28,13 +28,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hetsim import costmodel
+from hetsim.runtime.backends.tvm_backend import import_model
+from hetsim.runtime.validation.context_profile import (
+    ContextProfiler,
+    DeviceProfilers,
+    profile_in_context,
+)
+from hetsim.runtime.validation.handoff import HostCalibration
+from hetsim.runtime.validation.link_calibration import LinkCalibration
+
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
-    from hetsim.runtime.validation.context_profile import ContextProfiler, DeviceProfilers
-    from hetsim.runtime.validation.handoff import HostCalibration
-    from hetsim.runtime.validation.link_calibration import LinkCalibration
-    from hetsim.sim.platform import Platform
 
 __all__ = ["CALIBRATION_MODEL", "InRunInputs", "file_inputs", "timed_runs", "why_not_measured"]
 
@@ -127,16 +134,8 @@ class InRunInputs:
                  folder: str | Path | None = None, *, backend: str = "torch", warmup: int = 3,
                  calibrate: str | None = None, plan_runs: int = 5, batch: int = 1,
                  profile: str | Path | None = None, device_map: Mapping[str, str] | None = None) -> None:
-        from hetsim import costmodel
-        from hetsim.runtime.backends.tvm_backend import import_model
+        # looked up when called: tests replace it on hetsim.runtime.executor.setup
         from hetsim.runtime.executor.setup import map_devices
-        from hetsim.runtime.validation.context_profile import (
-            ContextProfiler,
-            DeviceProfilers,
-            profile_in_context,
-        )
-        from hetsim.runtime.validation.handoff import HostCalibration
-        from hetsim.runtime.validation.link_calibration import LinkCalibration
 
         self._temp = folder is None
         self.folder = Path(tempfile.mkdtemp(prefix="hetsim-validate-")) if folder is None else Path(folder)
@@ -182,8 +181,6 @@ class InRunInputs:
                  decisions: Mapping[str, float] | None = None) -> dict[str, str]:
         """Provenance lines: which inputs were measured in this run, which came from a file
         (``decisions``: ``"<model> <plan>"`` -> that dynamic plan's measured time per placement)."""
-        from hetsim.runtime.validation.context_profile import DeviceProfilers
-
         out = {"plan": f"made with op times measured in context just before the rounds ({self.plan_profile})",
                "op times": f"measured in this run: each graph node by node on "
                            f"{'each device alone' if isinstance(self.profiler, DeviceProfilers) else 'one worker'}, once per round, "

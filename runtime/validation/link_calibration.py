@@ -52,9 +52,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim.costmodel.memory_domain import MemoryDomain
+from hetsim.runtime.executor.execute import Execution
+from hetsim.runtime.executor.setup import wire
+
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 __all__ = ["LinkCalibration", "crossing_plan", "link_costs"]
 
@@ -62,6 +66,7 @@ __all__ = ["LinkCalibration", "crossing_plan", "link_costs"]
 def crossing_plan(graph: Graph, devices: tuple[str, str]) -> Any:
     """The plan that puts ``graph``'s nodes on ``devices`` alternately, in topological
     order (every chain edge crosses between the two)."""
+    # lazy: at the top it would load simpy with this module
     from hetsim.sim.plan import Plan
 
     return Plan({n: devices[i % 2] for i, n in enumerate(graph.topological_order())})
@@ -170,8 +175,7 @@ class LinkCalibration:
 
     def __init__(self, graph: Graph, relax: Any, platform: Platform, *, devices: tuple[str, str] | None = None,
                  backend: str = "torch", warmup: int = 3, device_map: Mapping[str, str] | None = None) -> None:
-        from hetsim.runtime.executor.execute import Execution
-        from hetsim.runtime.executor.setup import wire
+        # lazy: at the top it would load simpy with this module
         from hetsim.sim.plan import Plan
 
         if devices is None:
@@ -219,8 +223,6 @@ class LinkCalibration:
         active run ``slowdown`` times slower (each drawing ``slowdown * B / 2`` of
         ``B``, the CPU device's memory bandwidth), each lingering ``linger_s`` after
         its op (replacing a domain of that name)."""
-        from hetsim.sim.contention import MemoryDomain
-
         res = result if result is not None else self.result()
         cpu, gpu = self.workers
         link = platform.route(cpu, gpu)[0]

@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.executor.execute import RunResult
     from hetsim.schedulers.run import PlanRun
     from hetsim.sim.plan import Plan, SystemView
-    from hetsim.sim.platform import Platform
 
 __all__ = ["RecordedPolicy", "as_static", "recorded_plan", "simulate_as_run"]
 
@@ -81,6 +81,7 @@ def recorded_plan(graph: Graph, records: Sequence[Mapping[str, Any]], meta: Mapp
     >>> p.policy.placement, p.priority
     ({'a': 'cpu', 'b': 'gpu'}, {'a': 0.0, 'b': 1.0})
     """
+    # lazy: at the top it would load simpy with this module
     from hetsim.sim.plan import Plan, PlanError
 
     devices: dict[str, Counter[str]] = {}
@@ -108,6 +109,7 @@ def as_static(plan: Plan) -> Plan:
     """A plan placed by a :class:`RecordedPolicy` as the static plan of the same
     placements and order (what ``plan.json`` holds: a file every plan reader loads);
     any other plan as it is."""
+    # lazy: at the top it would load simpy with this module
     from hetsim.sim.plan import Plan
 
     if not isinstance(plan.policy, RecordedPolicy):
@@ -121,6 +123,7 @@ def simulate_as_run(run: PlanRun, measured: RunResult, platform: Platform, cost:
     as its measured run made them (:func:`recorded_plan`) on ``platform``; a static
     plan simulated again on ``platform`` with ``again`` (its launch mode), else as
     given. Returns it and a note ("" when the plan was simulated as made)."""
+    # lazy: at the top it would load simpy with this module
     from hetsim import schedulers
 
     if run.plan.policy is not None:

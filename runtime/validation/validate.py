@@ -42,8 +42,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hetsim import costmodel
+from hetsim.costmodel.base import as_cost_model
+from hetsim.costmodel.platform import Platform as _Platform
 from hetsim.runtime.backends.base import BackendError
-from hetsim.runtime.executor.setup import ExecutionError
+from hetsim.runtime.backends.tvm_backend import import_model
+from hetsim.runtime.calibration import load_calibrated
+from hetsim.runtime.calibration.cuda_bench import cuda_device
+from hetsim.runtime.executor.execute import Execution, execute
+from hetsim.runtime.executor.setup import ExecutionError, load_model, wire
 from hetsim.runtime.validation.context_profile import (
     ContextProfiler,
     calibrate_dispatch,
@@ -62,10 +69,11 @@ from hetsim.runtime.validation.handoff import (
     measure_handoff,
     measure_read_bandwidth,
 )
+from hetsim.runtime.validation.inputs import InRunInputs, file_inputs, why_not_measured
+from hetsim.runtime.validation.options import ValidationOptions
 from hetsim.runtime.validation.replay import simulate_as_run
-from hetsim.runtime.validation.result import ValidationResult, check_statistic
+from hetsim.runtime.validation.result import ValidationResult
 from hetsim.runtime.validation.rounds import (
-    check_replicas,
     execution_key,
     pool_runs,
     pool_same_plans,
@@ -82,16 +90,17 @@ from hetsim.runtime.validation.table import (
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.tvm_backend import RelaxModel
     from hetsim.runtime.executor.execute import RunResult
     from hetsim.schedulers.run import PlanRun
-    from hetsim.sim.platform import Platform
 
 __all__ = [
     "VALIDATION_COLUMNS",
     "ContextProfiler",
     "HostCalibration",
+    "ValidationOptions",
     "ValidationResult",
     "calibrate_dispatch",
     "format_table",
@@ -112,14 +121,9 @@ def _platform(platform: Platform | str) -> Platform:
     """The platform, its calibration checked (:func:`runtime.calibration.check_calibration`):
     figures of another machine or another GPU are refused by name (a validation here
     would set this machine's measurements against them), an older format's warned of."""
-    from hetsim.runtime.calibration import load_calibrated
-    from hetsim.sim.platform import Platform as _Platform
-
     plat = _Platform.load(platform)
     gpu = None
     if plat.devices_of_kind("gpu") and (plat.calibration or {}).get("machine"):
-        from hetsim.runtime.calibration.cuda_bench import cuda_device
-
         dev, _ = cuda_device(0)
         gpu = dev.name if dev is not None else "no GPU"
     return load_calibrated(plat, gpu=gpu, refuse=True)
@@ -127,8 +131,6 @@ def _platform(platform: Platform | str) -> Platform:
 
 def _cost(cost: Any, platform: Platform) -> tuple[Any, str]:
     """A cost model (:func:`costmodel.as_cost_model`) and the name the tables give it."""
-    from hetsim.costmodel.base import as_cost_model
-
     if cost is None or isinstance(cost, str | os.PathLike):
         name = "roofline" if cost is None else str(cost)
     else:
@@ -141,22 +143,14 @@ def validate(
     platform: Platform | str,
     scheduler_or_plan: str | Any,
     cost: Any = None,
+    options: ValidationOptions | None = None,
     *,
-    backend: str = "torch",
-    warmup: int = 3,
-    repeats: int = 10,
-    requests: int | None = None,
-    device_map: Mapping[str, str] | None = None,
     model: RelaxModel | None = None,
     scheduler_args: Mapping[str, Any] | None = None,
-    seed: int | None = None,
     calibrate: str | None = None,
     folder: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
-    replicas: int = 3,
-    launch: str | None = None,
-    statistic: str | None = None,
-    trace: bool = False,
+    **option_keywords: Any,
 ) -> ValidationResult:
     """Plan, simulate and execute ``graph`` on ``platform``; compare.
 
@@ -182,8 +176,13 @@ def validate(
         plans with and the simulator prices with: a model, or a spec
         (``"roofline"``, a profile folder, ``"DIR:KIND"``), with the platform's
         host costs.
-    backend, warmup, repeats, requests, device_map, model, seed
-        As :func:`runtime.execute` (``requests`` also for the simulation).
+    options
+        How each plan runs and is measured (:class:`~runtime.validation.options.ValidationOptions`:
+        ``backend``, ``warmup``, ``repeats``, ``requests``, ``device_map``, ``seed``,
+        ``replicas``, ``launch``, ``statistic``, ``trace``); each may also be given as a
+        keyword (``repeats=5``), which sets it in ``options``.
+    model
+        As :func:`runtime.execute`.
     scheduler_args
         Hyper-parameters for a scheduler given by name.
     calibrate
@@ -194,28 +193,14 @@ def validate(
         ``profile/``; default a temporary folder, removed afterwards).
     progress
         Called with a line of text as the measurement goes.
-    replicas
-        Measure the plan as this many executions, each built apart (its own
-        buffers and threads), run in the same interleaved rounds, their
-        ``replicas * repeats`` timed runs pooled: one execution's memory layout
-        is an offset all its runs share (:mod:`runtime.validation.rounds`).
-    launch
-        How a plan's GPU ops are launched, in the run and in the simulation:
-        ``"graph"`` (default where the plan uses a GPU: each segment a CUDA graph)
-        or ``"eager"``; a dynamic plan, the tvm backend or an executor without
-        graphs run eagerly, with a note (:func:`~runtime.validation.cuda_host.plan_launch`).
-    statistic
-        The statistic of the measured makespans the simulation is compared with:
-        ``"median"`` or ``"mean"`` (default: ``"mean"`` where the simulation is
-        priced with mean op times measured in the run on a CUDA platform, which add up
-        to a mean makespan; ``"median"`` otherwise).
+    The default ``statistic`` is ``"mean"`` where the simulation is priced with mean op
+    times measured in the run on a CUDA platform (they add up to a mean makespan),
+    ``"median"`` otherwise.
 
     A dynamic plan is simulated with the placements and order its measured run
     made (:func:`~runtime.validation.replay.recorded_plan`). Without ``cost`` on a
     platform with CUDA GPUs of this machine, a fresh calibration
     (:func:`runtime.calibrate`) gives the simulator the host keys first.
-    trace
-        Whether a traced run adds per-op GPU times (:func:`runtime.execute`).
 
     Returns
     -------
@@ -223,15 +208,13 @@ def validate(
         ``inputs`` says which inputs were measured in the run and which came from
         a file.
     """
-    from hetsim.runtime.executor.execute import execute
-    from hetsim.runtime.validation.inputs import InRunInputs, file_inputs, why_not_measured
-
+    opts = ValidationOptions.of(options, option_keywords, "validate")
+    backend, warmup, repeats, requests, seed = opts.backend, opts.warmup, opts.repeats, opts.requests, opts.seed
+    device_map, replicas, launch, trace, stat = opts.device_map, opts.replicas, opts.launch, opts.trace, opts.statistic
     platform = _platform(platform)
-    check_replicas(replicas)
-    stat = check_statistic(statistic)
     if cost is None and why_not_measured(platform) is None:
+        # lazy: at the top it would load simpy with this module
         from hetsim import schedulers
-        from hetsim.runtime.executor.setup import load_model
 
         platform, host = host_model(platform, device_map, folder, progress)
         relax = model or load_model(graph)
@@ -245,12 +228,12 @@ def validate(
         decisions: dict[str, float] = {}
         try:
             rows = _validate_model(graph, relax, str(graph.meta.get("model") or graph.name), [(label, how)],
-                                   platform, inputs.plan_cost, "in-context, measured in this run", backend=backend,
-                                   warmup=warmup, repeats=repeats, device_map=device_map, out_dir=None,
-                                   progress=progress, profiler=inputs.profiler, calibration=inputs.calibration,
-                                   cal_rows=cal_rows, results=results, requests=requests, seed=seed,
-                                   decisions=decisions, replicas=replicas, launch=launch, trace=trace,
-                                   statistic=stat or ("mean" if host else "median"), host_model=host is not None)
+                                   platform, inputs.plan_cost, "in-context, measured in this run",
+                                   opts.with_keywords({"statistic": stat or ("mean" if host else "median")},
+                                                      "validate"),
+                                   out_dir=None, progress=progress, profiler=inputs.profiler,
+                                   calibration=inputs.calibration, cal_rows=cal_rows, results=results,
+                                   decisions=decisions, host_model=host is not None)
             if not results:
                 raise ExecutionError(f"{graph.name} {label}: {rows[0]['status']}: {rows[0].get('note', '')}")
             res = results[0]
@@ -286,6 +269,7 @@ def _plan_run(graph: Graph, platform: Platform, how: Any, cost: Any, args: Mappi
               **options: Any) -> PlanRun:  # fmt: skip
     """A plan given, or made by a scheduler (name or instance), through the one path
     (:meth:`Scheduler.run <schedulers.base.Scheduler.run>`, :func:`schedulers.run_plan`)."""
+    # lazy: at the top it would load simpy with this module
     from hetsim import schedulers
     from hetsim.sim.plan import Plan
 
@@ -301,21 +285,15 @@ def validate_all(
     platform: Platform | str = "cpu2",
     schedulers: Sequence[str | tuple[str, Any]] | None = None,
     cost: Any = None,
+    options: ValidationOptions | None = None,
     *,
-    backend: str = "torch",
-    warmup: int = 3,
-    repeats: int = 10,
     batch: int = 1,
     model_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
-    device_map: Mapping[str, str] | None = None,
     out: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
     in_context: str | os.PathLike[str] | None = None,
     calibrate: str | None = None,
-    replicas: int = 3,
-    launch: str | None = None,
-    statistic: str | None = None,
-    trace: bool = False,
+    **option_keywords: Any,
 ) -> pd.DataFrame:
     """Validate every applicable scheduler on each model; one row per (model, scheduler).
 
@@ -339,8 +317,10 @@ def validate_all(
         rounds (:class:`~runtime.validation.inputs.InRunInputs`; under ``out``:
         ``plan-profile/``, ``profile/``, ``calibration.csv``); ``df.attrs["inputs"]``
         says which inputs were measured and which came from a file.
-    backend, warmup, repeats, device_map
-        As :func:`runtime.execute`.
+    options
+        As :func:`validate` (:class:`~runtime.validation.options.ValidationOptions`, each
+        option also a keyword); the ``launch`` and ``statistic`` columns say what each row
+        used, and with ``trace`` a traced run of each plan follows the rounds.
     out
         Folder for ``validation.csv``, ``ranking.csv`` and each pair's traces
         (``MODEL/SCHEDULER/{sim,run}_trace.json``).
@@ -366,14 +346,6 @@ def validate_all(
         rounds: the host costs of the same minutes, which on a shared VM vary
         2-3x with the other tenants' load. ``df.attrs["calibration"]`` (and
         ``calibration.csv`` under ``out``) holds them per model.
-    replicas
-        As :func:`validate`: each plan measured as this many executions, each
-        built apart, in the same rounds, their timed runs pooled.
-    launch, statistic
-        As :func:`validate` (the ``launch`` and ``statistic`` columns say what each
-        row used).
-    trace
-        After the rounds, a traced run of each plan (:func:`runtime.execute`).
 
     Notes
     -----
@@ -398,14 +370,15 @@ def validate_all(
     """
     import pandas as pd
 
+    # lazy: at the top it would load simpy with this module
     from hetsim import schedulers as sched_mod
-    from hetsim.runtime.backends.tvm_backend import import_model
-    from hetsim.runtime.executor.execute import load_model
-    from hetsim.runtime.validation.inputs import InRunInputs, file_inputs, why_not_measured
 
+    # looked up when called: tests replace it on hetsim.runtime.executor.execute
+    from hetsim.runtime.executor.execute import load_model
+
+    opts = ValidationOptions.of(options, option_keywords, "validate_all")
+    backend, warmup, repeats, device_map = opts.backend, opts.warmup, opts.repeats, opts.device_map
     platform = _platform(platform)
-    check_replicas(replicas)
-    stat = check_statistic(statistic)
     rows: list[dict[str, Any]] = []
     out_dir = Path(out) if out is not None else None
     items = []
@@ -438,12 +411,12 @@ def validate_all(
         for graph, relax_model in items:
             mname = str(graph.meta.get("model") or graph.name)
             names = list(schedulers) if schedulers is not None else sched_mod.names()
+            statistic = opts.statistic or ("mean" if host else "median")
             rows += _validate_model(graph, relax_model, mname, names, platform, cost_model, cost_name,
-                                    backend=backend, warmup=warmup, repeats=repeats, device_map=device_map,
+                                    opts.with_keywords({"statistic": statistic}, "validate_all"),
                                     out_dir=out_dir, progress=progress, profiler=profiler,
                                     calibration=calibration, cal_rows=cal_rows, decisions=decisions,
-                                    replicas=replicas, launch=launch, host_model=host is not None,
-                                    statistic=stat or ("mean" if host else "median"), trace=trace)
+                                    host_model=host is not None)
     finally:
         if measured is not None:
             measured.close()
@@ -452,13 +425,13 @@ def validate_all(
     table = pd.DataFrame(rows)
     if measured is not None:
         table.attrs["inputs"] = measured.describe(platform, cal_rows[0] if len(cal_rows) == 1 else None,
-                                                  rounds=repeats, decisions=decisions, replicas=replicas)
+                                                  rounds=repeats, decisions=decisions, replicas=opts.replicas)
         if len(cal_rows) > 1:
             table.attrs["inputs"]["host costs"] = "measured in this run, per model (below)"
         if host is not None:
             table.attrs["inputs"]["host model"] = host
     else:
-        table.attrs["inputs"] = file_inputs(platform, cost_name, replicas=replicas, rounds=repeats)
+        table.attrs["inputs"] = file_inputs(platform, cost_name, replicas=opts.replicas, rounds=repeats)
         if in_context is not None:
             table.attrs["inputs"]["op times"] = f"measured in this run ({in_context}); plans made with {cost_name}"
         if calibration is not None:
@@ -479,13 +452,11 @@ def validate_all(
 
 def _validate_model(
     graph: Graph, relax_model: RelaxModel, mname: str, names: Sequence[str | tuple[str, Any]], platform: Platform,
-    cost: Any, cost_name: str, *, backend: str, warmup: int, repeats: int,
-    device_map: Mapping[str, str] | None, out_dir: Path | None, progress: Callable[[str], None] | None,
-    profiler: ContextProfiler | None = None, calibration: HostCalibration | None = None,
-    cal_rows: list[dict[str, Any]] | None = None, results: list[ValidationResult] | None = None,
-    requests: int | None = None, seed: int | None = None, decisions: dict[str, float] | None = None,
-    replicas: int = 1, launch: str | None = None, statistic: str = "median", host_model: bool = False,
-    trace: bool = False,
+    cost: Any, cost_name: str, options: ValidationOptions, *, out_dir: Path | None,
+    progress: Callable[[str], None] | None, profiler: ContextProfiler | None = None,
+    calibration: HostCalibration | None = None, cal_rows: list[dict[str, Any]] | None = None,
+    results: list[ValidationResult] | None = None, decisions: dict[str, float] | None = None,
+    host_model: bool = False,
 ) -> list[dict[str, Any]]:
     """Plan and simulate with every scheduler, prepare every execution, then run them
     interleaved (each round runs each execution once, in the order of
@@ -506,13 +477,18 @@ def _validate_model(
     and is simulated in its launch mode (:func:`plan_launch`), a dynamic one with
     the decisions its run made (:func:`~runtime.validation.replay.simulate_as_run`); ``statistic`` of the measured
     makespans is set beside the simulation; with ``host_model`` (the platform holds
-    a fresh calibration's host keys) a link calibration adds no memory domain."""
+    a fresh calibration's host keys) a link calibration adds no memory domain.
+    ``options`` says how (:class:`~runtime.validation.options.ValidationOptions`, its
+    ``statistic`` set)."""
+    # lazy: at the top it would load simpy with this module
     from hetsim import schedulers as sched_mod
-    from hetsim.runtime.executor.execute import Execution
-    from hetsim.runtime.executor.setup import wire
     from hetsim.sim.engine.simulator import SimulationError
     from hetsim.sim.plan import Plan, PlanError
 
+    backend, warmup, repeats, requests, seed = (options.backend, options.warmup, options.repeats, options.requests,
+                                                options.seed)
+    device_map, replicas, launch, trace = options.device_map, options.replicas, options.launch, options.trace
+    statistic = options.statistic or "median"
     rows: dict[str, dict[str, Any]] = {}
     late = profiler is not None or calibration is not None  # simulated after the runs, with what they measured
     live: list[tuple[str, PlanRun, Execution]] = []
@@ -589,8 +565,6 @@ def _validate_model(
                                  **{k: v for k, v in res.items() if k != "extra_s"}})
             _say(progress, f"{mname}: host calibration on {calibration.graph.name}: {calibration.describe(res)}")
         if profiler is not None:
-            from hetsim import costmodel
-
             cost = costmodel.from_spec(str(profiler.write()), platform=platform)
             if calibration is not None and live and "second_worker_ratio" in res:  # profiled on the first worker's core
                 cost = costmodel.DeviceScaled(cost, {calibration.workers[1]: res["second_worker_ratio"]})

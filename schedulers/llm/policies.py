@@ -37,9 +37,9 @@ from hetsim.schedulers.llm.residency import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
 __all__ = ["LLMPolicy", "NGL", "ExpertOffload", "WeightStreaming"]
 

@@ -24,8 +24,8 @@ from hetsim.schedulers.base import SchedulerError, topo_priority
 from hetsim.sim.plan import Plan, size_text
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 __all__ = [
     "DEFAULT_RESERVE_BYTES",

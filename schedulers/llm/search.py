@@ -39,11 +39,13 @@ from hetsim.schedulers.llm.residency import (
     llm_meta,
     unit_bytes,
 )
+from hetsim.sim.engine.simulator import SimulationError, simulate
+from hetsim.sim.plan import PlanError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.base import CostModel
+    from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
-    from hetsim.sim.platform import Platform
 
 __all__ = ["OBJECTIVES", "PlacementSearch", "objective_graph"]
 
@@ -95,9 +97,6 @@ class PlacementSearch(LLMPolicy):
         self.max_evals, self.reserve_bytes = max_evals, reserve_bytes
 
     def residency(self, graph: Graph, platform: Platform, cost: CostModel) -> Residency:
-        from hetsim.sim.engine.simulator import SimulationError, simulate
-        from hetsim.sim.plan import PlanError
-
         target = objective_graph(graph, self.objective, self.prompt)
         host, gpu = llm_devices(platform)
         evals: dict[tuple, float] = {}

@@ -3,7 +3,7 @@
 
 The ops a plan places are priced before the run, all the ops of one device not
 priced yet in one call when the cost model prices many at once
-(:func:`costmodel.price_nodes`: ``op_times``/``dispatch_times``, as
+(:func:`costmodel.price_nodes`: the model's ``price_nodes``, as
 :class:`~costmodel.roofline.Roofline` does); the ops a dynamic policy places are
 priced on first use. Every answer is checked: a finite number of seconds >= 0, else a
 :class:`~sim.engine.prep.PrepError` naming the op and the device.

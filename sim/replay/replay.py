@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hetsim.graphs.graph import Graph, GraphError
+from hetsim.sim.trace import write_chrome_trace
 
 __all__ = ["LAUNCH_MODES", "ReplayResult", "ReplaySettings", "replay", "traced_records"]
 
@@ -100,8 +101,6 @@ class ReplayResult:
     def to_chrome_trace(self, path: Any, graph: Graph | None = None) -> Any:
         """Write the replay as Chrome trace JSON (Perfetto); with ``graph`` the traced
         step's own times go beside it (``traced ...`` tracks above ``simulated ...``)."""
-        from hetsim.sim.trace import write_chrome_trace
-
         recs = (traced_records(graph) if graph is not None else []) + self.records
         return write_chrome_trace(recs, path)
 

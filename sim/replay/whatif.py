@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hetsim.costmodel.base import CostModelError
+from hetsim.costmodel.platform import Device, Platform
 from hetsim.costmodel.trace.devices import device_ratio, traced_device
 from hetsim.graphs.graph import Graph, GraphError
-from hetsim.sim.platform import Device, Platform
 from hetsim.sim.replay.replay import ReplayResult, replay
 
 __all__ = ["WhatIfs", "gpu_scales", "traced_gpu", "what_ifs"]
