@@ -130,6 +130,7 @@ class Prepared:
         default_factory=dict
     )
     res_index: dict[str, int] | None = None  # resource name -> index, built on first route
+    tables: Any = None  # the GraphTables this was prepared over (:func:`prepare`)
 
     def buffer(self, p: int, k: int, d: int) -> int:
         """The key of the copy of output ``k`` of node ``p`` on device ``d``."""
@@ -185,12 +186,12 @@ def _link(
 
 def _link_columns(
     cols: EdgeColumns, out_size: list[dict[int, int]]
-) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]], list[list[int]]] | None:
+) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]], list[list[int]], np.ndarray] | None:
     """:func:`_link` of a graph whose edges all go forward in insertion order, from its
     :func:`graphs.bulk_check.edge_columns`: the lists sliced from whole columns, the
-    sizes set per (producer, output) group, and each op's readers (None, nothing set,
-    when a column is not plain ints within int64: :func:`_link` then reads the edges
-    one by one)."""
+    sizes set per (producer, output) group, each op's readers and each edge's output
+    index as an array (None, nothing set, when a column is not plain ints within int64:
+    :func:`_link` then reads the edges one by one)."""
     n, ks, bs = len(cols.names), cols.outputs, cols.nbytes
     if bs is None or not cols.forward or (ks and not set(map(type, ks)) | set(map(type, bs)) <= {int}):
         return None
@@ -217,7 +218,7 @@ def _link_columns(
         first = group[starts]  # edge position of each group's first edge
         for i in np.argsort(first, kind="stable").tolist():
             out_size[int(gs[starts[i]])][int(gk[starts[i]])] = int(biggest[i])
-    return succs, preds, readers
+    return succs, preds, readers, k_arr
 
 
 def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int]]:
@@ -264,6 +265,10 @@ class GraphTables:
     readers: list[list[int]]  # op -> the reader of each of its out-edges (graph inputs not included)
     edge_src: np.ndarray  # the ops' out-edges in that order: producer, reader
     edge_dst: np.ndarray
+    #: each edge's output index, when read as an array (from the graph's columns)
+    edge_out: np.ndarray | None = None
+    #: the array replay's tables of the graph (sim.engine.array_prep.graph_arrays), made on first use
+    arrays: Any = None
 
 
 def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables:
@@ -336,8 +341,10 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
             out_size[i][k] = int(spec.get("bytes", 0))
             n_out = max(n_out, k + 1)
     params += [0] * (n_all - n)
+    edge_out = None
     if from_columns is not None:  # the columns' edges are these, in this order
-        readers, edge_src, edge_dst = from_columns[2], columns.src, columns.dst
+        readers, edge_out = from_columns[2:]
+        edge_src, edge_dst = columns.src, columns.dst
     else:
         readers = [[v for v, _ in lst] for lst in succs[:n]]
         degree = np.fromiter(map(len, readers), dtype=np.int64, count=n)
@@ -345,7 +352,8 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
         edge_dst = np.fromiter(chain.from_iterable(readers), dtype=np.int64, count=len(edge_src))
     return GraphTables(topo=topo, names=names, index=index, preds=preds, succs=succs,
                        out_size=out_size, graph_outputs=graph_outputs, params=params,
-                       node_data=data, n_out=n_out, readers=readers, edge_src=edge_src, edge_dst=edge_dst)
+                       node_data=data, n_out=n_out, readers=readers, edge_src=edge_src, edge_dst=edge_dst,
+                       edge_out=edge_out)
 
 
 def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
@@ -402,6 +410,7 @@ def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
         readers=tables.readers,
         edge_src=tables.edge_src,
         edge_dst=tables.edge_dst,
+        tables=tables,
     )
 
 

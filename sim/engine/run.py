@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hetsim.sim.contention import Contention
+from hetsim.sim.engine.array_replay import replay_run, replayable
 from hetsim.sim.engine.host import HostModel, gpu_to_cpu_handoffs
 from hetsim.sim.engine.ops import bind_op_handlers
 from hetsim.sim.engine.prep import Fanout, Prepared, build_fanout, priced_route, static_fanouts
@@ -92,7 +93,9 @@ class EngineRun:
         self.prices = Prices(priced, prep, positions)
         self.transfer_time = priced.transfer_time
         self.price = self.prices.get
-        self.sfo = static_fanouts(prep, platform, self.transfer_time)
+        # the fan-outs of the plan's ops, made when the SimPy engine runs (:meth:`execute`;
+        # the array replay makes its own tables, sim.engine.array_prep)
+        self.sfo: list[Fanout | None] = []
         self.dynamic_fanouts: dict[tuple[int, int], Fanout] = {}
         self.dynamic_routes: dict[tuple[int, int, int, int], tuple] = {}
         n = prep.n_ops
@@ -167,7 +170,6 @@ class EngineRun:
             self.host = HostModel(self)
             self.arrival_delay = gpu_to_cpu_handoffs(platform)
         self.configure()
-        bind_op_handlers(self)
 
     def configure(
         self,
@@ -487,6 +489,12 @@ class EngineRun:
 
     # ---------------------------------------------------------------------- run
     def execute(self) -> SimResult:
+        if replayable(self):  # the same events on arrays (sim.engine.array_replay)
+            res = replay_run(self)
+            if res is not None:
+                return res
+        self.sfo = static_fanouts(self.prep, self.platform, self.transfer_time)
+        bind_op_handlers(self)
         start_servers(self)
         self.env.run()
         if self.done < self.n_req:
