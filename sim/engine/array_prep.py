@@ -113,9 +113,11 @@ class KernelTables:
 
 def _csr(n: int, nodes: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, ...]:
     """Entries ``(nodes, cols...)`` grouped by node (stable): the pointers, then the columns."""
-    order = np.argsort(nodes, kind="stable")
     ptr = np.zeros(n + 1, dtype=_I64)
     np.cumsum(np.bincount(nodes, minlength=n), out=ptr[1:])
+    if len(nodes) < 2 or (nodes[1:] >= nodes[:-1]).all():  # grouped already (edges by producer)
+        return (ptr, *(np.ascontiguousarray(c) for c in cols))
+    order = np.argsort(nodes, kind="stable")
     return (ptr, *(c[order] for c in cols))
 
 
@@ -215,7 +217,9 @@ def plan_tables(prep: Prepared, platform: Any, transfer_time: Any, ga: GraphArra
     rank = np.asarray(prep.rank, dtype=_I64)
     # transfers: one group per (producer, output, destination), by output then destination
     cross = np.flatnonzero(~in_domain)
-    cross = cross[np.lexsort((cross, dv[cross], k[cross], src[cross]))]
+    key = (src[cross] * n_out + k[cross]) * n_dev + dv[cross]
+    if len(key) > 1 and not (key[1:] >= key[:-1]).all():
+        cross = cross[np.argsort(key, kind="stable")]  # stable: the readers of a group in edge order
     cs, ck, cd = src[cross], k[cross], dv[cross]
     first = np.ones(len(cross), dtype=np.bool_)
     first[1:] = (cs[1:] != cs[:-1]) | (ck[1:] != ck[:-1]) | (cd[1:] != cd[:-1])
@@ -226,9 +230,10 @@ def plan_tables(prep: Prepared, platform: Any, transfer_time: Any, ga: GraphArra
     g_rank = np.minimum.reduceat(rank[dst[cross]], starts) if len(starts) else np.zeros(0, dtype=_I64)
     # each group's hops, priced once per (source, destination, bytes)
     g_src = loc[g_node]
-    if len(starts):
-        triples, first_of, which = np.unique(np.stack((g_src, g_dst, g_nbytes)), axis=1, return_index=True,
-                                             return_inverse=True)
+    if len(starts):  # (source, destination, size) numbered in one 1-d key
+        sizes, size_of = np.unique(g_nbytes, return_inverse=True)
+        _, first_of, which = np.unique((g_src * n_dev + g_dst) * len(sizes) + size_of.reshape(-1),
+                                       return_index=True, return_inverse=True)
         which = which.reshape(-1)
         routes = [priced_route(prep, platform, transfer_time, int(g_node[i]), int(g_k[i]), int(g_src[i]),
                                int(g_dst[i]))[:2] for i in first_of.tolist()]
