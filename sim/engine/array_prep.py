@@ -73,7 +73,7 @@ def graph_arrays(tables: GraphTables) -> GraphArrays:
     size_pk[o_node * n_out + o_k] = o_size
     # each node's inputs: the op edges by reader, then the graph inputs' (in any order:
     # the kernel releases them all when the node ends)
-    inputs = [(ci, p) for p in range(n, n_all) for ci, _ in tables.succs[p]]
+    inputs = [(ci, p) for p in range(n, n_all) for ci, _ in tables.succs[p]] if n_all > n else []
     readers = np.concatenate((dst, np.array([ci for ci, _ in inputs], dtype=_I64)))
     producers = np.concatenate((src, np.array([p for _, p in inputs], dtype=_I64)))
     outputs = np.concatenate((edge_k, np.zeros(len(inputs), dtype=_I64)))

@@ -38,7 +38,7 @@ __all__ = ["MIN_OPS", "replay_run", "replayable"]
 
 #: ops (times requests) from which a qualifying run is replayed on arrays even when
 #: numba is not loaded yet (its import then pays for itself)
-MIN_OPS = 20_000
+MIN_OPS = 10_000
 #: the most per-request table entries (requests x buffers) the kernel allocates
 MAX_ENTRIES = 1 << 27
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from heapq import heappush
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -116,7 +117,7 @@ class EngineRun:
                         top[u] += self.extra_read(u, d, loc0)
                 else:
                     self.baked[u] = False
-        self.npred = [len(p) for p in prep.preds] + [0] * (len(prep.names) - n)
+        self.npred = prep.tables.links.in_degrees(n) + [0] * (len(prep.names) - n)
         # dynamic plans: how many policy-placed readers each tensor has (a moved copy
         # lives until they are all placed: a tensor moves to a device once per request)
         self.dyn_readers: dict[tuple[int, int], int] = {}
@@ -125,12 +126,12 @@ class EngineRun:
                 if loc0[v] < 0:
                     for key in prep.preds[v]:
                         self.dyn_readers[key] = self.dyn_readers.get(key, 0) + 1
-        self.roots = [u for u in range(n) if not prep.preds[u]]
+        self.roots = [u for u, c in enumerate(self.npred[:n]) if not c]
         # memory
         self.mem = [0] * n_dev
         params = prep.params
-        for u in range(n):
-            if loc0[u] >= 0 and params[u]:
+        for u in compress(range(n), params[:n]):  # the ops with weights
+            if loc0[u] >= 0:
                 self.mem[loc0[u]] += params[u]
         self.peak = list(self.mem)
         self.weights = list(self.mem)
