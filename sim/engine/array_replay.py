@@ -13,7 +13,7 @@ keyed by time, then by the order events were scheduled) and the engine's float
 operations, so that the result is the SimPy run's bit for bit
 (``tests/test_array_replay.py`` compares both on the engine's reference cases). A
 run that would overflow a device's memory or cannot finish is run again on SimPy,
-which raises or reports it as it always has.
+which raises or reports it.
 
 The kernel is compiled with numba (``cache=True``: compiled at the first use in an
 environment, about two minutes of CPU, then loaded from ``__pycache__``). Importing
