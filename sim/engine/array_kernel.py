@@ -27,9 +27,9 @@ request completes: graph outputs kept on the host); ``capacity``; ``stream_dev``
 (device of each stream, device by device).
 
 The event handlers are closures of the one compiled function, each inlined where it
-is called: a call per event costs nothing, but the function is large to compile.
-The first call in a fresh environment compiles it (about two minutes of CPU on two
-cores); later processes load it from ``__pycache__``.
+is called (the loop calls each once): a call per event costs nothing, but the
+function is large to compile. The first call in a fresh environment compiles it
+(about a minute of CPU on two cores); later processes load it from ``__pycache__``.
 """
 
 from __future__ import annotations
@@ -377,36 +377,33 @@ def replay(n_ops, n_all, n_dev, n_out, host, n_req, interval, threads,  # noqa: 
         push_event(now[0] + t, _L_MOVED, ri, 0)
         return True
 
-    if not arrivals_from(0):
-        return st[_STATUS]
-    st[_LOOP] = 1
-    while st[_EVN]:
-        t = ev_t[0]
-        kind, a, b = ev_kind[0], ev_a[0], ev_b[0]
-        pop_event()
-        now[0] = t
+    # the initial arrivals (before any event, at SimPy's int 0), then every event; each
+    # handler inlined once: the zero-cost ops drained, then the stream or link pulls
+    kind, a, b = _ARRIVE, 0, 0
+    while True:
         ok = True
+        drain_now = False
+        stream = link = -1
         if kind == _S_RAN:
             di = stream_dev[a]
             busy[di] += s_t[a]
             finish(s_req[a], s_u[a], di)
-            if st[_ZT]:
-                ok = drain()
-            ok = ok and pull(a)
+            drain_now = True
+            stream = a
         elif kind == _S_DISPATCHED:
             if st[_WN]:  # the slot handed to the first waiting stream, at this time
                 w = waiters[st[_WH]]
                 st[_WH] = (st[_WH] + 1) % n_streams
                 st[_WN] -= 1
-                push_event(t, _S_DISPATCH, w, 0)
+                push_event(now[0], _S_DISPATCH, w, 0)
             else:
                 st[_FREE] += 1
             fsum[0] += s_ds[a]
-            push_event(t + s_t[a], _S_RAN, a, 0)
+            push_event(now[0] + s_t[a], _S_RAN, a, 0)
         elif kind == _S_DISPATCH:
-            push_event(t + s_ds[a], _S_DISPATCHED, a, 0)
+            push_event(now[0] + s_ds[a], _S_DISPATCHED, a, 0)
         elif kind == _S_PULL:
-            ok = pull(a)
+            stream = a
         elif kind == _L_MOVED:
             x = l_x[a]
             g = x_grp[x]
@@ -431,21 +428,33 @@ def replay(n_ops, n_all, n_dev, n_out, host, n_req, interval, threads,  # noqa: 
                     remaining[r] -= 1
                     if remaining[r] == 0:
                         complete(r)
-                if st[_ZT]:
-                    ok = drain()
-            ok = ok and link_pull(a)
+                drain_now = True
+            link = a
         elif kind == _L_PULL:
-            ok = link_pull(a)
+            link = a
         elif kind == _HANDED:
             c = pending[a * n_all + b] - 1
             pending[a * n_all + b] = c
             if c == 0:
                 ready(a, b)
-                ok = drain()
+                drain_now = True
         else:  # _ARRIVE
             ok = arrivals_from(a)
+        if ok and drain_now and st[_ZT]:
+            ok = drain()
+        if ok and stream >= 0:
+            ok = pull(stream)
+        if ok and link >= 0:
+            ok = link_pull(link)
         if not ok:
             return st[_STATUS]
+        st[_LOOP] = 1
+        if st[_EVN] == 0:
+            break
+        t = ev_t[0]
+        kind, a, b = ev_kind[0], ev_a[0], ev_b[0]
+        pop_event()
+        now[0] = t
     if st[_DONE] < n_req:
         return 2
     return 0
