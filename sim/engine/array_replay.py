@@ -16,7 +16,7 @@ run that would overflow a device's memory or cannot finish is run again on SimPy
 which raises or reports it.
 
 The kernel is compiled with numba (``cache=True``: compiled at the first use in an
-environment, about two minutes of CPU, then loaded from ``__pycache__``). Importing
+environment, about a minute of CPU, then loaded from ``__pycache__``). Importing
 numba and loading the kernel cost about 0.5 s once per process, more than SimPy
 spends on a small plan: a run uses the kernel when it has at least :data:`MIN_OPS`
 ops (all requests together).
