@@ -104,8 +104,6 @@ class Prepared:
     names: list[str]  # node ids, then graph input names
     n_ops: int
     index: dict[str, int]
-    preds: list[list[tuple[int, int]]]  # op -> [(producer, output)], pseudo inputs included
-    succs: list[list[tuple[int, int]]]  # producer -> [(consumer, output)]
     out_size: list[dict[int, int]]  # producer -> output index -> bytes
     graph_outputs: dict[int, list[int]]  # producer -> output indices that are graph outputs
     rank: list[int]  # op -> position in the plan's (priority, topo index) order
@@ -123,13 +121,28 @@ class Prepared:
     n_out: int = 1  # outputs per node in buffer numbering (largest output index + 1)
     # the ops' out-edges in CSR form (GraphTables): each op's readers, one per edge, and
     # each edge's producer and reader as arrays
-    readers: list[list[int]] = field(default_factory=list)
     edge_src: np.ndarray | None = None
     edge_dst: np.ndarray | None = None
     routes: dict[tuple[int, int], tuple[tuple[int, ...], tuple[Link, ...]]] = field(
         default_factory=dict
     )
     res_index: dict[str, int] | None = None  # resource name -> index, built on first route
+    tables: Any = None  # the GraphTables this was prepared over (:func:`prepare`)
+
+    @property
+    def preds(self) -> list[list[tuple[int, int]]]:
+        """Op -> ``[(producer, output)]``, pseudo inputs included (:class:`GraphTables`)."""
+        return self.tables.preds
+
+    @property
+    def succs(self) -> list[list[tuple[int, int]]]:
+        """Producer -> ``[(consumer, output)]``."""
+        return self.tables.succs
+
+    @property
+    def readers(self) -> list[list[int]]:
+        """Op -> the reader of each of its out-edges."""
+        return self.tables.readers
 
     def buffer(self, p: int, k: int, d: int) -> int:
         """The key of the copy of output ``k`` of node ``p`` on device ``d``."""
@@ -185,12 +198,12 @@ def _link(
 
 def _link_columns(
     cols: EdgeColumns, out_size: list[dict[int, int]]
-) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]], list[list[int]]] | None:
+) -> tuple[Links, np.ndarray] | None:
     """:func:`_link` of a graph whose edges all go forward in insertion order, from its
-    :func:`graphs.bulk_check.edge_columns`: the lists sliced from whole columns, the
-    sizes set per (producer, output) group, and each op's readers (None, nothing set,
-    when a column is not plain ints within int64: :func:`_link` then reads the edges
-    one by one)."""
+    :func:`graphs.bulk_check.edge_columns`: the lists (:class:`Links`, sliced from whole
+    columns when first read), the sizes set per (producer, output) group, and each
+    edge's output index as an array (None, nothing set, when a column is not plain ints
+    within int64: :func:`_link` then reads the edges one by one)."""
     n, ks, bs = len(cols.names), cols.outputs, cols.nbytes
     if bs is None or not cols.forward or (ks and not set(map(type, ks)) | set(map(type, bs)) <= {int}):
         return None
@@ -200,15 +213,6 @@ def _link_columns(
     except OverflowError:
         return None
     src, dst = cols.src, cols.dst
-    bounds = [0, *np.cumsum(cols.degree).tolist()]
-    heads = dst.tolist()
-    pairs = list(zip(heads, ks))
-    succs = [pairs[bounds[t]:bounds[t + 1]] for t in range(n)]
-    readers = [heads[bounds[t]:bounds[t + 1]] for t in range(n)]
-    by_reader = np.argsort(dst, kind="stable")  # producers ascending for each reader, as _link appends
-    rpairs = list(zip(src[by_reader].tolist(), k_arr[by_reader].tolist()))
-    rbounds = np.searchsorted(dst[by_reader], np.arange(n + 1)).tolist()
-    preds = [rpairs[rbounds[v]:rbounds[v + 1]] for v in range(n)]
     if len(src):  # each (producer, output): the largest edge, set in the order the edges name them
         group = np.lexsort((np.arange(len(src)), k_arr, src))
         gs, gk = src[group], k_arr[group]
@@ -217,7 +221,40 @@ def _link_columns(
         first = group[starts]  # edge position of each group's first edge
         for i in np.argsort(first, kind="stable").tolist():
             out_size[int(gs[starts[i]])][int(gk[starts[i]])] = int(biggest[i])
-    return succs, preds, readers
+    return Links(columns=(n, src, dst, cols.degree, k_arr)), k_arr
+
+
+class Links:
+    """Each op's successors and predecessors ``(node, output)`` and readers, as lists:
+    given, or sliced from the graph's edge columns on first use (a simulation replayed
+    on arrays, :mod:`sim.engine.array_replay`, reads none of them)."""
+
+    def __init__(self, succs: list | None = None, preds: list | None = None, readers: list | None = None,
+                 columns: tuple | None = None) -> None:
+        self.columns = columns
+        self.lists = None if columns is not None else (succs, preds, readers)
+
+    def get(self) -> tuple[list, list, list]:
+        """``(succs, preds, readers)``."""
+        if self.lists is None:
+            n, src, dst, degree, k_arr = self.columns
+            bounds = [0, *np.cumsum(degree).tolist()]
+            heads = dst.tolist()
+            pairs = list(zip(heads, k_arr.tolist()))
+            succs = [pairs[bounds[t]:bounds[t + 1]] for t in range(n)]
+            readers = [heads[bounds[t]:bounds[t + 1]] for t in range(n)]
+            by_reader = np.argsort(dst, kind="stable")  # producers ascending for each reader, as _link appends
+            rpairs = list(zip(src[by_reader].tolist(), k_arr[by_reader].tolist()))
+            rbounds = np.searchsorted(dst[by_reader], np.arange(n + 1)).tolist()
+            preds = [rpairs[rbounds[v]:rbounds[v + 1]] for v in range(n)]
+            self.lists, self.columns = (succs, preds, readers), None
+        return self.lists
+
+    def in_degrees(self, n: int) -> list[int]:
+        """Inputs of each of the ``n`` ops (from the columns while not sliced)."""
+        if self.lists is None:
+            return np.bincount(self.columns[2], minlength=n).tolist()
+        return list(map(len, self.lists[1]))
 
 
 def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int]]:
@@ -254,16 +291,33 @@ class GraphTables:
     topo: list[str]  # node ids in topological order
     names: list[str]  # node ids, then graph input names
     index: dict[str, int]
-    preds: list[list[tuple[int, int]]]
-    succs: list[list[tuple[int, int]]]
+    links: Links  # preds, succs and readers (properties below)
     out_size: list[dict[int, int]]
     graph_outputs: dict[int, list[int]]
     params: list[int]  # nodes, then 0 per graph input
     node_data: list[dict[str, Any]]
     n_out: int
-    readers: list[list[int]]  # op -> the reader of each of its out-edges (graph inputs not included)
-    edge_src: np.ndarray  # the ops' out-edges in that order: producer, reader
+    edge_src: np.ndarray  # the ops' out-edges (readers' order): producer, reader
     edge_dst: np.ndarray
+    #: each edge's output index, when read as an array (from the graph's columns)
+    edge_out: np.ndarray | None = None
+    #: the array replay's tables of the graph (sim.engine.array_prep.graph_arrays), made on first use
+    arrays: Any = None
+
+    @property
+    def succs(self) -> list[list[tuple[int, int]]]:
+        """Producer -> ``[(consumer, output)]`` (graph inputs included)."""
+        return self.links.get()[0]
+
+    @property
+    def preds(self) -> list[list[tuple[int, int]]]:
+        """Op -> ``[(producer, output)]``, pseudo inputs included."""
+        return self.links.get()[1]
+
+    @property
+    def readers(self) -> list[list[int]]:
+        """Op -> the reader of each of its out-edges (graph inputs not included)."""
+        return self.links.get()[2]
 
 
 def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables:
@@ -282,9 +336,9 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
     data = [d for _, d in nxg.nodes(data=True)]
     out_size, params = _columns(data)
     from_columns = _link_columns(columns, out_size) if columns is not None else None
-    linked = from_columns[:2] if from_columns is not None else None
+    linked = from_columns[0] if from_columns is not None else None
     if linked is None and (columns is None or columns.forward):
-        linked = _link((nbrs for _, nbrs in nxg.adjacency()), index, out_size)
+        linked = _listed(_link((nbrs for _, nbrs in nxg.adjacency()), index, out_size))
     if linked is None:  # an edge goes backwards: renumber in topological order
         adj = [nbrs for _, nbrs in nxg.adjacency()]
         order = first_ready_order([[index[w] for w in nbrs] for nbrs in adj])
@@ -297,11 +351,10 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
         if columns is not None:
             columns = columns.renumbered(order)
             from_columns = _link_columns(columns, out_size)
-            linked = from_columns[:2] if from_columns is not None else None
+            linked = from_columns[0] if from_columns is not None else None
         if linked is None:
-            linked = _link((adj[i] for i in order), index, out_size)
+            linked = _listed(_link((adj[i] for i in order), index, out_size))
         assert linked is not None  # every edge goes forward in a topological order
-    succs, preds = linked
     n_out = 1
     for sizes in out_size:
         if len(sizes) > 1 or (sizes and 0 not in sizes):
@@ -309,6 +362,8 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
 
     names = list(topo)
     inputs = graph.meta.get("inputs") or []
+    if inputs:  # their edges are added to the lists
+        succs, preds, _ = linked.get()
     for j, spec in enumerate(inputs):
         name = str(spec.get("name", f"input{j}"))
         p = n + j
@@ -336,16 +391,27 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
             out_size[i][k] = int(spec.get("bytes", 0))
             n_out = max(n_out, k + 1)
     params += [0] * (n_all - n)
+    edge_out = None
     if from_columns is not None:  # the columns' edges are these, in this order
-        readers, edge_src, edge_dst = from_columns[2], columns.src, columns.dst
+        edge_out = from_columns[1]
+        edge_src, edge_dst = columns.src, columns.dst
     else:
-        readers = [[v for v, _ in lst] for lst in succs[:n]]
+        succs, _, readers = linked.get()
         degree = np.fromiter(map(len, readers), dtype=np.int64, count=n)
         edge_src = np.repeat(np.arange(n, dtype=np.int64), degree)
         edge_dst = np.fromiter(chain.from_iterable(readers), dtype=np.int64, count=len(edge_src))
-    return GraphTables(topo=topo, names=names, index=index, preds=preds, succs=succs,
+    return GraphTables(topo=topo, names=names, index=index, links=linked,
                        out_size=out_size, graph_outputs=graph_outputs, params=params,
-                       node_data=data, n_out=n_out, readers=readers, edge_src=edge_src, edge_dst=edge_dst)
+                       node_data=data, n_out=n_out, edge_src=edge_src, edge_dst=edge_dst,
+                       edge_out=edge_out)
+
+
+def _listed(linked: tuple[list, list] | None) -> Links | None:
+    """:class:`Links` of :func:`_link`'s lists (each op's readers taken from its successors)."""
+    if linked is None:
+        return None
+    succs, preds = linked
+    return Links(succs, preds, [[v for v, _ in lst] for lst in succs[:len(preds)]])
 
 
 def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
@@ -382,8 +448,6 @@ def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
         names=names,
         n_ops=n,
         index=tables.index,
-        preds=tables.preds,
-        succs=tables.succs,
         out_size=tables.out_size,
         graph_outputs=tables.graph_outputs,
         rank=rank,
@@ -399,9 +463,9 @@ def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
         res_names=[name for name, _ in resources],
         res_links=[link for _, link in resources],
         n_out=tables.n_out,
-        readers=tables.readers,
         edge_src=tables.edge_src,
         edge_dst=tables.edge_dst,
+        tables=tables,
     )
 
 

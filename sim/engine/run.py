@@ -7,11 +7,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from heapq import heappush
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hetsim.sim.contention import Contention
+from hetsim.sim.engine.array_replay import replay_run, replayable
 from hetsim.sim.engine.host import HostModel
 from hetsim.sim.engine.host_costs import gpu_to_cpu_handoffs
 from hetsim.sim.engine.ops import bind_op_handlers
@@ -93,7 +95,9 @@ class EngineRun:
         self.prices = Prices(priced, prep, positions)
         self.transfer_time = priced.transfer_time
         self.price = self.prices.get
-        self.sfo = static_fanouts(prep, platform, self.transfer_time)
+        # the fan-outs of the plan's ops, made when the SimPy engine runs (:meth:`execute`;
+        # the array replay makes its own tables, sim.engine.array_prep)
+        self.sfo: list[Fanout | None] = []
         self.dynamic_fanouts: dict[tuple[int, int], Fanout] = {}
         self.dynamic_routes: dict[tuple[int, int, int, int], tuple] = {}
         n = prep.n_ops
@@ -114,7 +118,7 @@ class EngineRun:
                         top[u] += self.extra_read(u, d, loc0)
                 else:
                     self.baked[u] = False
-        self.npred = [len(p) for p in prep.preds] + [0] * (len(prep.names) - n)
+        self.npred = prep.tables.links.in_degrees(n) + [0] * (len(prep.names) - n)
         # dynamic plans: how many policy-placed readers each tensor has (a moved copy
         # lives until they are all placed: a tensor moves to a device once per request)
         self.dyn_readers: dict[tuple[int, int], int] = {}
@@ -123,12 +127,12 @@ class EngineRun:
                 if loc0[v] < 0:
                     for key in prep.preds[v]:
                         self.dyn_readers[key] = self.dyn_readers.get(key, 0) + 1
-        self.roots = [u for u in range(n) if not prep.preds[u]]
+        self.roots = [u for u, c in enumerate(self.npred[:n]) if not c]
         # memory
         self.mem = [0] * n_dev
         params = prep.params
-        for u in range(n):
-            if loc0[u] >= 0 and params[u]:
+        for u in compress(range(n), params[:n]):  # the ops with weights
+            if loc0[u] >= 0:
                 self.mem[loc0[u]] += params[u]
         self.peak = list(self.mem)
         self.weights = list(self.mem)
@@ -168,7 +172,6 @@ class EngineRun:
             self.host = HostModel(self)
             self.arrival_delay = gpu_to_cpu_handoffs(platform)
         self.configure()
-        bind_op_handlers(self)
 
     def configure(
         self,
@@ -488,6 +491,12 @@ class EngineRun:
 
     # ---------------------------------------------------------------------- run
     def execute(self) -> SimResult:
+        if replayable(self):  # the same events on arrays (sim.engine.array_replay)
+            res = replay_run(self)
+            if res is not None:
+                return res
+        self.sfo = static_fanouts(self.prep, self.platform, self.transfer_time)
+        bind_op_handlers(self)
         start_servers(self)
         self.env.run()
         if self.done < self.n_req:
