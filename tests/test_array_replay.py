@@ -126,3 +126,18 @@ def test_array_tables_equal_the_engines_fanouts(monkeypatch: pytest.MonkeyPatch)
     for case in CASES:
         outcome(case)
     assert len(compared) > 300
+
+
+def test_a_kernel_that_is_neither_compiled_nor_cached_is_compiled_behind_a_progress_bar(tmp_path):
+    """``compiled`` reads numba's cache index: missing, the first call compiles (and the
+    run shows a progress bar); present, or the kernel's plain Python function, it does not."""
+
+    class Uncompiled:  # what replay_run reads of a numba dispatcher
+        signatures: list = []
+        _cache = type("Cache", (), {"cache_path": str(tmp_path)})()
+        py_func = compiled.py_func
+
+    assert not array_replay.compiled(Uncompiled())
+    (tmp_path / f"array_kernel.{compiled.py_func.__qualname__}-47.py311.nbi").write_bytes(b"")
+    assert array_replay.compiled(Uncompiled())
+    assert array_replay.compiled(compiled.py_func)

@@ -12,7 +12,7 @@ import pytest
 from hetsim.graphs import Graph, GraphError
 from hetsim.graphs.bulk_check import edge_columns
 from hetsim.graphs.graph import validate
-from hetsim.sim.engine.prep import index_graph
+from hetsim.sim.engine.prep import Links, index_graph
 
 
 def random_graph(seed: int, *, shuffled: bool) -> Graph:
@@ -53,6 +53,10 @@ def test_engine_tables_from_columns_are_those_read_edge_by_edge(seed: int) -> No
         x, y = getattr(a, name), getattr(b, name)
         if isinstance(x, np.ndarray):
             assert x.dtype == y.dtype and (x == y).all(), name
+        elif isinstance(x, Links):  # sliced from the columns on first use
+            assert x.get() == y.get(), name
+        elif name == "edge_out":  # kept from the columns only: each out-edge's output index
+            assert x is None and y.tolist() == [k for succs in a.links.get()[0] for _, k in succs]
         else:
             assert x == y, name
     assert [list(d.items()) for d in a.out_size] == [list(d.items()) for d in b.out_size]

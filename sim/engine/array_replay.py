@@ -16,7 +16,8 @@ run that would overflow a device's memory or cannot finish is run again on SimPy
 which raises or reports it.
 
 The kernel is compiled with numba (``cache=True``: compiled at the first use in an
-environment, about a minute of CPU, then loaded from ``__pycache__``). Importing
+environment, about a minute of CPU, behind a progress bar, then loaded from
+``__pycache__``). Importing
 numba and loading the kernel cost about 0.5 s once per process, more than SimPy
 spends on a small plan: a run uses the kernel when it has at least :data:`MIN_OPS`
 ops (all requests together).
@@ -24,9 +25,11 @@ ops (all requests together).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from hetsim.sim.engine.array_prep import graph_arrays, kernel_args, plan_tables
 
@@ -34,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.engine.run import EngineRun
     from hetsim.sim.result import SimResult
 
-__all__ = ["MIN_OPS", "replay_run", "replayable"]
+__all__ = ["MIN_OPS", "compiled", "replay_run", "replayable"]
 
 #: ops (times requests) from which a qualifying run is replayed on arrays even when
 #: numba is not loaded yet (its import then pays for itself)
@@ -54,6 +57,19 @@ def replayable(run: EngineRun) -> bool:
     if run.n_req * n_all * prep.n_out * len(prep.dev_names) > MAX_ENTRIES:
         return False
     return prep.n_ops * run.n_req >= MIN_OPS
+
+
+def compiled(kernel: Any) -> bool:
+    """Whether numba's ``kernel`` is compiled in this process or in its on-disk cache
+    (else its first call compiles it)."""
+    if getattr(kernel, "signatures", None):
+        return True
+    cache = getattr(kernel, "_cache", None)  # numba's FunctionCache: where it keeps the index
+    where = getattr(cache, "cache_path", None)
+    if where is None:
+        return True  # not a numba dispatcher (the kernel's Python function)
+    name = getattr(kernel, "py_func", kernel).__qualname__
+    return any(Path(where).glob(f"*.{name}-*.nbi"))
 
 
 def replay_run(run: EngineRun, kernel: object = None) -> SimResult | None:
@@ -77,7 +93,13 @@ def replay_run(run: EngineRun, kernel: object = None) -> SimResult | None:
     arrivals, completions = np.zeros(n_req), np.zeros(n_req)
     early = np.zeros(n_req, dtype=np.int64)
     fsum = np.zeros(1)
-    status = kernel(*args, busy, lbusy, lbytes, peak, arrivals, completions, early, fsum)
+    if compiled(kernel):
+        status = kernel(*args, busy, lbusy, lbytes, peak, arrivals, completions, early, fsum)
+    else:
+        with tqdm(total=1, desc="compiling the simulator's array replay (once per environment, about a minute)",
+                  unit="step", leave=False) as bar:
+            status = kernel(*args, busy, lbusy, lbytes, peak, arrivals, completions, early, fsum)
+            bar.update()
     if status != 0:
         return None
     if mem.tolist() != run.weights:  # pragma: no cover - an engine bug: the SimPy run says so
