@@ -250,16 +250,20 @@ def replay(n_ops, n_all, n_dev, n_out, host, n_req, interval, threads,  # noqa: 
             return grow(di, total[u])
         return True
 
-    def fan(r, u, di):
-        if dead[u]:
-            mem[di] -= dead[u]
+    def give(r, nodes, lo, hi):
+        """Readers ``nodes[lo:hi]`` of request ``r`` have one more input: ready at the last."""
         pbase = r * n_all
-        for e in range(l_ptr[u], l_ptr[u + 1]):
-            v = l_node[e]
+        for e in range(lo, hi):
+            v = nodes[e]
             c = pending[pbase + v] - 1
             pending[pbase + v] = c
             if c == 0:
                 ready(r, v)
+
+    def fan(r, u, di):
+        if dead[u]:
+            mem[di] -= dead[u]
+        give(r, l_node, l_ptr[u], l_ptr[u + 1])
         for e in range(ho_ptr[u], ho_ptr[u + 1]):
             push_event(now[0] + ho_delay[e], _HANDED, r, ho_node[e])
         for g in range(g_ptr[u], g_ptr[u + 1]):
@@ -417,13 +421,7 @@ def replay(n_ops, n_all, n_dev, n_out, host, n_req, interval, threads,  # noqa: 
                 r = x_req[x]
                 u = u_of_group[g]
                 decref(r, (u * n_out + g_k[g]) * n_dev + loc[u])
-                pbase = r * n_all
-                for e in range(gc_ptr[g], gc_ptr[g + 1]):
-                    v = gc_node[e]
-                    c = pending[pbase + v] - 1
-                    pending[pbase + v] = c
-                    if c == 0:
-                        ready(r, v)
+                give(r, gc_node, gc_ptr[g], gc_ptr[g + 1])
                 if g_isout[g]:
                     remaining[r] -= 1
                     if remaining[r] == 0:
