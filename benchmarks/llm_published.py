@@ -53,6 +53,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout
 
 from hetsim.costmodel.base import CostModelError  # noqa: E402
 from hetsim.costmodel.llamacpp import (  # noqa: E402
+    MEMORY_CLASSES,
     AchievedRates,
     BackendRates,
     LlamaCppRun,
@@ -80,10 +81,12 @@ with (DATA / "hosts.csv").open() as _fh:
 #: VL's language model) and DeepSeek-Coder-V2-Lite (further trained from DeepSeek-V2-Lite); models
 #: a row names only as llama-bench prints them, whose architecture, parameter count and layers fix
 #: the dimensions: ``llama 7B`` of 7.24 B parameters is Mistral 7B's shape (LLaMA 7B has 6.74 B),
-#: ``qwen2 14B`` of 14.77 B in 48 layers is Qwen2.5-14B's (Qwen1.5-14B: 14.2 B in 40)
+#: ``qwen2 14B`` of 14.77 B in 48 layers is Qwen2.5-14B's (Qwen1.5-14B: 14.2 B in 40); Qwen3.8-27B's
+#: text config is Qwen3.5-27B's (the same class and sizes; its GGUF's 0.42 B parameters more are the
+#: multi-token-prediction layer, which llama-bench's decoding does not run)
 MODEL_ALIASES = {"qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b", "qwen3-vl-30b-a3b": "qwen3-30b-a3b",
                  "qwen3-coder-30b-a3b": "qwen3-30b-a3b", "deepseek-coder-v2-lite": "deepseek-v2-lite",
-                 "llama-7.24b": "mistral-7b", "qwen2-14b": "qwen2.5-14b"}
+                 "llama-7.24b": "mistral-7b", "qwen2-14b": "qwen2.5-14b", "qwen3.8-27b": "qwen3.5-27b"}
 DEFAULT_TOKENS = {"pp": 512, "tg": 128}
 #: harnesses whose timings are llama-bench's own (llama-sweep-bench and llama-batched-bench time
 #: the same decode calls); the others add a front end's work
@@ -245,8 +248,8 @@ def rule_of_thumb(model, machine: Machine, run: LlamaCppRun, test: str, tokens: 
 
 #: the figures a prediction's seconds are a sum of terms in: each term is a coefficient of the row
 #: times one of these (the reciprocal of a rate, an overhead, or a product of both)
-BASIS = ("1/gpu_bw_frac", "1/hbm_bw_frac", "1/gemm_frac_quant", "half/gemm_frac_quant", "1/gemm_frac_float",
-         "half/gemm_frac_float", "1/cpu_bw", "1/cpu_thread_flops", "1/cpu_tiled_flops", "1/cpu_attn_flops",
+BASIS = ("1/gpu_bw_frac", *(f"1/{name}" for _, name in MEMORY_CLASSES), "1/gemm_frac_quant", "half/gemm_frac_quant",
+         "1/gemm_frac_float", "half/gemm_frac_float", "1/cpu_bw", "1/cpu_thread_flops", "1/cpu_tiled_flops", "1/cpu_attn_flops",
          "1/pcie_frac", "gpu_token_s", "gpu_layer_s", "graph_layer_s", "switch_s", "server_request_s",
          "server_token_s")
 
@@ -254,8 +257,8 @@ BASIS = ("1/gpu_bw_frac", "1/hbm_bw_frac", "1/gemm_frac_quant", "half/gemm_frac_
 def _probe(term: str) -> AchievedRates:
     """Rates at which a prediction's seconds are exactly the coefficient of ``term``."""
     inf = math.inf
-    v = dict(gpu_bw_frac=inf, hbm_bw_frac=inf, gpu_token_s=0.0, gpu_layer_s=0.0, graph_layer_s=0.0, gemm_frac_quant=inf,
-             gemm_frac_float=inf, expert_rows_half=0.0, cpu_bw_frac=inf, cpu_thread_bw=inf, cpu_thread_flops=inf,
+    v = dict(gpu_bw_frac=inf, **{name: inf for _, name in MEMORY_CLASSES}, gpu_token_s=0.0, gpu_layer_s=0.0,
+             graph_layer_s=0.0, gemm_frac_quant=inf, gemm_frac_float=inf, expert_rows_half=0.0, cpu_bw_frac=inf, cpu_thread_bw=inf, cpu_thread_flops=inf,
              cpu_tiled_flops=inf, pcie_frac=inf, switch_s=0.0, cpu_attn_flops=inf, server_request_s=0.0,
              server_token_s=0.0)
     name = term.split("/")[-1]
@@ -288,7 +291,8 @@ def basis_values(rates: AchievedRates, machine: Machine, threads: int) -> np.nda
     """Each :data:`BASIS` term at ``rates`` on ``machine``."""
     r = rates
     cpu_bw = min(machine.host_bandwidth * r.cpu_bw_frac, threads * r.cpu_thread_bw) if machine.host_bandwidth else 0
-    return np.array([1 / r.gpu_bw_frac, 1 / r.gpu_bandwidth_fraction(True), 1 / r.gemm_frac_quant, r.expert_rows_half / r.gemm_frac_quant,
+    return np.array([1 / r.gpu_bw_frac, *(1 / r.gpu_bandwidth_fraction(prefix) for prefix, _ in MEMORY_CLASSES),
+                     1 / r.gemm_frac_quant, r.expert_rows_half / r.gemm_frac_quant,
                      1 / r.gemm_frac_float, r.expert_rows_half / r.gemm_frac_float,
                      machine.host_bandwidth / cpu_bw if cpu_bw else 0.0, 1 / r.cpu_thread_flops,
                      1 / r.cpu_tiled_flops, 1 / (r.cpu_attn_flops or r.cpu_thread_flops), 1 / r.pcie_frac,
@@ -326,18 +330,22 @@ def evaluate(cases: list, rates: AchievedRates) -> np.ndarray:
     return np.array(out)
 
 
-FRACTIONS = ("gpu_bw_frac", "hbm_bw_frac", "gemm_frac_quant", "gemm_frac_float", "cpu_bw_frac", "pcie_frac")
+#: fractions of another class of GPU memory than ``gpu_bw_frac``'s (0: ``gpu_bw_frac``)
+MEMORY_FRACTIONS = tuple(name for _, name in MEMORY_CLASSES)
+FRACTIONS = ("gpu_bw_frac", *MEMORY_FRACTIONS, "gemm_frac_quant", "gemm_frac_float", "cpu_bw_frac", "pcie_frac")
 #: figures every backend shares: the CPU's (fitted with CUDA and the CPU-only rows)
 CPU_FIGURES = ("cpu_bw_frac", "cpu_thread_bw", "cpu_thread_flops", "cpu_tiled_flops", "cpu_attn_flops")
-#: bounds other than the defaults (fractions 0.01..1, other figures 1e-9..1e15)
-HIGH = {"switch_s": 1e-3, "server_request_s": 10.0, "server_token_s": 0.1, "gpu_token_s": 0.1,
+#: bounds other than the defaults (fractions 0.01..1, other figures 1e-9..1e15); a front end's work per
+#: request (tokenising, the HTTP exchange, the prompt cache) is at most half a second, a hand-over
+#: between CPU and GPU (a synchronisation and one token's hidden state, kilobytes) at most 50 us
+HIGH = {"switch_s": 5e-5, "server_request_s": 0.5, "server_token_s": 0.1, "gpu_token_s": 0.1,
         "gpu_layer_s": 1e-2, "graph_layer_s": 1e-2}
 
 #: a figure that cannot exceed another: a step replayed as a CUDA graph launches nothing of its own
 NOT_ABOVE = {"graph_layer_s": "gpu_layer_s"}
 
-START = AchievedRates(gpu_bw_frac=0.7, hbm_bw_frac=0.7, gpu_token_s=1e-4, gpu_layer_s=2e-5, graph_layer_s=2e-5, gemm_frac_quant=0.15,
-                      gemm_frac_float=0.4, expert_rows_half=16, cpu_bw_frac=0.6, cpu_thread_bw=8e9,
+START = AchievedRates(gpu_bw_frac=0.7, **{name: 0.7 for _, name in MEMORY_CLASSES}, gpu_token_s=1e-4,
+                      gpu_layer_s=2e-5, graph_layer_s=2e-5, gemm_frac_quant=0.15, gemm_frac_float=0.4, expert_rows_half=16, cpu_bw_frac=0.6, cpu_thread_bw=8e9,
                       cpu_thread_flops=3e10, cpu_tiled_flops=3e10, pcie_frac=0.7, switch_s=1e-4,
                       cpu_attn_flops=3e10, server_request_s=0.05, server_token_s=1e-3)
 
@@ -382,6 +390,9 @@ def fit_one(cases: Linear, start: AchievedRates, free: list[str], prior: Achieve
     if prior is None:  # CUDA's own: an undetermined figure at its physical bound
         for n in undetermined:
             values[n] = 1.0 if n in FRACTIONS else 0.0
+        for n in MEMORY_FRACTIONS:  # no row of that memory: the other GPUs' fraction
+            if n in undetermined:
+                values[n] = values["gpu_bw_frac"]
         if "graph_layer_s" in undetermined:
             values["graph_layer_s"] = values["gpu_layer_s"]
         for n, other in (("cpu_tiled_flops", "cpu_thread_flops"), ("cpu_thread_flops", "cpu_tiled_flops"),
@@ -393,9 +404,10 @@ def fit_one(cases: Linear, start: AchievedRates, free: list[str], prior: Achieve
     else:  # another backend: an undetermined figure is CUDA's
         for n in undetermined:
             values[n] = getattr(prior, n)
-        if "hbm_bw_frac" in undetermined and "gpu_bw_frac" not in undetermined and prior.gpu_bw_frac:
-            # HBM's penalty is the memory's: CUDA's ratio of the two fractions on this backend's own
-            values["hbm_bw_frac"] = float(f"{values['gpu_bw_frac'] * prior.hbm_bw_frac / prior.gpu_bw_frac:.4g}")
+        for n in MEMORY_FRACTIONS:
+            if n in undetermined and "gpu_bw_frac" not in undetermined and prior.gpu_bw_frac:
+                # a memory's own fraction is the memory's: CUDA's ratio of the two on this backend's own
+                values[n] = float(f"{values['gpu_bw_frac'] * getattr(prior, n) / prior.gpu_bw_frac:.4g}")
     return AchievedRates(**values, undetermined=tuple(undetermined), fitted_on=fitted_on)
 
 

@@ -73,15 +73,16 @@ class EngineAgreement:
         return {k: (None if isinstance(v, float) and v != v else v) for k, v in out.items()}
 
 
-def achieved_platform(platform: Platform, rates: AchievedRates, threads: int, hbm: bool = False) -> Platform:
-    """``platform`` at llama.cpp's achieved rates: each GPU's memory bandwidth times
-    ``gpu_bw_frac`` (``hbm_bw_frac`` with ``hbm``: high-bandwidth memory) and no launch costs of its own (llama.cpp's per-token and per-layer costs
+def achieved_platform(platform: Platform, rates: AchievedRates, threads: int, memory_type: str = "") -> Platform:
+    """``platform`` at llama.cpp's achieved rates: each GPU's memory bandwidth times the fraction
+    of its ``memory_type`` (:meth:`~costmodel.llamacpp.rates.AchievedRates.gpu_bandwidth_fraction`)
+    and no launch costs of its own (llama.cpp's per-token and per-layer costs
     take their place), the CPU's bandwidth times ``cpu_bw_frac`` (at most ``threads`` x
     ``cpu_thread_bw``), the links' times ``pcie_frac``; shared memory domains scaled as the CPU."""
     devices, cpu_scale = [], rates.cpu_bw_frac
     for d in platform.devices:
         if d.kind == "gpu":  # launches: llama.cpp's per-token and per-layer costs, added by compare_engines
-            d = dataclasses.replace(d, mem_bandwidth_bytes_per_s=d.mem_bandwidth_bytes_per_s * rates.gpu_bandwidth_fraction(hbm),
+            d = dataclasses.replace(d, mem_bandwidth_bytes_per_s=d.mem_bandwidth_bytes_per_s * rates.gpu_bandwidth_fraction(memory_type),
                                     cost=None, launch_overhead_s=0.0, dispatch_s=0.0, graph_launch_s=0.0)
         else:
             bw = min(d.mem_bandwidth_bytes_per_s * rates.cpu_bw_frac, threads * rates.cpu_thread_bw)
@@ -126,7 +127,7 @@ def compare_engines(plan, report, platform: Platform | str) -> EngineAgreement:
                               depth=ctx - 1, harness="llama-bench")
     cpp = predict(model, machine, run, "tg", 1, rates)
     platform = Platform.load(platform)
-    rated = achieved_platform(platform, rates, run.threads or machine.threads, machine.gpu_hbm)
+    rated = achieved_platform(platform, rates, run.threads or machine.threads, machine.gpu_memory_type)
 
     decode = llm_graph(model.arch, phase="decode", kv_length=ctx, context=ctx, weights=weight_format_of(model),
                        kv_dtype=report.kv_dtype)

@@ -244,7 +244,7 @@ def machine_from_platform(platform, backend: str | None = None) -> Machine:
     (FP16 with FP16 accumulation, INT8: what llama.cpp's kernels use) from its
     ``tensor_flops``, else from the cited GPU its description (or the platform's) names;
     as many GPUs as the platform has of that one (same description, memory and
-    bandwidth); whether its memory is HBM (the cited GPU's ``memory_type``); ``backend``
+    bandwidth); its memory type (the cited GPU's ``memory_type``); ``backend``
     (default: the GPU vendor's own, ``cpu`` without a GPU)."""
     platform = Platform.load(platform)
     if not any(d.kind == "gpu" for d in platform.devices):
@@ -283,4 +283,4 @@ def machine_from_platform(platform, backend: str | None = None) -> Machine:
                    gpu_int8_ops=tensor.get("int8", 0.0),
                    pcie_bandwidth=min(link.bandwidth_bytes_per_s for _, link in hops) if hops else 0.0,
                    backend=backend or VENDOR_BACKENDS.get(vendor, "cuda"), unified_memory=unified,
-                   gpu_hbm=bool(row) and row.get("memory_type", "").upper().startswith("HBM"))
+                   gpu_memory_type=(row.get("memory_type") or "") if row else "")

@@ -254,3 +254,67 @@ def test_a_model_too_large_to_list_is_refused_before_allocating() -> None:
 
     with pytest.raises(GraphError, match=r"model 'huge': 1000000000 layers would make a graph of about"):
         llm_graph(a, kv_length=8)
+
+
+TINY_HYBRID = {"architectures": ["Qwen3_5ForConditionalGeneration"], "vision_config": {"depth": 2},
+               "text_config": {"hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4,
+                               "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 256,
+                               "max_position_embeddings": 4096, "full_attention_interval": 4,
+                               "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+                               "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4}}
+
+
+def test_a_linear_attention_hybrid_caches_keys_only_in_its_full_attention_layers() -> None:
+    from hetsim.graphs.llm.build import check_simulated
+
+    a = architecture_from_hf(TINY_HYBRID, name="tiny-hybrid")
+    assert a.arch == "qwen35" and a.linear_layers == (0, 1, 2, 4, 5, 6) and a.attn_output_gate
+    # a full-attention layer's cache grows with the context; a linear one holds its F32 state whatever the context
+    assert a.kv_bytes(3, 100) == 100 * 2 * (16 + 16) * 2
+    state = 4 * (4 * 16 * 16 + 3 * (2 * 2 * 16 + 4 * 16))
+    assert a.kv_bytes(0, 100) == a.kv_bytes(0, 1) == a.recurrent_state_bytes() == state
+    assert a.kv_bytes_per_token() == 2 * 2 * (16 + 16) * 2  # two full-attention layers
+    assert a.attended_cells(0, 500) == 0 and a.attended_cells(3, 500) == 500
+    t = {x.name: x for x in recipe_tensors(a, "Q4_K_M")}
+    assert "blk.0.ssm_out.weight" in t and "blk.0.attn_q.weight" not in t and "blk.3.ssm_out.weight" not in t
+    assert t["blk.3.attn_q.weight"].shape == (64, 2 * 4 * 16)  # the query and the output's gate
+    assert t["blk.0.attn_qkv.weight"].shape == (64, 2 * 2 * 16 + 4 * 16)
+    assert t["blk.0.ssm_conv1d.weight"].type_name == "F32"
+    with pytest.raises(GraphError, match=r"layers of different attention .* which the simulated policies"):
+        check_simulated(a)
+    types = ["linear_attention"] * 3 + ["full_attention"]
+    listed = architecture_from_hf({**TINY_HYBRID, "text_config": {**TINY_HYBRID["text_config"], "layer_types": types * 2}})
+    assert listed.linear_layers == a.linear_layers
+    with pytest.raises(GraphError, match=r"'layer_types' lists 4 layers, the model has 8"):
+        architecture_from_hf({**TINY_HYBRID, "text_config": {**TINY_HYBRID["text_config"], "layer_types": types}})
+    with pytest.raises(GraphError, match=r"'linear_num_value_heads' must be an integer, got str"):
+        architecture_from_hf({**TINY_HYBRID, "text_config": {**TINY_HYBRID["text_config"],
+                                                             "linear_num_value_heads": "4"}})
+    # the published 27B: llama-bench prints 26.90 B parameters for its GGUF
+    q = load_model("qwen3.5-27b", "Q4_K_M")
+    assert round(q.parameters() / 1e9, 2) == 26.90 and len(q.arch.linear_layers) == 48
+    assert q.arch.parameters() == pytest.approx(q.parameters(), rel=1e-5)  # the closed form counts the same
+
+
+def test_gemma4_global_layers_have_their_own_heads_and_experts_beside_the_mlp() -> None:
+    text = {"hidden_size": 64, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "num_global_key_value_heads": 1, "head_dim": 16, "global_head_dim": 32, "attention_k_eq_v": True,
+            "intermediate_size": 96, "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2,
+            "moe_intermediate_size": 32, "vocab_size": 256, "max_position_embeddings": 4096, "sliding_window": 8,
+            "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
+    cfg = {"architectures": ["Gemma4ForConditionalGeneration"], "text_config": text}
+    a = architecture_from_hf(cfg, name="tiny-gemma4")
+    assert a.arch == "gemma4" and a.swa_layers == (0, 1, 2, 3, 4) and a.tied_embeddings
+    assert (a.layer_head_dim(5), a.layer_kv_heads(5), a.layer_head_dim(0), a.layer_kv_heads(0)) == (32, 1, 16, 2)
+    assert a.kv_bytes(5, 10) == 10 * 1 * (32 + 32) * 2 and a.kv_bytes(0, 10) == 10 * 2 * (16 + 16) * 2
+    assert (a.experts, a.top_k, a.expert_ffn, a.shared_experts, a.shared_ffn) == (4, 2, 32, 1, 96)
+    t = {x.name: x for x in recipe_tensors(a, "Q8_0")}
+    assert "blk.5.attn_v.weight" not in t and "blk.0.attn_v.weight" in t  # the global layers' key is the value
+    assert t["blk.5.attn_q.weight"].shape == (64, 4 * 32) and "blk.0.ffn_up_shexp.weight" in t
+    for key, value in (("num_kv_shared_layers", 2), ("hidden_size_per_layer_input", 16)):
+        with pytest.raises(GraphError, match=rf"Gemma4ForCausalLM with {key} .* is not expressible"):
+            architecture_from_hf({**cfg, "text_config": {**text, key: value}})
+    with pytest.raises(GraphError, match=r"'attention_k_eq_v' must be true or false, got str"):
+        architecture_from_hf({**cfg, "text_config": {**text, "attention_k_eq_v": "yes"}})
+    g = load_model("gemma-4-26b-a4b", "Q4_0")
+    assert g.arch.global_head_dim == 512 and g.arch.parameters() == pytest.approx(g.parameters(), rel=1e-5)

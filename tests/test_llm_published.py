@@ -145,6 +145,14 @@ def test_a_gpu_with_hbm_draws_its_own_fraction_of_its_bandwidth() -> None:
     assert slow - same == pytest.approx(gap, rel=0.05)
     assert predict(model, rtx, run, "tg", 128, replace(rates, hbm_bw_frac=0.1)).tokens_per_s == pytest.approx(
         predict(model, rtx, run, "tg", 128, rates).tokens_per_s)
+    # GDDR7 (Blackwell GeForce cards) has a fraction of its own too, the others' where not fitted
+    rtx5090 = bench.machine_from_flags("RTX 5090", ram_gb=64, ram_bw=90, threads=16)
+    assert rtx5090.gpu_memory_type == "GDDR7" and rtx.gpu_memory_type == "GDDR6X"
+    assert rates.gpu_bandwidth_fraction("GDDR7") == (rates.gddr7_bw_frac or rates.gpu_bw_frac)
+    assert replace(rates, gddr7_bw_frac=0.0).gpu_bandwidth_fraction("GDDR7") == rates.gpu_bw_frac
+    fast = predict(model, rtx5090, run, "tg", 128, replace(rates, gddr7_bw_frac=0.9)).seconds["gpu"]
+    slow = predict(model, rtx5090, run, "tg", 128, replace(rates, gddr7_bw_frac=0.45)).seconds["gpu"]
+    assert slow - fast == pytest.approx(model.file_bytes / rtx5090.gpu_bandwidth * (1 / 0.45 - 1 / 0.9), rel=0.05)
 
 
 def test_every_assumed_value_is_the_row_s_value() -> None:

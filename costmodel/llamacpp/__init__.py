@@ -11,7 +11,7 @@ from __future__ import annotations
 from hetsim.costmodel.llamacpp.machine import Machine
 from hetsim.costmodel.llamacpp.placement import LlamaCppRun, Placement, place
 from hetsim.costmodel.llamacpp.predict import Prediction, predict, rates_for
-from hetsim.costmodel.llamacpp.rates import BACKENDS, AchievedRates, BackendRates
+from hetsim.costmodel.llamacpp.rates import BACKENDS, MEMORY_CLASSES, AchievedRates, BackendRates
 
-__all__ = ["BACKENDS", "AchievedRates", "BackendRates", "LlamaCppRun", "Machine", "Placement", "Prediction", "place",
-           "predict", "rates_for"]
+__all__ = ["BACKENDS", "MEMORY_CLASSES", "AchievedRates", "BackendRates", "LlamaCppRun", "Machine", "Placement",
+           "Prediction", "place", "predict", "rates_for"]

@@ -6,7 +6,8 @@ host memory and its bandwidth, and the CPU threads that run in parallel (physica
 a run's threads beyond them add nothing); the llama.cpp backend that drives the GPU
 (``cuda``, ``vulkan``, ``rocm``, ``sycl``, ``metal``; ``cpu`` without a GPU) and whether
 GPU and CPU share one memory (Apple silicon: no PCIe link, one pool that both draw on),
-and whether the GPU's memory is high-bandwidth memory (HBM: its achieved fraction is its own).
+and the GPU's memory type (``GDDR6X``, ``GDDR7``, ``HBM2e``...: the fraction of its bandwidth
+llama.cpp draws is fitted per class of memory, :meth:`~costmodel.llamacpp.rates.AchievedRates.gpu_bandwidth_fraction`).
 Peaks, not achieved rates: :class:`~costmodel.llamacpp.rates.AchievedRates` of the
 backend scales them. A :class:`Machine` is derived from a hetsim platform
 (:func:`experiments.llm_machine.machine_from_platform`).
@@ -54,7 +55,7 @@ class Machine:
     gpu_count: int = 1
     backend: str = ""
     unified_memory: bool = False
-    gpu_hbm: bool = False
+    gpu_memory_type: str = ""
 
     def __post_init__(self) -> None:
         # import cycle: hetsim.costmodel.llamacpp.rates -> hetsim.costmodel.llamacpp -> hetsim.costmodel.llamacpp.machine
@@ -67,9 +68,12 @@ class Machine:
                                  f"{', '.join(BACKENDS)}")
         if self.gpu and self.backend == "cpu":
             raise CostModelError(f"machine {self.name!r}: a GPU needs a GPU backend, not 'cpu'")
-        for k in ("unified_memory", "gpu_hbm"):
-            if not isinstance(getattr(self, k), bool):
-                raise CostModelError(f"machine {self.name!r}: {k} must be true or false, got {getattr(self, k)!r}")
+        if not isinstance(self.unified_memory, bool):
+            raise CostModelError(f"machine {self.name!r}: unified_memory must be true or false, got "
+                                 f"{self.unified_memory!r}")
+        if not isinstance(self.gpu_memory_type, str):
+            raise CostModelError(f"machine {self.name!r}: gpu_memory_type must be a name such as 'GDDR6X', got "
+                                 f"{self.gpu_memory_type!r}")
         if isinstance(self.gpu_count, bool) or not isinstance(self.gpu_count, int) or self.gpu_count < 1:
             raise CostModelError(f"machine {self.name!r}: gpu_count must be an int >= 1, got {self.gpu_count!r}")
         checks: dict[str, Any] = {}
@@ -88,7 +92,12 @@ class Machine:
     def achieved_gpu_bandwidth(self, rates) -> float:
         """Bytes/s the GPU's memory delivers to llama.cpp at ``rates``
         (:meth:`~costmodel.llamacpp.rates.AchievedRates.gpu_bandwidth_fraction`)."""
-        return self.gpu_bandwidth * rates.gpu_bandwidth_fraction(self.gpu_hbm)
+        return self.gpu_bandwidth * rates.gpu_bandwidth_fraction(self.gpu_memory_type)
+
+    @property
+    def gpu_hbm(self) -> bool:
+        """Whether the GPU's memory is high-bandwidth memory (HBM)."""
+        return self.gpu_memory_type.upper().startswith("HBM")
 
     @property
     def has_gpu(self) -> bool:

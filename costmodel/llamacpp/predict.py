@@ -13,8 +13,10 @@ Layers on the GPU run their matrix products at the achieved tensor rate: quantis
 weights at the INT8 rate of llama.cpp's MMQ kernels, or, where those are not used (no
 INT8 tensor cores, builds before June 2024), dequantised to F16 in GPU memory for each
 micro-batch (read the quantised bytes, write two bytes a weight) and multiplied at the
-FP16 rate, as F16 weights are. Routed experts are one grouped product with
-``rows x top_k / experts`` rows per expert, slower the fewer rows an expert gets.
+FP16 rate, as F16 weights are, the product reading the F16 copy. Routed experts are one grouped product over the experts the
+micro-batch reaches, ``rows x top_k`` rows spread over them, slower the fewer rows an expert
+gets. Micro-batches of at most :data:`VECTOR_KERNEL_MAX_ROWS` rows run llama.cpp's
+matrix-vector kernels instead: bound by the weights they read.
 Several GPUs run their layer blocks one after another (llama.cpp's pipeline of
 micro-batches over them is not modelled: on eight A100s it gave pp512 no gain over one,
 ggml-org/llama.cpp PR #6017). Layers in host memory are, for micro-batches of 32 rows or
@@ -47,11 +49,16 @@ from hetsim.costmodel.llamacpp.placement import GPU, HOST, LlamaCppRun, Placemen
 from hetsim.costmodel.llamacpp.rates import AchievedRates, BackendRates
 from hetsim.graphs.llm.architecture import ModelWeights
 
-__all__ = ["ATTENTION_TILE", "COLUMN_TILE", "CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "Prediction", "attention_passes",
+__all__ = ["ATTENTION_TILE", "COLUMN_TILE", "CPU_TILED_TYPES", "OP_OFFLOAD_MIN_ROWS", "VECTOR_KERNEL_MAX_ROWS",
+           "Prediction", "attention_passes",
            "predict", "rates_for", "weight_passes"]
 
 #: llama.cpp offloads an operation on host-resident weights to the GPU from this batch size
 OP_OFFLOAD_MIN_ROWS = 32
+#: micro-batches of at most this many rows multiply with llama.cpp's matrix-vector kernels
+#: (CUDA's ``MMVQ_MAX_BATCH_SIZE``, 8): memory-bound, on the quantised data, each routed expert a
+#: token reaches read once, no tile of a matrix kernel left idle
+VECTOR_KERNEL_MAX_ROWS = 8
 
 
 @dataclass(frozen=True)
@@ -111,10 +118,9 @@ def attention_passes(machine: Machine, rows: int) -> int:
 
 def _attended_kv_bytes(model: ModelWeights, i: int, kv_len: int, run: LlamaCppRun) -> float:
     """Bytes of the cached keys and values layer ``i``'s queries attend to (a sliding-window
-    layer: its window)."""
+    layer: its window; a linear-attention layer: its recurrent state)."""
     a = model.arch
-    cells = min(kv_len, a.sliding_window) if (i in a.swa_layers and a.sliding_window) else kv_len
-    return a.kv_bytes(i, cells, run.type_k, run.type_v)
+    return a.kv_bytes(i, a.attended_cells(i, kv_len), run.type_k, run.type_v)
 
 
 def _dequant_seconds(nbytes: float, elements: float, machine: Machine, rates: AchievedRates) -> float:
@@ -143,8 +149,7 @@ def _cpu_attention_seconds(flops: float, rates: AchievedRates, threads: int, mac
 def _scores_bytes(model: ModelWeights, i: int, rows: int, kv_len: int) -> float:
     """Bytes of attention scores without flash attention: written, normalised in place, read."""
     a = model.arch
-    cells = min(kv_len, a.sliding_window) if (i in a.swa_layers and a.sliding_window) else kv_len
-    return 3 * 4.0 * a.heads * rows * cells
+    return 3 * 4.0 * a.heads * rows * a.attended_cells(i, kv_len)
 
 
 def rates_for(rates: AchievedRates | BackendRates, machine: Machine) -> AchievedRates:
@@ -186,6 +191,7 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
     offload = machine.has_gpu and not machine.unified_memory  # host weights copied to the GPU per micro-batch
     while done < tokens:
         m = min(ub, tokens - done)
+        vector = m <= VECTOR_KERNEL_MAX_ROWS  # matrix-vector kernels: no tiles, no dequantised copy
         kv_mean = run.depth + done + m / 2
         for i, groups in enumerate(pl.layers):
             el, by = model.layer_elements[i], model.layer_bytes[i]
@@ -207,7 +213,8 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
                     continue
                 share = a.top_k / a.experts if kind == "exps" else 1.0
                 flops = 2 * m * n_el * share
-                expert_rows = m * share if kind == "exps" else 0
+                # rows each routed expert the micro-batch reaches multiplies (uniform routing)
+                expert_rows = m * a.top_k / (a.experts * model.expert_read_fraction(m)) if kind == "exps" else 0
                 dev = groups[kind]
                 on_gpu = dev == GPU or (offload and m >= OP_OFFLOAD_MIN_ROWS)
                 # each micro-batch reads the weights it uses once (all of a small one's time)
@@ -215,11 +222,12 @@ def predict(model: ModelWeights, machine: Machine, run: LlamaCppRun, test: str, 
                 if on_gpu:
                     if dev != GPU:
                         seconds["pcie"] += getattr(by, kind) / (machine.pcie_bandwidth * rates.pcie_frac)
-                    seconds[GPU] += _gemm_seconds(flops, machine, rates, mmq, expert_rows)
-                    passes = weight_passes(machine, expert_rows if kind == "exps" else m) if mmq else 1
-                    seconds[GPU] += passes * read / machine.achieved_gpu_bandwidth(rates)
-                    if dequant:
+                    seconds[GPU] += _gemm_seconds(flops, machine, rates, mmq, 0 if vector else expert_rows)
+                    passes = weight_passes(machine, expert_rows if kind == "exps" else m) if mmq and not vector else 1
+                    if dequant and not vector:  # dequantised to an F16 copy, which the F16 product reads
                         seconds[GPU] += _dequant_seconds(getattr(by, kind), n_el, machine, rates)
+                        read *= 2 * n_el / getattr(by, kind)
+                    seconds[GPU] += passes * read / machine.achieved_gpu_bandwidth(rates)
                 else:
                     seconds[HOST] += _cpu_seconds(flops, machine, rates, threads, tiled)
                     seconds[HOST] += read / _cpu_bandwidth(machine, rates, threads)

@@ -6,7 +6,9 @@ peaks into llama.cpp's speed:
 * ``gpu_bw_frac``: fraction of GPU memory bandwidth token generation draws (memory-bound
   matrix-vector products); ``hbm_bw_frac``: the same on a GPU with high-bandwidth memory
   (HBM: A100, H100, V100, MI50), whose many wide channels llama.cpp's matrix-vector kernels
-  keep less busy than a GDDR or LPDDR card's (0: ``gpu_bw_frac``); ``gpu_token_s``: fixed seconds per generated token on the GPU
+  keep less busy than a GDDR or LPDDR card's (0: ``gpu_bw_frac``); ``gddr7_bw_frac`` and
+  ``gddr5_bw_frac``: the same on GDDR7 (Blackwell GeForce cards) and GDDR5 (Pascal and older
+  cards) (:data:`MEMORY_CLASSES`; 0: ``gpu_bw_frac``); ``gpu_token_s``: fixed seconds per generated token on the GPU
   (the synchronisation of the sampled token); ``gpu_layer_s``: seconds per GPU layer and
   token when each kernel is launched on its own, ``graph_layer_s`` when the step is
   replayed as one CUDA graph (llama.cpp since PR #6766, 2024, on Ampere and newer: the
@@ -40,7 +42,8 @@ fitted by ``benchmarks/llm_published.py --fit`` on every row of
 ``experiments/llm_published`` of that backend (the CPU figures on the CPU-only and
 partial-offload rows); a figure no row of a backend depends on is listed in its
 ``undetermined`` and kept at the value of the CUDA set (CUDA's own: at its physical bound,
-a fraction of 1, an overhead of 0; another backend's ``hbm_bw_frac``: its own ``gpu_bw_frac``
+a fraction of 1, an overhead of 0, a memory class's fraction ``gpu_bw_frac``; another backend's
+memory class fraction: its own ``gpu_bw_frac``
 times CUDA's ratio of the two).
 """
 
@@ -53,12 +56,16 @@ from typing import Any
 
 from hetsim.costmodel.base import CostModelError
 
-__all__ = ["BACKENDS", "RATES_PATH", "AchievedRates", "BackendRates"]
+__all__ = ["BACKENDS", "MEMORY_CLASSES", "RATES_PATH", "AchievedRates", "BackendRates"]
 
 #: llama.cpp's GPU backends and its CPU backend, as the rates file names them
 BACKENDS = ("cuda", "vulkan", "rocm", "sycl", "metal", "cpu")
 
 RATES_PATH = Path(__file__).resolve().parent.parent / "data" / "llamacpp_rates.json"
+
+#: classes of GPU memory whose achieved bandwidth fraction is a figure of its own: (prefix of the
+#: cited ``memory_type``, the figure); any other memory draws ``gpu_bw_frac``
+MEMORY_CLASSES = (("HBM", "hbm_bw_frac"), ("GDDR7", "gddr7_bw_frac"), ("GDDR5", "gddr5_bw_frac"))
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,8 @@ class AchievedRates:
     server_request_s: float = 0.0
     server_token_s: float = 0.0
     hbm_bw_frac: float = 0.0
+    gddr7_bw_frac: float = 0.0
+    gddr5_bw_frac: float = 0.0
     fitted_on: str = ""
     undetermined: tuple[str, ...] = ()
 
@@ -91,10 +100,14 @@ class AchievedRates:
             if f.name not in ("fitted_on", "undetermined") and (not isinstance(v, (int, float)) or not v >= 0):
                 raise CostModelError(f"llama.cpp rates: {f.name} must be a number >= 0, got {v!r}")
 
-    def gpu_bandwidth_fraction(self, hbm: bool) -> float:
-        """The fraction of a GPU's memory bandwidth llama.cpp draws: ``hbm_bw_frac`` on high-bandwidth
-        memory (where fitted), else ``gpu_bw_frac``."""
-        return (self.hbm_bw_frac or self.gpu_bw_frac) if hbm else self.gpu_bw_frac
+    def gpu_bandwidth_fraction(self, memory_type: str) -> float:
+        """The fraction of the bandwidth of a GPU memory of ``memory_type`` (``HBM2e``, ``GDDR7``...)
+        llama.cpp draws: its class's (:data:`MEMORY_CLASSES`) where fitted, else ``gpu_bw_frac``."""
+        kind = str(memory_type).upper()
+        for prefix, name in MEMORY_CLASSES:
+            if kind.startswith(prefix):
+                return getattr(self, name) or self.gpu_bw_frac
+        return self.gpu_bw_frac
 
     @classmethod
     def names(cls) -> list[str]:

@@ -59,6 +59,7 @@ SIMULATED_LIMITS = (
     (lambda a: a.dense_layers > 0, "leading dense layers"),
     (lambda a: bool(a.swa_layers and a.sliding_window), "sliding-window layers"),
     (lambda a: a.head_dim_v != a.head_dim, "value heads of another size than key heads"),
+    (lambda a: a.has_layer_kinds, "layers of different attention (linear-attention or global layers)"),
 )
 
 

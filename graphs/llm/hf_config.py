@@ -22,12 +22,24 @@ DeepseekV2/V3ForCausalLM                  deepseek2   MLA ranks, shared experts,
 Glm4MoeForCausalLM (GLM-4.5, 4.6)         glm4moe     ``n_routed_experts``, shared experts,
                                                       ``first_k_dense_replace``, ``head_dim``
 GptOssForCausalLM                         gpt-oss     ``num_local_experts``, ``layer_types``
+Qwen3_5ForCausalLM, Qwen3_5Moe...,        qwen35,     hybrid: ``layer_types`` (or
+Qwen3NextForCausalLM                      qwen35moe,  ``full_attention_interval``): which layers
+                                          qwen3next   are linear attention, ``linear_*`` sizes,
+                                                      ``attn_output_gate``; MoE: ``num_experts``,
+                                                      ``shared_expert_intermediate_size``
+Gemma4ForCausalLM                         gemma4      Gemma 3's keys, and ``global_head_dim``,
+                                                      ``num_global_key_value_heads``,
+                                                      ``attention_k_eq_v`` of the full-attention
+                                                      layers; ``enable_moe_block``: routed
+                                                      experts beside the dense MLP (planned as
+                                                      an always-active shared expert)
 Qwen2/2.5-VL, Qwen3-VL (MoE), Mistral3,   the text    the language model of a vision-language
-Glm4vMoe ...ForConditionalGeneration      tower's     model (``text_config``): its text tower
+Glm4vMoe, Qwen3.5, Gemma 4 ...            tower's     model (``text_config``): its text tower
+...ForConditionalGeneration
 ========================================  ==========  ==========================================
 
-Anything else (state-space or hybrid layers, encoder-decoders, unknown classes) is
-refused naming what is missing.
+Anything else (state-space layers, other hybrids, Gemma 4's per-layer inputs and shared
+KV layers, encoder-decoders, unknown classes) is refused naming what is missing.
 """
 
 from __future__ import annotations
@@ -39,7 +51,8 @@ from typing import Any
 from hetsim.graphs.graph import GraphError
 from hetsim.graphs.llm.architecture import Architecture
 
-__all__ = ["HF_ARCHITECTURES", "VLM_TEXT_TOWERS", "architecture_from_hf", "read_hf_config"]
+__all__ = ["HF_ARCHITECTURES", "LINEAR_ATTENTION_CLASSES", "VLM_TEXT_TOWERS", "architecture_from_hf",
+           "read_hf_config"]
 
 #: transformers class -> llama.cpp architecture
 HF_ARCHITECTURES: dict[str, str] = {
@@ -48,7 +61,11 @@ HF_ARCHITECTURES: dict[str, str] = {
     "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3",
     "Phi3ForCausalLM": "phi3", "DeepseekV2ForCausalLM": "deepseek2", "DeepseekV3ForCausalLM": "deepseek2",
     "GptOssForCausalLM": "gpt-oss", "Glm4MoeForCausalLM": "glm4moe",
+    "Qwen3_5ForCausalLM": "qwen35", "Qwen3_5MoeForCausalLM": "qwen35moe", "Qwen3NextForCausalLM": "qwen3next",
+    "Gemma4ForCausalLM": "gemma4",
 }
+#: hybrid classes whose linear-attention (gated delta-net) layers are expressed
+LINEAR_ATTENTION_CLASSES = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3NextForCausalLM")
 #: vision-language classes -> the class of their text tower (``text_config``, or the top level)
 VLM_TEXT_TOWERS: dict[str, str] = {
     "Qwen2VLForConditionalGeneration": "Qwen2ForCausalLM",
@@ -58,6 +75,9 @@ VLM_TEXT_TOWERS: dict[str, str] = {
     "Mistral3ForConditionalGeneration": "MistralForCausalLM",
     "Glm4vMoeForConditionalGeneration": "Glm4MoeForCausalLM",
     "LlavaForConditionalGeneration": "LlamaForCausalLM",
+    "Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
+    "Qwen3_5MoeForConditionalGeneration": "Qwen3_5MoeForCausalLM",
+    "Gemma4ForConditionalGeneration": "Gemma4ForCausalLM",
 }
 _HYBRID_KEYS = ("mamba_d_state", "ssm_state_size", "attn_layer_period", "linear_conv_kernel_dim")
 
@@ -116,6 +136,37 @@ def _table(cfg: dict[str, Any], where: str, key: str) -> dict[str, Any]:
     return v
 
 
+def _flag(cfg: dict[str, Any], where: str, key: str) -> bool:
+    """``cfg[key]`` as true or false (absent or null: false): anything else is an error naming the key."""
+    v = cfg.get(key)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise GraphError(f"{where}: {key!r} must be true or false, got {type(v).__name__} {v!r:.40}")
+    return v
+
+
+def _linear_attention(cfg: dict[str, Any], where: str, n: int, layer_types: list[str]) -> dict[str, Any]:
+    """The linear-attention fields of a Qwen3.5 / Qwen3-Next config: which layers (``layer_types``, or
+    every layer but each ``full_attention_interval``-th) and the gated delta-net's sizes."""
+    if layer_types:
+        if len(layer_types) != n:
+            raise GraphError(f"{where}: 'layer_types' lists {len(layer_types)} layers, the model has {n}")
+        linear = tuple(i for i, t in enumerate(layer_types) if t == "linear_attention")
+    else:
+        every = _int(cfg, where, "full_attention_interval", 4)
+        if every < 1:
+            raise GraphError(f"{where}: 'full_attention_interval' must be >= 1, got {every}")
+        linear = tuple(i for i in range(n) if (i + 1) % every)
+    return dict(linear_layers=linear, linear_key_heads=_int(cfg, where, "linear_num_key_heads"),
+                linear_value_heads=_int(cfg, where, "linear_num_value_heads"),
+                linear_key_dim=_int(cfg, where, "linear_key_head_dim"),
+                linear_value_dim=_int(cfg, where, "linear_value_head_dim"),
+                linear_conv_kernel=_int(cfg, where, "linear_conv_kernel_dim"),
+                attn_output_gate=_flag(cfg, where, "attn_output_gate") if cfg.get("attn_output_gate") is not None
+                else True)
+
+
 def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
     """The :class:`Architecture` a Hugging Face config describes.
 
@@ -139,12 +190,20 @@ def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
             cls = towers[0] if towers[0] in HF_ARCHITECTURES else cls
         cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **text, "architectures": [cls]}
         classes = [cls]
-    hybrid = [k for k in _HYBRID_KEYS if k in cfg]
+    linear = cls in LINEAR_ATTENTION_CLASSES
+    hybrid = [k for k in _HYBRID_KEYS if k in cfg and not (linear and k == "linear_conv_kernel_dim")]
     layer_types = _names(cfg, where, "layer_types")
-    odd = sorted({t for t in layer_types if t not in ("full_attention", "sliding_attention")})
+    kinds = ("full_attention", "sliding_attention") + (("linear_attention",) if linear else ())
+    odd = sorted({t for t in layer_types if t not in kinds})
+    if cls == "Gemma4ForCausalLM":
+        extra = [k for k in ("num_kv_shared_layers", "hidden_size_per_layer_input") if cfg.get(k)]
+        if extra:
+            raise GraphError(f"{where}: {cls} with {', '.join(extra)} (layers that share another's KV cache, "
+                             "per-layer input embeddings) is not expressible")
     if hybrid or odd:
-        raise GraphError(f"{where}: {cls} has state-space or hybrid layers ({', '.join(hybrid + odd)}); "
-                         "the planner expresses attention-only decoders")
+        raise GraphError(f"{where}: {cls} has state-space or hybrid layers ({', '.join(hybrid + odd)}); the "
+                         "planner expresses attention decoders and the linear-attention hybrids of Qwen3.5 and "
+                         "Qwen3-Next")
     if cls not in HF_ARCHITECTURES:
         raise GraphError(f"{where}: architecture {cls!r} is not expressible; known: "
                          f"{', '.join(sorted(HF_ARCHITECTURES))}")
@@ -187,6 +246,21 @@ def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
                   dense_layers=_int(cfg, where, "first_k_dense_replace", 0))
     if cls == "Phi3ForCausalLM":
         kw["fused_qkv"] = True
+    if linear:
+        kw.update(_linear_attention(cfg, where, n, layer_types))
+    if cls in ("Qwen3_5MoeForCausalLM", "Qwen3NextForCausalLM"):
+        shared = _int(cfg, where, "shared_expert_intermediate_size", 0)
+        kw.update(experts=_int(cfg, where, "num_experts"), top_k=_int(cfg, where, "num_experts_per_tok"),
+                  expert_ffn=_int(cfg, where, "moe_intermediate_size"), shared_experts=1 if shared else 0,
+                  shared_ffn=shared)
+    if cls == "Gemma4ForCausalLM":
+        kw.update(global_head_dim=_int(cfg, where, "global_head_dim", 0),
+                  global_kv_heads=_int(cfg, where, "num_global_key_value_heads", 0),
+                  global_k_eq_v=_flag(cfg, where, "attention_k_eq_v"))
+        if _flag(cfg, where, "enable_moe_block"):  # routed experts beside the dense MLP of every layer
+            kw.update(experts=_int(cfg, where, "num_experts"), top_k=_int(cfg, where, "top_k_experts"),
+                      expert_ffn=_int(cfg, where, "moe_intermediate_size"), shared_experts=1,
+                      shared_ffn=kw["ffn"])
     window = _int(cfg, where, "sliding_window", 0)
     if window and (arch.startswith("gemma") or arch == "gpt-oss"):
         if layer_types:

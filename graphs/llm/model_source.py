@@ -59,8 +59,9 @@ def architecture_from_gguf(header: GGUFHeader) -> Architecture:
     """
     arch, md, path = header.architecture, header.metadata, header.path
     if f"{arch}.ssm.state_size" in md or f"{arch}.ssm.d_state" in md:
+        hybrid = " from its config.json" if arch in ("qwen35", "qwen35moe", "qwen3next") else ""
         raise GraphError(f"{path}: architecture {arch!r} has state-space layers; the planner expresses "
-                         "attention-only decoders")
+                         f"attention-only decoders from a GGUF file{', and this hybrid' + hybrid if hybrid else ''}")
     if arch not in GGUF_ARCHITECTURES:
         raise GraphError(f"{path}: architecture {arch!r} is not expressible; known: {', '.join(GGUF_ARCHITECTURES)}")
 

@@ -36,7 +36,7 @@ from hetsim.graphs.graph import GraphError
 from hetsim.graphs.llm.architecture import Architecture
 from hetsim.graphs.llm.gguf_header import TensorInfo
 
-__all__ = ["FILE_TYPES", "file_type", "recipe_tensors", "use_more_bits"]
+__all__ = ["F32_MATRICES", "FILE_TYPES", "QK_NORM_ARCHITECTURES", "file_type", "recipe_tensors", "use_more_bits"]
 
 #: llama.cpp file types (``llama-quantize`` names) and their base ggml type
 FILE_TYPES: dict[str, str] = {
@@ -122,11 +122,24 @@ def _with_fallback(t: str, row: int) -> str:
     return t
 
 
+#: llama.cpp architectures whose attention normalises queries and keys per head
+QK_NORM_ARCHITECTURES = ("qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2", "qwen35", "qwen35moe", "qwen3next", "gemma4")
+#: 2-D tensors llama-quantize leaves in F32 (a linear-attention layer's convolution kernel)
+F32_MATRICES = ("ssm_conv1d",)
+
+
 def _layer_shapes(a: Architecture, i: int) -> list[tuple[str, tuple[int, ...]]]:
     """(short name, GGUF shape) of the tensors of layer ``i`` (GGUF shape: input first)."""
-    h, q, kv = a.hidden, a.heads, a.kv_heads
+    h, q, kv = a.hidden, a.heads, a.layer_kv_heads(i)
+    hd, hd_v = a.layer_head_dim(i), a.layer_head_dim_v(i)
     out: list[tuple[str, tuple[int, ...]]] = [("attn_norm", (h,))]
-    if a.is_mla:
+    if a.is_linear_layer(i):  # gated delta-net: llama.cpp's qwen35 / qwen3next tensors
+        vd = a.linear_value_heads * a.linear_value_dim
+        out += [("attn_qkv", (h, a.linear_conv_dim)), ("attn_gate", (h, vd)),
+                ("ssm_beta", (h, a.linear_value_heads)), ("ssm_alpha", (h, a.linear_value_heads)),
+                ("ssm_conv1d", (a.linear_conv_kernel, a.linear_conv_dim)), ("ssm_a", (a.linear_value_heads,)),
+                ("ssm_dt", (a.linear_value_heads,)), ("ssm_norm", (a.linear_value_dim,)), ("ssm_out", (vd, h))]
+    elif a.is_mla:
         qk = a.head_dim  # nope + rope
         if a.q_lora_rank:
             out += [("attn_q_a", (h, a.q_lora_rank)), ("attn_q_a_norm", (a.q_lora_rank,)),
@@ -138,10 +151,13 @@ def _layer_shapes(a: Architecture, i: int) -> list[tuple[str, tuple[int, ...]]]:
     elif a.fused_qkv:
         out.append(("attn_qkv", (h, q * a.head_dim + kv * (a.head_dim + a.head_dim_v))))
     else:
-        out += [("attn_q", (h, q * a.head_dim)), ("attn_k", (h, kv * a.head_dim)), ("attn_v", (h, kv * a.head_dim_v))]
-        if a.arch in ("qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2"):
-            out += [("attn_q_norm", (a.head_dim,)), ("attn_k_norm", (a.head_dim,))]
-    out.append(("attn_output", (q * a.head_dim_v, h)))
+        out += [("attn_q", (h, q * hd * (2 if a.attn_output_gate else 1))), ("attn_k", (h, kv * hd))]
+        if not a.layer_shares_kv(i):
+            out.append(("attn_v", (h, kv * hd_v)))
+        if a.arch in QK_NORM_ARCHITECTURES:
+            out += [("attn_q_norm", (hd,)), ("attn_k_norm", (hd,))]
+    if not a.is_linear_layer(i):
+        out.append(("attn_output", (q * hd_v, h)))
     out.append(("ffn_norm", (h,)))
     if a.is_moe_layer(i):
         e, f = a.experts, a.expert_ffn
@@ -174,7 +190,8 @@ def recipe_tensors(a: Architecture, ftype: str) -> tuple[TensorInfo, ...]:
                       _with_fallback(_matrix_type(a, ftype, "token_embd", -1), a.hidden))]
     for i in range(a.layers):
         for short, shape in _layer_shapes(a, i):
-            t = "F32" if len(shape) == 1 else _with_fallback(_matrix_type(a, ftype, short, i), shape[0])
+            t = ("F32" if len(shape) == 1 or short in F32_MATRICES
+                 else _with_fallback(_matrix_type(a, ftype, short, i), shape[0]))
             out.append(TensorInfo(f"blk.{i}.{short}.weight", shape, t))
     out.append(TensorInfo("output_norm.weight", (a.hidden,), "F32"))
     if not a.tied_embeddings:
