@@ -12,8 +12,10 @@ them (the engine names the op and device of a bad answer).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from hetsim.costmodel.base import host_dispatch, price_nodes
 
@@ -22,9 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
 
 __all__ = ["PricedGraph", "priced_graph"]
-
-#: a time not asked of the cost model yet
-UNPRICED: Any = object()
 
 
 class PricedGraph:
@@ -63,9 +62,12 @@ class PricedGraph:
         self.device_index: dict[str, int] = {d.name: i for i, d in enumerate(platform.devices)}
         self.link_ids: set[int] = {id(lk) for lk in platform.links}
         n = len(self.nodes)
-        #: per device, per node position: the cost model's op and dispatch answers
-        self.op_times: list[list[Any]] = [[UNPRICED] * n for _ in platform.devices]
-        self.dispatch_times: list[list[Any]] = [[UNPRICED] * n for _ in platform.devices]
+        #: per device, per node position: the cost model's op and dispatch answers when
+        #: they are floats (``known``: priced), and the other answers as given (``odd``)
+        self.op_times: list[np.ndarray] = [np.zeros(n) for _ in platform.devices]
+        self.dispatch_times: list[np.ndarray] = [np.zeros(n) for _ in platform.devices]
+        self.known: list[np.ndarray] = [np.zeros(n, dtype=bool) for _ in platform.devices]
+        self.odd: list[dict[int, tuple[Any, Any]]] = [{} for _ in platform.devices]
         self.transfers: dict[tuple[int, int], Any] = {}
         self.priced = [0] * len(platform.devices)  # per device: how many nodes are priced
 
@@ -80,45 +82,70 @@ class PricedGraph:
         """Whether this prices ``graph`` on ``platform`` (the very objects)."""
         return graph is self.graph and platform is self.platform
 
-    def times(self, d: int, positions: Sequence[int],
-              attrs: Sequence[Any] | None = None) -> tuple[list[Any], list[Any]]:
-        """Op and dispatch answers of the nodes at ``positions`` on device ``d``; those
-        not priced yet are priced now in one :func:`costmodel.price_nodes` call
-        (``attrs``: the nodes' attribute dicts, in ``positions`` order, if at hand)."""
-        ops_d, disp_d = self.op_times[d], self.dispatch_times[d]
-        if self.priced[d] == 0:  # nothing priced on d yet: no look-ups
-            missing = range(len(positions))
+    def times(self, d: int, positions: Sequence[int] | np.ndarray,
+              attrs_of: Callable[[np.ndarray], Sequence[Any]] | None = None,
+              *, as_arrays: bool = False) -> tuple[Any, Any]:
+        """Op and dispatch answers of the nodes at ``positions`` on device ``d`` (two
+        lists; ``as_arrays``: two float arrays when every answer is a float); those not
+        priced yet are priced now in one :func:`costmodel.price_nodes` call.
+        ``attrs_of(js)``: the attribute dicts of the nodes at ``positions[js]``, if at
+        hand. Answers of a malformed length are returned as they are (not kept)."""
+        pos = np.asarray(positions, dtype=np.int64)
+        missing = np.flatnonzero(~self.known[d][pos]) if self.priced[d] else np.arange(len(pos))
+        if len(missing):
+            todo = pos[missing] if len(missing) < len(pos) else pos
+            malformed = self._price(d, todo, None if attrs_of is None else attrs_of(missing))
+            if malformed is not None:
+                return malformed
+        ops, disp = self.op_times[d][pos], self.dispatch_times[d][pos]
+        odd = self.odd[d]
+        if not odd:
+            return (ops, disp) if as_arrays else (ops.tolist(), disp.tolist())
+        ops, disp = ops.tolist(), disp.tolist()
+        for j, i in enumerate(pos.tolist()):
+            hit = odd.get(i)
+            if hit is not None:
+                ops[j], disp[j] = hit
+        return ops, disp
+
+    def _price(self, d: int, todo: np.ndarray, attrs: Sequence[Any] | None) -> tuple[list, list] | None:
+        """Price the nodes at positions ``todo`` on device ``d`` and keep the answers
+        (None), or the answers when their lengths are not ``todo``'s."""
+        nodes = self.nodes
+        where = todo.tolist()
+        ops, disp = price_nodes(self.cost, self.graph, list(map(nodes.__getitem__, where)), self.platform.devices[d],
+                                attrs=attrs)
+        if len(ops) != len(where) or len(disp) != len(where):
+            return ops, disp  # malformed: the caller reports it
+        if set(map(type, ops)) | set(map(type, disp)) <= {float}:
+            self.op_times[d][todo] = ops
+            self.dispatch_times[d][todo] = disp
         else:
-            missing = [j for j, i in enumerate(positions) if ops_d[i] is UNPRICED]
-        if missing:
-            nodes = self.nodes
-            if len(missing) == len(positions):
-                todo, todo_attrs = positions, attrs
-            else:
-                todo = [positions[j] for j in missing]
-                todo_attrs = None if attrs is None else [attrs[j] for j in missing]
-            ops, disp = price_nodes(self.cost, self.graph, [nodes[i] for i in todo], self.platform.devices[d],
-                                    attrs=todo_attrs)
-            if len(ops) != len(todo) or len(disp) != len(todo):
-                return ops, disp  # malformed: the caller reports it
-            for i, t, ds in zip(todo, ops, disp):
-                ops_d[i] = t
-                disp_d[i] = ds
-            self.priced[d] += len(todo)
-            if len(missing) == len(positions):
-                return ops, disp
-        return [ops_d[i] for i in positions], [disp_d[i] for i in positions]
+            for i, t, ds in zip(where, ops, disp):
+                self._keep(d, i, t, ds)
+        self.known[d][todo] = True
+        self.priced[d] += len(where)
+        return None
+
+    def _keep(self, d: int, i: int, t: Any, ds: Any) -> None:
+        if type(t) is float and type(ds) is float:
+            self.op_times[d][i] = t
+            self.dispatch_times[d][i] = ds
+        else:
+            self.odd[d][i] = (t, ds)
+        self.known[d][i] = True
 
     def time(self, d: int, i: int) -> tuple[Any, Any]:
         """Op and dispatch answers of the node at position ``i`` on device ``d``."""
-        t = self.op_times[d][i]
-        if t is UNPRICED:
+        if not self.known[d][i]:
             node, device = self.nodes[i], self.platform.devices[d]
             t = self.cost.op_time(self.graph, node, device)
-            self.dispatch_times[d][i] = host_dispatch(self.cost, self.graph, node, device)
-            self.op_times[d][i] = t
+            self._keep(d, i, t, host_dispatch(self.cost, self.graph, node, device))
             self.priced[d] += 1
-        return t, self.dispatch_times[d][i]
+        odd = self.odd[d]
+        if odd and i in odd:
+            return odd[i]
+        return float(self.op_times[d][i]), float(self.dispatch_times[d][i])
 
     # ------------------------------------------------------ as a cost model
     def _position(self, graph: Graph, node: str, device: Device) -> tuple[int, int] | None:

@@ -46,6 +46,7 @@ import bisect
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -207,6 +208,22 @@ def _interp(curve: tuple[list[float], list[float]], flops: float) -> float:
     i = bisect.bisect_right(xs, x)
     w = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
     return ys[i - 1] + w * (ys[i] - ys[i - 1])
+
+
+def _interp_many(curve: tuple[list[float], list[float]], flops: np.ndarray) -> np.ndarray:
+    """:func:`_interp` of each of ``flops`` (all > 0), bit for bit: the same float
+    operations on each element (``bisect_right`` as ``searchsorted(side="right")``)."""
+    xs, ys = curve
+    x = np.fromiter(map(math.log10, flops.tolist()), dtype=np.float64, count=len(flops))
+    out = np.where(x <= xs[0], ys[0], ys[-1])
+    mid = np.flatnonzero((x > xs[0]) & (x < xs[-1]))
+    if len(mid):
+        xa, ya = np.array(xs), np.array(ys)
+        xm = x[mid]
+        i = np.searchsorted(xa, xm, side="right")
+        w = (xm - xa[i - 1]) / (xa[i] - xa[i - 1])
+        out[mid] = ya[i - 1] + w * (ya[i] - ya[i - 1])
+    return out
 
 
 class Roofline(CostModelBase):
@@ -413,21 +430,12 @@ class Roofline(CostModelBase):
             attrs = [data[n] for n in nodes]
         if len(attrs) < _ARRAY_MIN:
             return super().price_nodes(graph, nodes, device)
-        classify, plain = self._classify, self._plain
-        keys: list[tuple[bool, str]] = []
-        flops_l: list[Any] = []
-        bytes_l: list[Any] = []
-        add_key, add_flops, add_bytes = keys.append, flops_l.append, bytes_l.append
         try:
-            for d in attrs:
-                add_key(plain.get(d["op"]) or classify(d))  # _classify's first look-up, inline
-                add_flops(d["flops"])
-                add_bytes(d["bytes"])
-            flops = np.array(flops_l, dtype=float)
-            nbytes = np.array(bytes_l, dtype=float)
-            view = np.fromiter([v for v, _ in keys], dtype=bool, count=len(keys))
+            view, keys = self._classified(attrs)
+            flops = np.array(list(map(itemgetter("flops"), attrs)), dtype=float)
+            nbytes = np.array(list(map(itemgetter("bytes"), attrs)), dtype=float)
             compute = np.flatnonzero((flops > 0) & ~view)
-            effs = self._efficiencies([keys[i][1] for i in compute.tolist()], flops[compute].tolist(), device)
+            effs = self._efficiencies(keys, compute, flops[compute], device)
         except (CostModelError, KeyError, TypeError, ValueError, OverflowError):
             return super().price_nodes(graph, nodes, device)  # names the first bad node
         t_mem = nbytes / (device.mem_bandwidth_bytes_per_s * self.memory_efficiency(device))
@@ -435,7 +443,7 @@ class Roofline(CostModelBase):
         if device.tensor_flops is None:
             peaks: Any = device.peak_flops
         else:
-            peaks = np.array([self.peak(keys[i][1], node_dtype(attrs[i]), device) for i in compute.tolist()])
+            peaks = np.array([self.peak(keys[i], node_dtype(attrs[i]), device) for i in compute.tolist()])
         t_cmp = flops[compute] / (peaks * effs)
         t_mem_c = t_mem[compute]
         t[compute] = np.where(t_cmp >= t_mem_c, t_cmp, t_mem_c)
@@ -443,18 +451,47 @@ class Roofline(CostModelBase):
         t[view] = 0.0
         return t.tolist(), np.where(view, 0.0, float(device.dispatch_s)).tolist()
 
-    def _efficiencies(self, keys: list[str], flops: list[float], device: Device) -> np.ndarray:
-        """:meth:`_efficiency` of each (key, flops), resolving each key's entry once."""
-        resolved: dict[str, Any] = {}  # efficiency key -> constant or curve, on this device
-        out: list[float] = []
-        add = out.append
-        for key, f in zip(keys, flops):
-            entry = resolved.get(key)
-            if entry is None:
-                self._efficiency(key, f, device)  # resolves the entry (or raises)
-                entry = resolved[key] = self._resolved[(key, device.name, device.kind)]
-            add(entry if type(entry) is float else _interp(entry, f))
-        return np.array(out, dtype=float)
+    def _classified(self, attrs: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, list[str]]:
+        """:meth:`_classify` of each node: whether it is a view (an array) and its
+        efficiency key; the ops seen before are looked up in one pass (``map``)."""
+        plain, classify = self._plain, self._classify
+        ops = list(map(itemgetter("op"), attrs))
+        hits = list(map(plain.get, ops))
+        if None in hits:  # fused, or an op not seen yet: each new op classified once
+            first: dict[Any, Mapping[str, Any]] = {}
+            for op, h, d in zip(ops, hits, attrs):
+                if h is None and op not in first:
+                    first[op] = d
+            for d in first.values():
+                classify(d)
+            hits = list(map(plain.get, ops))
+            if None in hits:  # fused nodes: their members
+                hits = [h or classify(d) for h, d in zip(hits, attrs)]
+        view = np.fromiter(map(itemgetter(0), hits), dtype=bool, count=len(hits))
+        return view, list(map(itemgetter(1), hits))
+
+    def _efficiencies(self, keys: list[str], compute: np.ndarray, flops: np.ndarray, device: Device) -> np.ndarray:
+        """:meth:`_efficiency` of the nodes at positions ``compute`` (efficiency keys
+        ``keys``, all nodes) of ``flops`` (> 0, one per compute node), each key's entry
+        resolved once and its curve interpolated over arrays: :func:`_interp`'s
+        operations, element by element (``math.log10`` of each, then the same
+        subtractions, divisions and products)."""
+        effs = np.empty(len(compute))
+        if not len(compute):
+            return effs
+        ckeys = list(map(keys.__getitem__, compute.tolist()))
+        distinct = list(dict.fromkeys(ckeys))  # in order of first use: errors as node by node
+        codes = None
+        if len(distinct) > 1:
+            number = {k: j for j, k in enumerate(distinct)}
+            codes = np.fromiter(map(number.__getitem__, ckeys), dtype=np.int64, count=len(ckeys))
+        for j, key in enumerate(distinct):
+            at = slice(None) if codes is None else np.flatnonzero(codes == j)
+            f = flops[at]
+            self._efficiency(key, float(f[0]), device)  # resolves the entry (or raises)
+            entry = self._resolved[(key, device.name, device.kind)]
+            effs[at] = entry if type(entry) is float else _interp_many(entry, f)
+        return effs
 
     def transfer_time(self, nbytes: int, link: Link) -> float:
         """One hop: ``latency_s + nbytes / bandwidth_bytes_per_s``."""

@@ -161,17 +161,20 @@ def edge_columns(graph: Graph) -> EdgeColumns:
     g = graph.nx
     names = list(g)
     index = dict(zip(names, range(len(names))))
-    rows = [nbrs for _, nbrs in g.adjacency()]
+    rows = list(map(itemgetter(1), g.adjacency()))
     degree = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    edicts = list(chain.from_iterable(map(dict.values, rows)))
-    try:
-        nbytes: list | None = list(map(itemgetter("bytes"), edicts))
+    n_edges = int(degree.sum())
+    nbytes: list | None
+    try:  # every edge dict read once (Graph.add_edge sets both keys)
+        pairs = list(map(itemgetter("bytes", "output"), chain.from_iterable(map(dict.values, rows))))
+        nbytes, outputs = list(map(itemgetter(0), pairs)), list(map(itemgetter(1), pairs))
     except KeyError:
-        nbytes = None
-    try:
-        outputs = list(map(itemgetter("output"), edicts))  # Graph.add_edge sets it
-    except KeyError:
+        edicts = list(chain.from_iterable(map(dict.values, rows)))
+        try:
+            nbytes = list(map(itemgetter("bytes"), edicts))
+        except KeyError:
+            nbytes = None
         outputs = [d.get("output", 0) for d in edicts]
     src = np.repeat(np.arange(len(rows), dtype=np.int64), degree)
-    dst = np.fromiter(map(index.__getitem__, chain.from_iterable(rows)), dtype=np.int64, count=len(edicts))
+    dst = np.fromiter(map(index.__getitem__, chain.from_iterable(rows)), dtype=np.int64, count=n_edges)
     return EdgeColumns(names, index, degree, src, dst, outputs, nbytes, bool((src < dst).all()))

@@ -15,8 +15,11 @@ import numbers
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
 
 from hetsim.graphs.graph import atomic_write, first_line
 
@@ -24,8 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.platform import Platform
     from hetsim.graphs.graph import Graph
 
-__all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "MAX_REQUESTS", "PLAN_SCHEMA_VERSION", "policy_select",
-           "size_text"]  # fmt: skip
+__all__ = ["Plan", "PlanError", "DynamicPolicy", "SystemView", "MAX_REQUESTS", "PLAN_SCHEMA_VERSION", "NodeMemory",
+           "node_memory", "policy_select", "size_text"]  # fmt: skip
 
 #: most requests (or micro-batches) one simulation runs: a plan's ``microbatches``,
 #: ``simulate(requests=)``, a sweep's ``requests``, ``--requests`` (each request holds
@@ -143,8 +146,9 @@ class Plan:
     meta: dict[str, Any] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- checking
-    def validate(self, graph: Graph, platform: Platform) -> Plan:
-        """Check the plan against a graph and platform; return ``self``.
+    def validate(self, graph: Graph, platform: Platform, *, memory: NodeMemory | None = None) -> Plan:
+        """Check the plan against a graph and platform; return ``self``. ``memory``: the
+        graph's :func:`node_memory`, when the caller keeps it (a :class:`sim.Simulator`).
 
         Raises
         ------
@@ -183,11 +187,15 @@ class Plan:
                 raise PlanError(f"plan gives a priority to unknown node {n!r}")
             if isinstance(p, bool) or not isinstance(p, numbers.Real) or math.isnan(p):
                 raise PlanError(f"node {n!r}: priority must be a number, got {p!r}")
-        # memory: one op's working set, and the weights resident on each device
+        # memory: one op's working set, and the weights resident on each device (checked
+        # on arrays; node by node, naming the culprit, where they may not fit)
         weights: dict[str, int] = {}
         caps = {d.name: d.memory_bytes for d in platform.devices}
-        pairs = (zip(nodes.nodes(data=True), placement.values()) if in_order
-                 else ((nd, placement.get(nd[0])) for nd in nodes.nodes(data=True)))
+        devs = list(placement.values()) if in_order else list(map(placement.get, nodes))
+        if memory is None:
+            memory = node_memory(graph)
+        fits = memory is not None and _plainly_fits(memory, devs, platform)
+        pairs = () if fits else zip(nodes.nodes(data=True), devs)
         for (n, d), dev in pairs:  # graph order
             if dev is None:
                 continue
@@ -333,6 +341,53 @@ class Plan:
         except (ValueError, UnicodeDecodeError, RecursionError) as e:  # JSONDecodeError is a ValueError
             raise PlanError(f"{path}: malformed plan JSON ({first_line(e)})") from None
         return cls.from_dict(data, source=str(path))
+
+
+class NodeMemory(NamedTuple):
+    """Each node's ``bytes`` (float64) and ``param_bytes`` (int64), in the graph's order
+    (:func:`node_memory`)."""
+
+    nbytes: np.ndarray
+    params: np.ndarray
+
+
+def node_memory(graph: Graph) -> NodeMemory | None:
+    """The arrays of :class:`NodeMemory`, read a column at a time; None when a value is
+    not a plain number (an int for ``param_bytes``) or the ints' sums may not fit int64
+    (:meth:`Plan.validate` then checks node by node)."""
+    data = [d for _, d in graph.nx.nodes(data=True)]
+    try:
+        nbytes = list(map(itemgetter("bytes"), data))
+        params = list(map(itemgetter("param_bytes"), data))
+        if not (set(map(type, nbytes)) <= {int, float} and set(map(type, params)) <= {int}):
+            return None
+        b = np.array(nbytes, dtype=np.float64)
+        w = np.array(params, dtype=np.int64)
+    except (KeyError, TypeError, OverflowError):
+        return None
+    if len(w) and (w.min() < 0 or int(w.max()) * len(w) >= 1 << 62):
+        return None  # a sum that int64 may not hold
+    return NodeMemory(b, w)
+
+
+def _plainly_fits(memory: NodeMemory, devs: list[str | None], platform: Platform) -> bool:
+    """True when every node's ``bytes`` fits the memory of its device (``devs``: names
+    in graph order, None for a node the plan leaves to its policy) and the weights
+    placed on each device fit it together, checked on arrays; False when they may not
+    (:meth:`Plan.validate` then checks node by node, naming the culprit)."""
+    names = platform.device_names
+    code = dict(zip(names, range(len(names))))
+    code[None] = -1
+    where = np.fromiter(map(code.__getitem__, devs), dtype=np.int64, count=len(devs))
+    b, w = memory
+    caps = [d.memory_bytes for d in platform.devices]
+    placed = where >= 0
+    if not placed.all():
+        where, b, w = where[placed], b[placed], w[placed]
+    # exact b > cap implies float(b) >= float(cap): the floats screen
+    if len(b) and (b >= np.array(caps, dtype=np.float64)[where]).any():
+        return False
+    return all(int(w[where == i].sum()) <= cap for i, cap in enumerate(caps))
 
 
 def _float_range(value: int | float) -> bool:

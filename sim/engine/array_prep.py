@@ -61,14 +61,17 @@ def graph_arrays(tables: GraphTables) -> GraphArrays:
     if edge_k is None:
         edge_k = np.fromiter(chain.from_iterable((k for _, k in lst) for lst in tables.succs[:n]), dtype=_I64,
                              count=len(src))
-    out_size = tables.out_size
-    counts = np.fromiter(map(len, out_size), dtype=_I64, count=n_all)
-    o_node = np.repeat(np.arange(n_all, dtype=_I64), counts)
-    o_k = np.fromiter(chain.from_iterable(out_size), dtype=_I64, count=len(o_node))
-    o_size = np.fromiter(chain.from_iterable(map(dict.values, out_size)), dtype=_I64, count=len(o_node))
-    if len(counts) and counts.max() > 1:  # by output within a node, as build_fanout allocates
-        order = np.lexsort((o_k, o_node))
-        o_k, o_size = o_k[order], o_size[order]
+    if tables.out_arrays is not None:
+        o_node, o_k, o_size = tables.out_arrays
+    else:
+        out_size = tables.out_size
+        counts = np.fromiter(map(len, out_size), dtype=_I64, count=n_all)
+        o_node = np.repeat(np.arange(n_all, dtype=_I64), counts)
+        o_k = np.fromiter(chain.from_iterable(out_size), dtype=_I64, count=len(o_node))
+        o_size = np.fromiter(chain.from_iterable(map(dict.values, out_size)), dtype=_I64, count=len(o_node))
+        if len(counts) and counts.max() > 1:  # by output within a node, as build_fanout allocates
+            order = np.lexsort((o_k, o_node))
+            o_k, o_size = o_k[order], o_size[order]
     size_pk = np.zeros(n_all * n_out, dtype=_I64)
     size_pk[o_node * n_out + o_k] = o_size
     # each node's inputs: the op edges by reader, then the graph inputs' (in any order:
@@ -200,7 +203,7 @@ def plan_tables(prep: Prepared, platform: Any, transfer_time: Any, ga: GraphArra
     """:class:`KernelTables` of a static plan: the ops that produce no graph output on
     arrays, the others (and the graph inputs) by :func:`~sim.engine.prep.build_fanout`."""
     n_ops, n_all, n_dev, n_out = prep.n_ops, len(prep.names), len(prep.dev_names), prep.n_out
-    loc = np.array(prep.loc0, dtype=_I64)
+    loc = prep.loc_array
     special = np.zeros(n_all, dtype=np.bool_)
     special[n_ops:] = True
     special[list(prep.graph_outputs)] = True
@@ -214,7 +217,7 @@ def plan_tables(prep: Prepared, platform: Any, transfer_time: Any, ga: GraphArra
     in_domain = same[du, dv]
     handed = in_domain & (du != dv) & (handoff_s[dv] > 0.0)
     local = in_domain & ~handed
-    rank = np.asarray(prep.rank, dtype=_I64)
+    rank = prep.rank_array
     # transfers: one group per (producer, output, destination), by output then destination
     cross = np.flatnonzero(~in_domain)
     key = (src[cross] * n_out + k[cross]) * n_dev + dv[cross]
@@ -286,9 +289,9 @@ def kernel_args(run: EngineRun, tables: KernelTables, ga: GraphArrays) -> tuple:
     stream_dev = np.repeat(np.arange(n_dev, dtype=_I64), prep.streams)
     capacity = np.array([min(c, INT_MAX) for c in prep.capacity], dtype=_I64)
     return (n_ops, n_all, n_dev, n_out, prep.host, run.n_req, float(run.interval), run.platform.dispatch_threads,
-            np.array(prep.loc0, dtype=_I64), np.array(run.top, dtype=np.float64),
-            np.array(run.tdsp, dtype=np.float64), np.asarray(prep.rank, dtype=_I64),
-            np.asarray(prep.order, dtype=_I64), npred, roots, same, ga.p_ptr, ga.p_node, ga.p_k, ga.size_pk,
+            prep.loc_array, np.array(run.top, dtype=np.float64),
+            np.array(run.tdsp, dtype=np.float64), prep.rank_array,
+            prep.order_array, npred, roots, same, ga.p_ptr, ga.p_node, ga.p_k, ga.size_pk,
             t.a_ptr, t.a_buf, t.a_nref, t.total, t.dead, t.l_ptr, t.l_node, t.ho_ptr, t.ho_node, t.ho_delay,
             t.g_ptr, t.g_k, t.g_dst, t.g_nbytes, t.g_isout, t.g_rank, t.gh_ptr, t.gh_res, t.gh_time, t.gc_ptr,
             t.gc_node, t.fin_keys, capacity, np.array(run.mem, dtype=_I64), stream_dev, len(prep.res_names))

@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -119,6 +120,10 @@ class Prepared:
     res_names: list[str]  # link-direction resources
     res_links: list[Link]
     n_out: int = 1  # outputs per node in buffer numbering (largest output index + 1)
+    # loc0, rank and order as int64 arrays
+    loc_array: np.ndarray | None = None
+    rank_array: np.ndarray | None = None
+    order_array: np.ndarray | None = None
     # the ops' out-edges in CSR form (GraphTables): each op's readers, one per edge, and
     # each edge's producer and reader as arrays
     edge_src: np.ndarray | None = None
@@ -198,11 +203,12 @@ def _link(
 
 def _link_columns(
     cols: EdgeColumns, out_size: list[dict[int, int]]
-) -> tuple[Links, np.ndarray] | None:
+) -> tuple[Links, np.ndarray, tuple[np.ndarray, ...]] | None:
     """:func:`_link` of a graph whose edges all go forward in insertion order, from its
     :func:`graphs.bulk_check.edge_columns`: the lists (:class:`Links`, sliced from whole
-    columns when first read), the sizes set per (producer, output) group, and each
-    edge's output index as an array (None, nothing set, when a column is not plain ints
+    columns when first read), the sizes set per (producer, output) group, each
+    edge's output index as an array, and the groups' producer, output and size arrays
+    (by producer, then output) (None, nothing set, when a column is not plain ints
     within int64: :func:`_link` then reads the edges one by one)."""
     n, ks, bs = len(cols.names), cols.outputs, cols.nbytes
     if bs is None or not cols.forward or (ks and not set(map(type, ks)) | set(map(type, bs)) <= {int}):
@@ -213,15 +219,17 @@ def _link_columns(
     except OverflowError:
         return None
     src, dst = cols.src, cols.dst
+    groups: tuple[np.ndarray, ...] = (src[:0], k_arr[:0], b_arr[:0])
     if len(src):  # each (producer, output): the largest edge, set in the order the edges name them
         group = np.lexsort((np.arange(len(src)), k_arr, src))
         gs, gk = src[group], k_arr[group]
         starts = np.flatnonzero(np.r_[True, (gs[1:] != gs[:-1]) | (gk[1:] != gk[:-1])])
         biggest = np.maximum.reduceat(b_arr[group], starts)
-        first = group[starts]  # edge position of each group's first edge
-        for i in np.argsort(first, kind="stable").tolist():
-            out_size[int(gs[starts[i]])][int(gk[starts[i]])] = int(biggest[i])
-    return Links(columns=(n, src, dst, cols.degree, k_arr)), k_arr
+        groups = (gs[starts], gk[starts], biggest)
+        order = np.argsort(group[starts], kind="stable")  # by the position of each group's first edge
+        for p, k, b in zip(groups[0][order].tolist(), groups[1][order].tolist(), biggest[order].tolist()):
+            out_size[p][k] = b
+    return Links(columns=(n, src, dst, cols.degree, k_arr)), k_arr, groups
 
 
 class Links:
@@ -250,24 +258,28 @@ class Links:
             self.lists, self.columns = (succs, preds, readers), None
         return self.lists
 
-    def in_degrees(self, n: int) -> list[int]:
+    def in_degrees(self, n: int) -> np.ndarray:
         """Inputs of each of the ``n`` ops (from the columns while not sliced)."""
         if self.lists is None:
-            return np.bincount(self.columns[2], minlength=n).tolist()
-        return list(map(len, self.lists[1]))
+            return np.bincount(self.columns[2], minlength=n)
+        return np.fromiter(map(len, self.lists[1]), dtype=np.int64, count=n)
 
 
 def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int]]:
     """Output index -> bytes of each node's declared outputs (:func:`tensor_bytes`),
-    and each node's ``param_bytes``: one pass over the attribute dicts."""
+    and each node's ``param_bytes``: a column at a time (``map``), then a pass over the
+    nodes that declare outputs."""
     width, prod = DTYPE_BYTES, math.prod
-    out: list[dict[int, int]] = []
-    params: list[int] = []
-    append, append_param = out.append, params.append
-    for d in data:
-        append_param(d["param_bytes"])
-        outs = d["outputs"]
-        if not outs:  # none declared (synthetic graphs): the edges give the sizes
+    params: list[int] = list(map(itemgetter("param_bytes"), data))
+    declared = list(map(itemgetter("outputs"), data))
+    if not any(declared):  # none declared (synthetic graphs): the edges give the sizes
+        out: list[dict[int, int]] = [{} for _ in declared]
+        declared = []
+    else:
+        out = []
+    append = out.append
+    for outs in declared:
+        if not outs:
             append({})
             continue
         if len(outs) == 1:
@@ -277,7 +289,7 @@ def _columns(data: list[dict[str, Any]]) -> tuple[list[dict[int, int]], list[int
                 append({0: w * prod(spec["shape"])})
                 continue
         append({k: tensor_bytes(spec["shape"], spec["dtype"]) for k, spec in enumerate(outs)})
-    if not all(type(b) is int for b in params):
+    if not set(map(type, params)) <= {int}:
         params = [int(b) for b in params]
     return out, params
 
@@ -303,6 +315,11 @@ class GraphTables:
     edge_out: np.ndarray | None = None
     #: the array replay's tables of the graph (sim.engine.array_prep.graph_arrays), made on first use
     arrays: Any = None
+    #: each (node, output) with a size: node, output, bytes (by node, then output), as
+    #: arrays, when read from the columns (else None: from ``out_size``)
+    out_arrays: tuple[np.ndarray, ...] | None = None
+    #: the ops' ``params`` as int64, when that holds their sum (else None)
+    param_array: np.ndarray | None = None
 
     @property
     def succs(self) -> list[list[tuple[int, int]]]:
@@ -335,6 +352,7 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
     index = columns.index if columns is not None else dict(zip(topo, range(n)))
     data = [d for _, d in nxg.nodes(data=True)]
     out_size, params = _columns(data)
+    declared = any(out_size)  # else the edges give every size (_link_columns' groups)
     from_columns = _link_columns(columns, out_size) if columns is not None else None
     linked = from_columns[0] if from_columns is not None else None
     if linked is None and (columns is None or columns.forward):
@@ -348,6 +366,7 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
         data = [data[i] for i in order]
         index = dict(zip(topo, range(n)))
         out_size, params = _columns(data)
+        declared = any(out_size)
         if columns is not None:
             columns = columns.renumbered(order)
             from_columns = _link_columns(columns, out_size)
@@ -391,9 +410,11 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
             out_size[i][k] = int(spec.get("bytes", 0))
             n_out = max(n_out, k + 1)
     params += [0] * (n_all - n)
-    edge_out = None
+    edge_out = out_arrays = None
     if from_columns is not None:  # the columns' edges are these, in this order
         edge_out = from_columns[1]
+        if not declared and not inputs and not graph_outputs:  # every size is an edge group's
+            out_arrays = from_columns[2]
         edge_src, edge_dst = columns.src, columns.dst
     else:
         succs, _, readers = linked.get()
@@ -403,7 +424,18 @@ def index_graph(graph: Graph, columns: EdgeColumns | None = None) -> GraphTables
     return GraphTables(topo=topo, names=names, index=index, links=linked,
                        out_size=out_size, graph_outputs=graph_outputs, params=params,
                        node_data=data, n_out=n_out, edge_src=edge_src, edge_dst=edge_dst,
-                       edge_out=edge_out)
+                       edge_out=edge_out, out_arrays=out_arrays, param_array=_int64_summable(params[:n]))
+
+
+def _int64_summable(values: list[int]) -> np.ndarray | None:
+    """``values`` (ints >= 0) as an int64 array when int64 holds their sum, else None."""
+    try:
+        arr = np.array(values, dtype=np.int64)
+    except OverflowError:
+        return None
+    if len(arr) and (arr.min() < 0 or int(arr.max()) * len(arr) >= 1 << 62):
+        return None
+    return arr
 
 
 def _listed(linked: tuple[list, list] | None) -> Links | None:
@@ -425,21 +457,26 @@ def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
         rank = [0] * n
         for r, i in enumerate(keyed):
             rank[i] = r
+        order_array, rank_array = np.array(keyed, dtype=np.int64), np.array(rank, dtype=np.int64)
     else:
         keyed = list(range(n))
         rank = keyed
+        order_array = rank_array = np.arange(n, dtype=np.int64)
 
     dev_names = platform.device_names
     dev_index = {d: i for i, d in enumerate(dev_names)}
     host = dev_index[platform.host]
     placement = plan.placement
     if len(placement) == n and plan.policy is None and list(placement) == topo:
-        loc0 = [dev_index[d] for d in placement.values()]  # placed in this order: no look-up
+        devs = placement.values()  # placed in this order: no look-up
     elif len(placement) == n and plan.policy is None:  # validated: every node placed
-        loc0 = [dev_index[placement[u]] for u in topo]
+        devs = map(placement.__getitem__, topo)
     else:
-        loc0 = [dev_index[placement[u]] if u in placement else -1 for u in topo]
-    loc0 += [host] * (n_all - n)
+        dev_index = {None: -1, **dev_index}
+        devs = map(placement.get, topo)
+    loc_array = np.fromiter(chain(map(dev_index.__getitem__, devs), [host] * (n_all - n)), dtype=np.int64,
+                            count=n_all)
+    loc0 = loc_array.tolist()
     domain_same = [[platform.shares_memory(a, b) for b in dev_names] for a in dev_names]
 
     resources = platform.link_resources()
@@ -463,6 +500,9 @@ def prepare(tables: GraphTables, platform: Platform, plan: Plan) -> Prepared:
         res_names=[name for name, _ in resources],
         res_links=[link for _, link in resources],
         n_out=tables.n_out,
+        loc_array=loc_array,
+        rank_array=rank_array,
+        order_array=order_array,
         edge_src=tables.edge_src,
         edge_dst=tables.edge_dst,
         tables=tables,

@@ -27,12 +27,15 @@ __all__ = ["Prices"]
 _INF = math.inf
 
 
-def _checked_array(times: list[Any]) -> np.ndarray | None:
-    """``times`` as an array when every time is a float, finite and >= 0, else None
-    (checked in C: sets and numpy, no Python loop)."""
-    if set(map(type, times)) != {float}:
+def _checked_array(times: Any) -> np.ndarray | None:
+    """``times`` (a float array, or a list) as an array when every time is a float,
+    finite and >= 0, else None (checked in C: sets and numpy, no Python loop)."""
+    if isinstance(times, np.ndarray):
+        arr = times
+    elif set(map(type, times)) != {float}:
         return None
-    arr = np.array(times)
+    else:
+        arr = np.array(times)
     return arr if ((arr >= 0.0) & (arr < _INF)).all() else None
 
 
@@ -51,7 +54,8 @@ class Prices:
         n = prep.n_ops
         node_data = prep.node_data
         self._cache: dict[tuple[int, int], tuple[float, float]] = {}
-        loc = np.fromiter(prep.loc0, dtype=np.int64, count=len(prep.loc0))[:n]
+        loc = prep.loc_array[:n]
+        at = None if positions is None else np.asarray(positions, dtype=np.int64)
         op = np.zeros(n)
         dispatch = np.zeros(n)
         errors: list[tuple[int, PrepError]] = []
@@ -59,16 +63,16 @@ class Prices:
             nodes = np.flatnonzero(loc == d)
             if not len(nodes):
                 continue
-            members = nodes.tolist()
-            where = members if positions is None else [positions[u] for u in members]
-            ops, disp = priced.times(d, where, attrs=[node_data[u] for u in members])
+            ops, disp = priced.times(d, nodes if at is None else at[nodes],
+                                     lambda js, nodes=nodes: list(map(node_data.__getitem__, nodes[js].tolist())),
+                                     as_arrays=True)
             for times, out, what in ((ops, op, "op"), (disp, dispatch, "dispatch")):
                 good = _checked_array(times) if len(times) == len(nodes) else None
                 if good is not None:
                     out[nodes] = good
                     continue
                 try:  # one by one: convert, or name the first bad answer
-                    for u, t in zip(nodes.tolist(), times):
+                    for u, t in zip(nodes.tolist(), times if isinstance(times, list) else times.tolist()):
                         out[u] = self._check(t, u, d, what)
                 except PrepError as e:  # report the first bad answer in topological order
                     errors.append((u, e))

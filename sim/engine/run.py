@@ -102,7 +102,7 @@ class EngineRun:
         self.dynamic_routes: dict[tuple[int, int, int, int], tuple] = {}
         n = prep.n_ops
         loc0 = prep.loc0
-        self.static = [d >= 0 for d in loc0[:n]]
+        self.static = [d >= 0 for d in loc0[:n]] if self.dynamic else [True] * n  # validated: all placed
         self.top, self.tdsp = self.prices.op, self.prices.dispatch
         # reading inputs that another device of the same memory produced: priced into a
         # static op's time here when every producer is static, else when it is ready
@@ -118,7 +118,8 @@ class EngineRun:
                         top[u] += self.extra_read(u, d, loc0)
                 else:
                     self.baked[u] = False
-        self.npred = prep.tables.links.in_degrees(n) + [0] * (len(prep.names) - n)
+        npred = prep.tables.links.in_degrees(n)
+        self.npred = npred.tolist() + [0] * (len(prep.names) - n)
         # dynamic plans: how many policy-placed readers each tensor has (a moved copy
         # lives until they are all placed: a tensor moves to a device once per request)
         self.dyn_readers: dict[tuple[int, int], int] = {}
@@ -127,13 +128,18 @@ class EngineRun:
                 if loc0[v] < 0:
                     for key in prep.preds[v]:
                         self.dyn_readers[key] = self.dyn_readers.get(key, 0) + 1
-        self.roots = [u for u, c in enumerate(self.npred[:n]) if not c]
-        # memory
-        self.mem = [0] * n_dev
-        params = prep.params
-        for u in compress(range(n), params[:n]):  # the ops with weights
-            if loc0[u] >= 0:
-                self.mem[loc0[u]] += params[u]
+        self.roots = np.flatnonzero(npred == 0).tolist()
+        # memory: the weights of the ops placed on each device
+        weights = prep.tables.param_array
+        if weights is not None:  # int64 holds every sum
+            loc = prep.loc_array[:n]
+            self.mem = [int(weights[loc == d].sum()) for d in range(n_dev)]
+        else:
+            self.mem = [0] * n_dev
+            params = prep.params
+            for u in compress(range(n), params[:n]):  # the ops with weights
+                if loc0[u] >= 0:
+                    self.mem[loc0[u]] += params[u]
         self.peak = list(self.mem)
         self.weights = list(self.mem)
         self.placed: set[tuple[int, int]] = set()

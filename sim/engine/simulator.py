@@ -89,6 +89,7 @@ from hetsim.sim.collector import pause_collector, resume_collector
 from hetsim.sim.engine.prep import GraphTables, PrepError, index_graph, prepare
 from hetsim.sim.engine.run import EngineRun
 from hetsim.sim.engine.state import SimulationError, check_arrivals
+from hetsim.sim.plan import NodeMemory, node_memory
 from hetsim.sim.platform import Platform
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -208,6 +209,8 @@ class Simulator:
         self.priced: PricedGraph | None = (cost if isinstance(cost, PricedGraph) and cost.prices(graph, platform)
                                            else None)
         self.positions: list[int] | None = None
+        #: the nodes' bytes and weights as arrays for plan validation (sim.plan.node_memory), read once
+        self.memory: NodeMemory | None = None
 
     def align(self) -> None:
         """Number the priced graph's tables like the engine's (after :func:`index_graph`)."""
@@ -235,7 +238,9 @@ class Simulator:
         collecting = pause_collector()
         graph, platform = self.graph, self.platform
         try:
-            plan.validate(graph, platform)
+            if self.memory is None:
+                self.memory = node_memory(graph)
+            plan.validate(graph, platform, memory=self.memory)
             n_req = requests if requests is not None else (plan.microbatches or 1)  # microbatches: checked by validate
             check_arrivals(n_req, interval_s)
             if not isinstance(noise, int | float) or not math.isfinite(noise) or noise < 0:
