@@ -13,7 +13,11 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ("hetsim", "graphs", "costmodel", "sim", "schedulers", "runtime", "experiments")
@@ -21,6 +25,10 @@ PACKAGE = ("hetsim", "graphs", "costmodel", "sim", "schedulers", "runtime", "exp
 #: what a reason starts with: the cycle broken, the library or start-up kept lazy,
 #: a name tests replace on its module
 REASON = re.compile(r"\b(cycles?|lazy|heavy|looked up when called)\b", re.I)
+#: "lazy: at the top it would load X, Y with this module": the libraries X, Y
+LAZY = re.compile(r"lazy: at the top it would load (.+?) with this module")
+#: the libraries such a reason may name, checked by the slow test below
+LIBRARIES = ("matplotlib", "networkx", "numba", "numpy", "pandas", "scipy", "simpy", "torch", "tvm")
 CYCLE = re.compile(r"(hetsim(?:\.\w+)*)(?:\s*->\s*(hetsim(?:\.\w+)*))+")
 
 
@@ -158,3 +166,26 @@ def test_a_named_import_cycle_is_one() -> None:
             wrong += [f"{file}:{line}: {a} does not import {b}" for a, b in zip(chain, chain[1:])
                       if not _runs(a, b)]  # fmt: skip
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.slow
+def test_a_library_kept_lazy_is_not_loaded_by_the_module_that_keeps_it() -> None:
+    """A reason "lazy: at the top it would load simpy" goes stale when the module comes to
+    load simpy some other way (then the import belongs at the top): every module that
+    says so is imported, one process per library, and the library must not be loaded."""
+    claims: dict[str, set[str]] = {}
+    for file, _, reason in _local_imports():
+        for m in LAZY.finditer(reason):
+            for lib in re.split(r",\s*|\s+and\s+", m.group(1)):
+                if lib in LIBRARIES:
+                    claims.setdefault(lib, set()).add(_module(ROOT / file))
+    assert {"simpy", "torch", "pandas"} <= set(claims)
+    code = "import importlib, sys\nfor m in sys.argv[2:]: importlib.import_module(m)\nprint(sys.argv[1] in sys.modules)"
+    loaded = {}
+    for lib, modules in sorted(claims.items()):
+        out = subprocess.run([sys.executable, "-c", code, lib, *sorted(modules)], cwd=ROOT, capture_output=True,
+                             text=True, timeout=600)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        if out.stdout.split()[-1] == "True":
+            loaded[lib] = sorted(modules)
+    assert not loaded, f"these modules load the library they say they keep lazy (one of them at least): {loaded}"
