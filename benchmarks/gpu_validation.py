@@ -153,7 +153,7 @@ def part_replay(out: Path, s: dict[str, Any]) -> None:
     from hetsim.runtime.backends.relax_model import import_model
     from hetsim.runtime.executor.execute import Execution
     from hetsim.runtime.executor.setup import wire
-    from hetsim.runtime.validation.cuda_host import execution_launch, plan_launch
+    from hetsim.runtime.validation.cuda_host import plan_launch
     from hetsim.sim.plan import Plan
 
     platform = Platform.load(s["platform"])
@@ -163,8 +163,7 @@ def part_replay(out: Path, s: dict[str, Any]) -> None:
         model = import_model(name, batch=1, **s["model_args"].get(name, {}))
         plan = Plan(dict.fromkeys(model.graph.nx, s["device"]), meta={"scheduler": f"all-{s['device']}"})
         mode, note = plan_launch(plan, platform, "graph")
-        with Execution(model.graph, plan, platform, wire(model.graph, model), model=model,
-                       **execution_launch(mode)) as ex:
+        with Execution(model.graph, plan, platform, wire(model.graph, model), model=model, launch=mode) as ex:
             ex.run(s["warmup"], timed=False)
             ex.run(max(s["repeats"], 5) * 4)
             res = ex.result()

@@ -98,6 +98,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "SimulationError": ("hetsim.sim", "SimulationError"),
     "simulate": ("hetsim.sim", "simulate"),
     "Simulator": ("hetsim.sim", "Simulator"),
+    "SimOptions": ("hetsim.sim", "SimOptions"),
     # schedulers
     "get_scheduler": ("hetsim.schedulers", "get"),
     "SchedulerError": ("hetsim.schedulers", "SchedulerError"),
@@ -108,6 +109,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "Comparison": ("hetsim.experiments.compare", "Comparison"),
     "plan_llm": ("hetsim.experiments.llm_plan", "plan_llm"),
     "execute": ("hetsim.runtime", "execute"),
+    "ExecutionOptions": ("hetsim.runtime", "ExecutionOptions"),
 }
 
 __all__ = ["__version__", *sorted(_API)]

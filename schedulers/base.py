@@ -39,6 +39,7 @@ from hetsim.costmodel.priced import PricedGraph, priced_graph
 from hetsim.graphs.graph import check_io, tensor_bytes
 from hetsim.schedulers.hyperparams import check_params
 from hetsim.schedulers.run import PlanRun
+from hetsim.sim.options import SimOptions
 from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -437,9 +438,10 @@ class Scheduler:
         graph: Graph,
         platform: Platform | str,
         cost: Any = None,
+        options: SimOptions | None = None,
         *,
         simulate: bool = True,
-        **options: Any,
+        **option_keywords: Any,
     ) -> PlanRun:
         """Plan ``graph`` and simulate the plan: the one path every caller takes.
 
@@ -460,10 +462,11 @@ class Scheduler:
         simulate
             False: plan only (``result`` None), e.g. to simulate later with
             :meth:`PlanRun.simulate`.
-        **options
-            Options of :func:`sim.simulate`: ``requests`` (default: the plan's
-            ``microbatches``, else 1), ``interval_s``, ``record``, ``seed``,
-            ``noise``, ``check_memory``.
+        options
+            Options of :func:`sim.simulate` (:class:`~sim.options.SimOptions`:
+            ``requests``, default the plan's ``microbatches``, else 1; ``interval_s``,
+            ``record``, ``seed``, ``noise``, ``check_memory``); each may also be given
+            as a keyword (``requests=8``), which sets it in ``options``.
 
         Returns
         -------
@@ -480,13 +483,14 @@ class Scheduler:
         """
         platform = _Platform.load(platform)
         cost = as_cost_model(cost, platform=platform)
-        sched = self.for_requests(options.get("requests"), options.get("interval_s", 0.0))
+        opts = SimOptions.of(options, option_keywords, "run")
+        sched = self.for_requests(opts.requests, opts.interval_s)
         t0 = time.perf_counter()
         g2 = sched.transform(graph, platform, cost)
         priced = PricedGraph(g2, platform, cost)  # priced once: the scheduler's and the simulation's
         plan = sched.schedule(g2, platform, priced)
         run = PlanRun(g2, platform, cost, plan, scheduling_time_s=time.perf_counter() - t0, priced=priced)
-        return run.simulate(**options) if simulate else run
+        return run.simulate(opts) if simulate else run
 
     def for_requests(self, requests: int | None, interval_s: float = 0.0) -> Scheduler:
         """This scheduler set up for the requests its plan will serve (:meth:`run` calls it).

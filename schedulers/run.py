@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from hetsim.costmodel.base import as_cost_model
 from hetsim.costmodel.platform import Platform as _Platform
 from hetsim.sim.engine.simulator import simulate
+from hetsim.sim.options import SimOptions
 from hetsim.sim.result import METRIC_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,22 +90,22 @@ class PlanRun:
 
     def simulate(
         self,
+        options: SimOptions | None = None,
         *,
         platform: Platform | None = None,
         cost: Any = None,
-        **options: Any,
+        **option_keywords: Any,
     ) -> PlanRun:
         """This plan simulated (again), on ``platform`` and with ``cost`` when given
         (e.g. a platform calibrated since, or a profile measured since), else on its
-        own; ``options`` are those of :func:`sim.simulate` (``requests``,
-        ``interval_s``, ``record``, ``seed``, ``noise``, ``check_memory``). Returns a
-        new run."""
+        own; ``options`` and the option keywords are those of :func:`sim.simulate`
+        (:class:`~sim.options.SimOptions`). Returns a new run."""
         platform = self.platform if platform is None else platform
         cost = self.cost if cost is None else cost
         priced = self.priced if self.priced is not None and self.priced.prices(self.graph, platform) \
             and self.priced.cost is cost else cost  # the times the plan was made with, when they apply
         t0 = time.perf_counter()
-        result = simulate(self.graph, platform, self.plan, priced, **options)
+        result = simulate(self.graph, platform, self.plan, priced, options, **option_keywords)
         return replace(self, platform=platform, cost=cost, result=result,
                        simulation_time_s=time.perf_counter() - t0)
 
@@ -125,9 +126,10 @@ def run_plan(
     platform: Platform | str,
     plan: Plan,
     cost: Any = None,
+    options: SimOptions | None = None,
     *,
     simulate: bool = True,
-    **options: Any,
+    **option_keywords: Any,
 ) -> PlanRun:
     """A plan made elsewhere (a file, a hand-written placement), checked against
     ``graph`` and ``platform`` and, with ``simulate``, simulated.
@@ -141,11 +143,12 @@ def run_plan(
         A cost model or spec (:func:`costmodel.as_cost_model`; None: each device's default source).
     simulate
         Simulate the plan (False: check it only).
-    **options
-        Options of :func:`sim.simulate` (``requests``, ``interval_s``, ``record``,
-        ``seed``, ``noise``, ``check_memory``).
+    options
+        Options of :func:`sim.simulate` (:class:`~sim.options.SimOptions`: ``requests``,
+        ``interval_s``, ``record``, ``seed``, ``noise``, ``check_memory``); each may
+        also be given as a keyword, which sets it in ``options``.
     """
     platform = _Platform.load(platform)
     cost = as_cost_model(cost, platform=platform)
     run = PlanRun(graph, platform, cost, plan.validate(graph, platform))
-    return run.simulate(**options) if simulate else run
+    return run.simulate(SimOptions.of(options, option_keywords, "run_plan")) if simulate else run

@@ -3,6 +3,7 @@
 from hetsim.costmodel.memory_domain import MemoryDomain
 from hetsim.costmodel.platform import Device, Link, Platform, PlatformError
 from hetsim.sim.engine.simulator import SimulationError, Simulator, simulate
+from hetsim.sim.options import SimOptions
 from hetsim.sim.plan import DynamicPolicy, Plan, PlanError, SystemView
 from hetsim.sim.result import SimResult
 from hetsim.sim.trace import chrome_trace, write_chrome_trace
@@ -16,6 +17,7 @@ __all__ = [
     "PlanError",
     "Platform",
     "PlatformError",
+    "SimOptions",
     "SimResult",
     "SimulationError",
     "Simulator",

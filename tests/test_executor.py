@@ -232,6 +232,37 @@ def test_replicas_measure_a_plan_as_several_executions_built_apart(monkeypatch):
         execute_wired(g, Plan(dict.fromkeys(g.nx, "cpu0")), CPU2, wiring, replicas=0)
 
 
+def test_the_run_settings_travel_as_one_frozen_set():
+    """execute, execute_wired and Execution take their settings as one ExecutionOptions
+    (a keyword sets its field); a validation's options give each execution its own."""
+    from hetsim.runtime.executor.execute import Execution
+    from hetsim.runtime.executor.options import ExecutionOptions
+    from hetsim.runtime.validation.options import ValidationOptions
+
+    g, wiring = _branches(chain=2, size=64)
+    plan = Plan(dict.fromkeys(g.nx, "cpu0"))
+    quick = ExecutionOptions(warmup=0, repeats=2, replicas=2, pin_threads=False)
+    assert len(execute_wired(g, plan, CPU2, wiring, quick).makespans) == 4
+    assert len(execute_wired(g, plan, CPU2, wiring, quick, replicas=1).makespans) == 2
+    with pytest.raises(TypeError, match=r"execute_wired\(\) got an unexpected keyword argument 'repeat' "
+                                        r"\(options: atol, backend, check, device_map, launch, pin_threads, "):
+        execute_wired(g, plan, CPU2, wiring, repeat=1)
+    with pytest.raises(TypeError, match=r"execute\(\): options must be ExecutionOptions, got ValidationOptions"):
+        execute(g, plan, CPU2, ValidationOptions())
+    with pytest.raises(TypeError, match=r"Execution\(\) got 'repeats': the runs are made by run\(n\) and trace\(\)"):
+        Execution(g, plan, CPU2, wiring, repeats=2)
+    for bad, message in ((dict(repeats=0), "repeats must be an int >= 1, got 0"),
+                         (dict(warmup=-1), "warmup must be an int >= 0, got -1"),
+                         (dict(requests=True), "requests must be an int >= 1, got True"),
+                         (dict(replicas=0), "replicas must be an int >= 1")):
+        for options in (ExecutionOptions, ValidationOptions):  # a validation's checked as the executor's
+            with pytest.raises(ValueError, match=message):
+                options(**bad)
+    assert ExecutionOptions(warmup=np.int64(2), requests=np.int64(3)).warmup == 2  # numpy ints as Python's
+    each = ValidationOptions(repeats=4, replicas=2, seed=3, backend="tvm").execution("eager")
+    assert each == ExecutionOptions(backend="tvm", repeats=4, replicas=2, seed=3, launch="eager")
+
+
 def test_workers_stop_polling_when_the_run_ends(monkeypatch):
     """A pinned worker polls its queue for a while before it blocks, but not past the
     end of the run: a worker still polling would take its core (and the GIL) from what

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from hetsim.costmodel.gpu.model import GPUBank, GPUCostModel
 from hetsim.costmodel.gpu.store import SHIPPED, ModelStore, store_key
 from hetsim.costmodel.gpu.trees import TreeEnsemble, fit_trees
 from hetsim.graphs import Graph
+from hetsim.graphs.private_cache import CacheWarning
 from hetsim.sim import Platform
 
 
@@ -60,6 +62,21 @@ def test_a_damaged_trees_file_is_named_and_a_store_passes_over_it(tmp_path: Path
     assert meta["what"] == "two" and np.array_equal(got.predict(X), trees.predict(X))
     assert ModelStore([first], None).get("k") is None
     assert store_key({"a": 1}) == store_key({"a": 1}) != store_key({"a": 2})
+
+
+def test_the_fitted_model_cache_is_private_and_one_others_may_write_is_not_used(tmp_path: Path) -> None:
+    mine, shared = tmp_path / "mine", tmp_path / "shared"
+    ModelStore([mine], mine).put("k", {"what": "mine"})
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o700  # created private
+    assert ModelStore([mine], mine).get("k")[0]["what"] == "mine"
+    shared.mkdir(mode=0o700)
+    ModelStore([shared], shared).put("k", {"what": "theirs?"})
+    shared.chmod(0o777)  # opened to every user after it was written: neither read nor written
+    with pytest.warns(CacheWarning, match=r"GPU model cache .*shared may be written by other users \(mode 0777\)"):
+        assert ModelStore([shared], shared).get("k") is None
+    with pytest.warns(CacheWarning, match="GPU model cache"):
+        ModelStore([shared], shared).put("j", {"what": "mine"})
+    assert not (shared / "j.json").exists()
 
 
 def test_the_shipped_models_are_the_built_in_banks_and_nothing_else() -> None:

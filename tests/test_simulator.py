@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -9,7 +10,9 @@ import pytest
 from engine_cases import REFERENCE, cases, outcome, random_graph, random_plan
 
 from hetsim.graphs import Graph, GraphError
-from hetsim.sim import Plan, PlanError, Platform, Simulator, simulate
+from hetsim.schedulers import get as get_scheduler
+from hetsim.schedulers import run_plan
+from hetsim.sim import Plan, PlanError, Platform, SimOptions, SimulationError, Simulator, simulate
 from hetsim.sim.engine import simulator as engine_mod
 
 EXPECTED = json.loads(REFERENCE.read_text())
@@ -75,3 +78,40 @@ def test_a_bad_plan_or_graph_is_reported_as_simulate_reports_it():
             Simulator(cyclic, "xeon-p2200")
         with pytest.raises(GraphError, match="cycle a -> b -> c"):
             simulate(cyclic, "xeon-p2200", Plan(dict.fromkeys("abc", "cpu")))
+
+
+def test_the_options_as_one_frozen_set_give_what_their_keywords_give():
+    """simulate, Simulator.simulate, Scheduler.run and run_plan take the six options as
+    one SimOptions (keywords set fields on it): every tenth reference case, bit for bit."""
+    wrong = {}
+    for case in cases()[5::10]:
+        as_one = dataclasses.replace(case, options={"options": SimOptions(**case.options)})
+        got, again = outcome(as_one), outcome(as_one, Simulator(case.graph, case.platform, case.cost))
+        if not got == again == EXPECTED[case.id]:
+            wrong[case.id] = {"expected": EXPECTED[case.id], "simulate": got, "Simulator": again}
+    assert not wrong, json.dumps(wrong, indent=1)[:4000]
+    g = random_graph(np.random.default_rng(9), 10)
+    busy = SimOptions(requests=3, interval_s=1e-4, record=True)
+    by_keywords = get_scheduler("heft").run(g, "xeon-p2200", None, requests=3, interval_s=1e-4, record=True)
+    run = get_scheduler("heft").run(g, "xeon-p2200", None, busy)
+    assert run.result.makespan == by_keywords.result.makespan and run.result.records == by_keywords.result.records
+    assert run_plan(g, "xeon-p2200", run.plan, None, busy).result.makespan == run.result.makespan
+    assert run.simulate(busy, seed=1).result.makespan == run.result.makespan  # no noise: the seed changes nothing
+
+
+def test_an_option_that_is_none_or_out_of_range_is_named():
+    g = random_graph(np.random.default_rng(10), 6)
+    plan = Plan(dict.fromkeys(g.nx, "cpu"))
+    with pytest.raises(TypeError, match=r"simulate\(\) got an unexpected keyword argument 'request' "
+                                        r"\(options: check_memory, interval_s, noise, record, requests, seed\)"):
+        simulate(g, "xeon-p2200", plan, request=3)
+    with pytest.raises(TypeError, match=r"simulate\(\): options must be SimOptions, got dict"):
+        simulate(g, "xeon-p2200", plan, None, {"requests": 3})
+    with pytest.raises(TypeError, match=r"run\(\) got an unexpected keyword argument 'repeats'"):
+        get_scheduler("heft").run(g, "xeon-p2200", repeats=3)
+    for bad in (float("nan"), -0.1, True):
+        with pytest.raises(SimulationError, match=f"noise must be a finite number >= 0, got {bad!r}"):
+            SimOptions(noise=bad)
+    assert SimOptions(noise=np.float32(0.5)).noise == 0.5  # numpy numbers as Python's
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SimOptions().seed = 1  # type: ignore[misc]

@@ -340,6 +340,7 @@ def test_cli_dry_run_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["sweep", str(EXAMPLE), "--out", str(tmp_path), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "120 points" in out and "120 to run" in out and "... and 110 more" in out
+    assert out.splitlines()[0].endswith(": 120 point(s) in the grid")  # the size first, before the listing
     assert not (tmp_path / "results.csv").exists()
     bad = tmp_path / "bad.toml"
     bad.write_text('[grid]\nmodel = "lstm"\nplatform = "cpu2"\nscheduler = "hfet"\n')

@@ -200,12 +200,6 @@ def test_plan_launch_is_graph_by_default_and_eager_where_graphs_cannot_run():
         plan_launch(mixed, plat, "fast")
 
 
-def test_execution_launch_gives_the_executor_its_mode():
-    from hetsim.runtime.validation import cuda_host
-
-    assert cuda_host.execution_launch("graph") == {"launch": "graph"} and cuda_host.execution_launch(None) == {}
-
-
 def test_with_launch_sets_the_gpu_devices_only():
     from hetsim.runtime.validation.cuda_host import with_launch
 

@@ -121,7 +121,8 @@ def bank_sets(bank: GPUBank, gpus: Sequence[str] | None = None, *, dataset: str 
 def builtin_sets(bank: GPUBank | None = None) -> list[KernelSet]:
     """Every built-in set: the NeuSight profiles (``bank``, default
     :meth:`GPUBank.builtin`) and Vidur's tables."""
-    from hetsim.costmodel.gpu.vidur import vidur_sets  # a cycle: vidur's tables are KernelSets
+    # import cycle: hetsim.costmodel.gpu.vidur -> hetsim.costmodel.gpu.kernel_fit
+    from hetsim.costmodel.gpu.vidur import vidur_sets
 
     return [*bank_sets(bank if bank is not None else GPUBank.builtin()), *vidur_sets()]
 

@@ -27,7 +27,7 @@ from typing import Any
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.gpu.trees import TreeEnsemble
 from hetsim.graphs.graph import atomic_write
-from hetsim.graphs.private_cache import read_own_file
+from hetsim.graphs.private_cache import read_own_file, usable_folder
 
 __all__ = ["MODEL_VERSION", "SHIPPED", "ModelStore", "cache_dir", "copy_entries", "ship", "store_key"]
 
@@ -68,15 +68,20 @@ class ModelStore:
             meta_path = folder / f"{key}.json"
             if not meta_path.is_file():
                 continue
+            private = folder == self.write  # the user's cache: only a folder no one else may write
+            if private and usable_folder(folder, what="GPU model cache") is None:
+                continue
             try:
-                return read_entry(meta_path, private=folder == self.write)
+                return read_entry(meta_path, private=private)
             except (OSError, ValueError, KeyError, TypeError, CostModelError):
                 continue
         return None
 
     def put(self, key: str, meta: Mapping[str, Any], trees: TreeEnsemble | None = None) -> None:
-        """Write ``key`` into the writable folder (nothing without one)."""
-        if self.write is not None:
+        """Write ``key`` into the writable folder (nothing without one, or when it is not
+        a folder of this user's alone to write: :func:`graphs.private_cache.usable_folder`,
+        which creates it private)."""
+        if self.write is not None and usable_folder(self.write, what="GPU model cache") is not None:
             write_entry(self.write, key, meta, trees)
 
 

@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     # lazy: a command's module loads only what its parser needs (hetsim --help)
     from hetsim import schedulers
     from hetsim.costmodel.platform import Platform
+    from hetsim.sim.options import SimOptions
 
     # the scheduler (or plan file), platform and cost spec are checked before the model import
     plan = schedulers.load_plan(args.plan) if args.plan else None  # rebuilds a dynamic policy
@@ -111,12 +112,12 @@ def run(args: argparse.Namespace) -> int:
     check_cost(args.cost)
     graph = load_model(args)
     cost = cost_model(args, platform)
-    options = dict(requests=args.requests, interval_s=args.interval, record=bool(args.trace), seed=args.seed,
-                   noise=args.noise, check_memory=not args.no_memory_check)  # fmt: skip
+    options = SimOptions(requests=args.requests, interval_s=args.interval, record=bool(args.trace), seed=args.seed,
+                         noise=args.noise, check_memory=not args.no_memory_check)  # fmt: skip
     if plan is not None:
-        run = schedulers.run_plan(graph, platform, plan, cost, **options)
+        run = schedulers.run_plan(graph, platform, plan, cost, options)
     else:
-        run = sched.run(graph, platform, cost, **options)
+        run = sched.run(graph, platform, cost, options)
     result = run.result
     if run.graph is not graph:
         print(f"{args.scheduler} rewrote the graph: {graph.number_of_nodes()} -> "

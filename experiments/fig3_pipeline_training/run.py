@@ -70,7 +70,7 @@ class Config:
 
     def params(self) -> dict[str, Any]:
         """The parameter columns (``*_args`` as canonical JSON)."""
-        # lazy: at the top it would load networkx, numpy, simpy with this module
+        # lazy: at the top it would load networkx, simpy with this module
         from hetsim.experiments.sweep import canonical
 
         out = asdict(self)
@@ -81,7 +81,7 @@ class Config:
     @property
     def id(self) -> str:
         """Stable hash of the parameters."""
-        # lazy: at the top it would load networkx, numpy, simpy with this module
+        # lazy: at the top it would load networkx, simpy with this module
         from hetsim.experiments.sweep import point_id
 
         return point_id(self.params())
@@ -145,7 +145,7 @@ def gpus_only(platform: Platform) -> Platform:
     builds; graph inputs then start on the first GPU (the input copy over PCIe is
     left out).
     """
-    # lazy: at the top it would load networkx, numpy with this module
+    # lazy: at the top it would load networkx with this module
     from hetsim.costmodel.platform import Platform as _Platform
 
     gpus = tuple(d for d in platform.devices if d.kind == "gpu")
@@ -158,7 +158,7 @@ def gpus_only(platform: Platform) -> Platform:
 
 def run_config(cfg: Config, cache: str | None = None) -> dict[str, Any]:
     """Plan and simulate one point; an error becomes a row with ``status="error"``."""
-    # lazy: at the top it would load networkx, numpy, simpy with this module
+    # lazy: at the top it would load networkx, simpy with this module
     from hetsim import schedulers
     from hetsim.experiments.sweep import load_graph, make_cost, make_platform, one_line
     from hetsim.experiments.training import colocated_plan, training_graph
@@ -208,7 +208,7 @@ def run(name: str, configs: list[Config], out: str | os.PathLike[str], *,
         workers: int = 2, progress: bool = True) -> pd.DataFrame:  # fmt: skip
     """Run the points not yet ``ok`` in ``out/results.csv`` (appending a row each);
     return the table's rows of these points."""
-    # lazy: at the top it would load networkx, numpy, simpy with this module
+    # lazy: at the top it would load networkx, simpy with this module
     from hetsim.experiments.figures import graph_cache
     from hetsim.experiments.sweep import run_grid
 

@@ -188,7 +188,7 @@ def validate_jobs(chunk: list[Job], *, cache_dir: str | None = None, traces: str
                   progress: bool = True) -> list[dict[str, Any]]:  # fmt: skip
     """The rows of one (model, cost): taken from a ``validation*.csv`` of ``files`` that
     has them, else measured (:func:`~runtime.validation.validate.validate_all`)."""
-    # lazy: at the top it would load networkx, numpy with this module
+    # lazy: at the top it would load networkx with this module
     from hetsim.runtime.validation.validate import validate_all
 
     cfg, model, cost = chunk[0].cfg, chunk[0].model, chunk[0].cost
@@ -223,7 +223,7 @@ def run(cfg: Config, out: str | os.PathLike[str], *, progress: bool = True,
     ``traces``: where :func:`~runtime.validation.validate.validate_all` writes its tables and
     traces (default ``experiments/.cache/fig6`` for this folder, else ``out/traces``).
     """
-    # lazy: at the top it would load networkx, numpy, simpy with this module
+    # lazy: at the top it would load networkx, simpy with this module
     from hetsim import schedulers as sched_mod
     from hetsim.experiments.sweep import run_grid
 

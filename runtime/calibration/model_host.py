@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from hetsim.runtime.executor.execute import Execution
 from hetsim.runtime.executor.result import host_costs
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.platform import Platform
@@ -43,9 +44,6 @@ def model_host_costs(graph: Graph, wiring: Wiring, platform: Platform, *, device
         Keywords of :class:`runtime.executor.execute.Execution` (``device_map``,
         ``model``, ``cuda_device``, ``checked``).
     """
-    # lazy: at the top it would load simpy with this module
-    from hetsim.sim.plan import Plan
-
     plan = Plan(dict.fromkeys(graph.nx, device), meta={"scheduler": f"all-{device}"})
     per_node: dict[str, list[float]] = {}
     with Execution(graph, plan, platform, wiring, launch="eager", check=False, pin_threads=False,

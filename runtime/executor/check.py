@@ -19,6 +19,7 @@ import numpy as np
 
 from hetsim.runtime.backends.base import BackendError, to_numpy
 from hetsim.runtime.executor.setup import ExecutionError, Wiring, build_calls, plan_devices
+from hetsim.sim.engine.simulator import simulate
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -67,6 +68,7 @@ def reference_outputs(graph: Graph, model: RelaxModel | None) -> list[np.ndarray
     else:
         import torch
 
+        # lazy: at the top it would load torch with this module (the tvm backend runs without it)
         from hetsim.graphs import zoo
 
         try:
@@ -231,8 +233,6 @@ def translate_error(exc: BaseException, where: str, graph: Graph, platform: Plat
 
 
 def _predicted_peak(graph: Graph, platform: Platform, plan: Plan, cost: Any) -> str:
-    from hetsim.sim.engine.simulator import simulate
-
     try:
         res = simulate(graph, platform, plan, cost, check_memory=False)
     except Exception as e:  # noqa: BLE001 - the OOM report matters more

@@ -46,7 +46,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hetsim.runtime.executor.device import TorchCuda
 from hetsim.runtime.executor.setup import ExecutionError
+from hetsim.runtime.executor.view import torch_threads
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.executor.device import CudaDevice
@@ -87,8 +89,6 @@ class CudaRuntime:
 
     def __init__(self, backend: str, device: CudaDevice | None = None) -> None:
         if device is None:
-            from hetsim.runtime.executor.device import TorchCuda
-
             device = TorchCuda()
         self.dev = device
         self.tvm = backend == "tvm"
@@ -178,8 +178,6 @@ class CudaRuntime:
         spec = engine.specs[d]
         stream = self.compute[(d, s)]
         try:
-            from hetsim.runtime.executor.view import torch_threads
-
             torch_threads()  # initialise this thread's torch settings before configuring it
             engine.backend.configure(spec)
             with self.dev.using(spec.index, stream):

@@ -15,6 +15,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from hetsim.runtime.stream_timer import BusyWait
+
 __all__ = ["CudaDevice", "TorchCuda"]
 
 
@@ -96,8 +98,6 @@ class TorchCuda:
         host enqueues behind it meanwhile starts when the spin ends, not when the host
         has launched it."""
         if self.spin is None:
-            from hetsim.runtime.stream_timer import BusyWait
-
             self.spin = BusyWait(self.torch.cuda)
         with self.torch.cuda.stream(stream):
             self.spin(seconds)

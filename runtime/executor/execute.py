@@ -47,6 +47,8 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from hetsim.costmodel.base import as_cost_model
+from hetsim.runtime.backends import get_backend
 from hetsim.runtime.backends.base import Backend, BackendError
 from hetsim.runtime.executor.check import (
     check_run,
@@ -55,7 +57,11 @@ from hetsim.runtime.executor.check import (
     sequential_reference,
     translate_error,
 )
+from hetsim.runtime.executor.cuda import CudaRuntime
+from hetsim.runtime.executor.options import RUN_COUNTS, ExecutionOptions
 from hetsim.runtime.executor.result import UNTRACED, RunResult, median_run
+from hetsim.runtime.executor.run import Engine, Failure
+from hetsim.runtime.executor.segments import gpu_segments
 from hetsim.runtime.executor.setup import (
     CheckedPlan,
     ExecutionError,
@@ -68,7 +74,7 @@ from hetsim.runtime.executor.setup import (
 )
 from hetsim.runtime.executor.view import torch_threads
 from hetsim.runtime.executor.view import tune_malloc as _tune_process_malloc
-from hetsim.runtime.validation.rounds import check_replicas, pool_runs, round_orders
+from hetsim.runtime.validation.rounds import pool_runs, round_orders
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
@@ -76,7 +82,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.plan import Plan
     from hetsim.sim.platform import Platform
 
-__all__ = ["ExecutionError", "Execution", "RunResult", "execute", "execute_wired", "load_model", "map_devices"]
+__all__ = ["ExecutionError", "Execution", "ExecutionOptions", "RunResult", "execute", "execute_wired", "load_model",
+           "map_devices"]
 
 
 # ----------------------------------------------------------------------- execute
@@ -84,24 +91,11 @@ def execute(
     graph: Graph,
     plan: Plan,
     platform: Platform | str,
+    options: ExecutionOptions | None = None,
     *,
-    backend: str | Backend = "torch",
-    warmup: int = 3,
-    repeats: int = 10,
-    seed: int | None = None,
-    device_map: Mapping[str, str] | None = None,
     cost: Any = None,
     model: RelaxModel | None = None,
-    requests: int | None = None,
-    check: bool = True,
-    rtol: float | None = None,
-    atol: float | None = None,
-    timeout_s: float = 600.0,
-    pin_threads: bool = True,
-    tune_malloc: bool = True,
-    replicas: int = 1,
-    launch: str | None = None,
-    trace: bool = False,
+    **option_keywords: Any,
 ) -> RunResult:
     """Run ``plan`` for ``graph`` on the real devices of ``platform`` and time it.
 
@@ -115,14 +109,12 @@ def execute(
         The plan (static placement, or a dynamic policy).
     platform
         Platform (or preset name / TOML path) whose devices the plan names.
-    backend
-        ``"torch"`` (vendor kernels) or ``"tvm"`` (TVM-compiled kernels), or a backend.
-    warmup, repeats
-        Untimed runs, then timed runs.
-    seed
-        Seed of the dynamic policy's ``view.rng``.
-    device_map
-        Platform device -> real device spec (``{"gpu": "cuda:1"}``, ``{"cpu1": "cpu@2"}``).
+    options
+        How the plan runs and is timed (:class:`~runtime.executor.options.ExecutionOptions`:
+        ``backend``, ``warmup``, ``repeats``, ``seed``, ``device_map``, ``requests``,
+        ``check``, ``rtol``, ``atol``, ``timeout_s``, ``pin_threads``, ``tune_malloc``,
+        ``replicas``, ``launch``, ``trace``); each may also be given as a keyword
+        (``repeats=5``), which sets it in ``options``.
     cost
         Cost model the dynamic policy predicts with (and that prices the predicted
         peak memory of an out-of-memory report): :func:`costmodel.as_cost_model`; None: each
@@ -130,40 +122,6 @@ def execute(
     model
         The graph's Relax model (:func:`runtime.backends.tvm_backend.import_module`),
         to skip rebuilding it (or for a graph that is not a zoo model).
-    requests
-        Requests (micro-batches) per run, all starting together; default
-        ``plan.microbatches`` or 1, as :func:`sim.simulate`.
-    check
-        Check the first run against the references (see :class:`RunResult`).
-    rtol, atol
-        Tolerance of that comparison (``atol`` relative to the largest reference
-        magnitude); default :func:`runtime.executor.check.tolerance`.
-    timeout_s
-        Give up on a run that takes longer (a deadlock would otherwise hang).
-    pin_threads
-        Pin each CPU worker thread to its own cores (consecutive cores of the
-        process's affinity mask, ``threads`` each) when they all fit.
-    tune_malloc
-        Keep freed memory in the process (glibc ``mallopt``: no ``mmap`` per large
-        tensor, no trimming) so that an op's output reuses warm, mapped pages as in
-        the profiler's loop, instead of page-faulting fresh ones on every run; what
-        PyTorch CPU deployments get from jemalloc/tcmalloc. Process-wide, kept.
-    replicas
-        Measure the plan as this many executions, each built apart (its own
-        buffers and worker threads), their runs interleaved in ``repeats`` rounds
-        (:func:`runtime.validation.rounds.round_orders`) and pooled
-        (:func:`~runtime.validation.rounds.pool_runs`: ``replicas * repeats``
-        makespans): one execution's memory layout is an offset that all its runs
-        share (see :mod:`runtime.validation.rounds`).
-    launch
-        How GPU work is launched: ``"graph"`` (each segment of a GPU's ops between
-        cross-device edges captured once as a CUDA graph and replayed; the default
-        for static plans on the torch backend) or ``"eager"`` (one launch per op;
-        the default, and the only mode, for dynamic plans and the tvm backend).
-        Ignored when no GPU takes part.
-    trace
-        After the timed runs, run once more with a CUDA timing event pair around
-        every GPU op (launched eagerly) and copy: :attr:`RunResult.trace`.
 
     Returns
     -------
@@ -182,19 +140,15 @@ def execute(
     BackendError
         When the backend cannot run an op (naming it, suggesting the other backend).
     """
-    check_replicas(replicas)
+    opts = ExecutionOptions.of(options, option_keywords, "execute")
     t_setup = time.perf_counter()
-    checked = check_plan(graph, plan, platform, device_map=device_map, launch=launch,
-                         backend=backend if isinstance(backend, str) else backend.name)
+    checked = check_plan(graph, plan, platform, device_map=opts.device_map, launch=opts.launch,
+                         backend=opts.backend_name)
     if model is None:
         model = load_model(graph)
     wiring = wire(graph, model)
-    return execute_wired(
-        graph, plan, checked.platform, wiring, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
-        device_map=device_map, cost=cost, model=model, requests=requests, check=check, rtol=rtol,
-        atol=atol, timeout_s=timeout_s, setup_start=t_setup, pin_threads=pin_threads,
-        tune_malloc=tune_malloc, replicas=replicas, launch=launch, trace=trace, checked=checked,
-    )
+    return execute_wired(graph, plan, checked.platform, wiring, opts, cost=cost, model=model, checked=checked,
+                         setup_start=t_setup)
 
 
 def execute_wired(
@@ -202,36 +156,36 @@ def execute_wired(
     plan: Plan,
     platform: Platform | str,
     wiring: Wiring,
+    options: ExecutionOptions | None = None,
     *,
-    warmup: int = 3,
-    repeats: int = 10,
-    replicas: int = 1,
-    trace: bool = False,
-    **kw: Any,
+    cost: Any = None,
+    model: RelaxModel | None = None,
+    checked: CheckedPlan | None = None,
+    cuda_device: Any = None,
+    setup_start: float | None = None,
+    **option_keywords: Any,
 ) -> RunResult:
     """:func:`execute` with the dataflow given as a :class:`~runtime.executor.setup.Wiring`
-    (for graphs that no Relax model describes, e.g. synthetic ones); ``kw`` as
-    :class:`Execution` (``model`` only gives the tvm backend its kernels and the
-    check its torch module). The plan is checked once (:func:`check_plan`) for all
-    ``replicas``."""
-    for name, v, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
-    check_replicas(replicas)
-    if kw.get("checked") is None:
-        bk = kw.get("backend", "torch")
-        kw["checked"] = check_plan(graph, plan, platform, device_map=kw.get("device_map"), launch=kw.get("launch"),
-                                   backend=bk if isinstance(bk, str) else bk.name)
+    (for graphs that no Relax model describes, e.g. synthetic ones); ``options``, the
+    option keywords, ``cost`` and ``model`` as :func:`execute` (``model`` only gives the
+    tvm backend its kernels and the check its torch module), the others as
+    :class:`Execution`. The plan is checked once (``checked``, else :func:`check_plan`)
+    for all ``replicas``."""
+    opts = ExecutionOptions.of(options, option_keywords, "execute_wired")
+    if checked is None:
+        checked = check_plan(graph, plan, platform, device_map=opts.device_map, launch=opts.launch,
+                             backend=opts.backend_name)
     executions: list[Execution] = []
     try:  # each replica built apart (its own buffers and threads), their runs interleaved
-        for _ in range(replicas):
-            executions.append(Execution(graph, plan, platform, wiring, **kw))
-            executions[-1].run(warmup, timed=False)
-        for order in round_orders(executions, repeats):
+        for _ in range(opts.replicas):
+            executions.append(Execution(graph, plan, platform, wiring, opts, cost=cost, model=model, checked=checked,
+                                        cuda_device=cuda_device, setup_start=setup_start))
+            executions[-1].run(opts.warmup, timed=False)
+        for order in round_orders(executions, opts.repeats):
             for ex in order:
                 ex.run(1)
         result = pool_runs([ex.result() for ex in executions])
-        if trace:
+        if opts.trace:
             result = result.with_trace(executions[0].trace(), executions[0].gpu_devices)
         return result
     finally:
@@ -246,8 +200,9 @@ class Execution:
     executions (``runtime.validation.validate.validate_all``) exposes them to the same machine
     conditions. Close it (or use it as a context manager) to stop its threads.
 
-    Parameters are those of :func:`execute`, with the dataflow as a ``wiring``
-    (:func:`runtime.executor.setup.wire`), and
+    Parameters are those of :func:`execute` (the options but ``warmup``, ``repeats``,
+    ``replicas`` and ``trace``, which :meth:`run` and :meth:`trace` calls make), with
+    the dataflow as a ``wiring`` (:func:`runtime.executor.setup.wire`), and
 
     checked
         The plan already checked (:func:`~runtime.executor.setup.check_plan`, with
@@ -261,6 +216,8 @@ class Execution:
         Make every run a traced run (GPU ops launched eagerly between CUDA timing
         events, copies timed): the records of profiling and calibration
         executions, which measure per-op and per-copy times, not makespans.
+    setup_start
+        When the set-up began (``time.perf_counter()``; default: now), for ``setup_s``.
 
     With ``launch="graph"``, set-up ends with a run of its own in the calling thread,
     before the worker threads start, that captures every segment, one at a time
@@ -274,45 +231,37 @@ class Execution:
         plan: Plan,
         platform: Platform | str,
         wiring: Wiring,
+        options: ExecutionOptions | None = None,
         *,
-        backend: str | Backend = "torch",
-        seed: int | None = None,
-        device_map: Mapping[str, str] | None = None,
         cost: Any = None,
         model: RelaxModel | None = None,
-        requests: int | None = None,
-        check: bool = True,
-        rtol: float | None = None,
-        atol: float | None = None,
-        timeout_s: float = 600.0,
-        setup_start: float | None = None,
-        pin_threads: bool = True,
-        tune_malloc: bool = True,
-        launch: str | None = None,
         checked: CheckedPlan | None = None,
         cuda_device: Any = None,
         traced: bool = False,
+        setup_start: float | None = None,
+        **option_keywords: Any,
     ) -> None:
-        from hetsim.runtime.backends import get_backend
-        from hetsim.runtime.executor.run import Engine
-
+        counts = sorted(set(option_keywords) & set(RUN_COUNTS))
+        if counts:
+            raise TypeError(f"Execution() got {counts[0]!r}: the runs are made by run(n) and trace(), "
+                            "not set when the execution is built")
+        opts = ExecutionOptions.of(options, option_keywords, "Execution")
+        backend, requests, launch = opts.backend, opts.requests, opts.launch
         t_setup = setup_start if setup_start is not None else time.perf_counter()
-        n_req = requests if requests is not None else (plan.microbatches or 1)
+        n_req = int(requests) if requests is not None else plan.microbatches or 1  # requests: checked by opts
         if isinstance(n_req, bool) or not isinstance(n_req, int) or n_req < 1:
-            raise ValueError(f"requests must be an int >= 1, got {requests!r}")
+            raise ValueError(f"requests must be an int >= 1, got {n_req!r} (the plan's microbatches)")
         if checked is None:
-            checked = check_plan(graph, plan, platform, device_map=device_map, launch=launch,
-                                 backend=backend if isinstance(backend, str) else backend.name)
+            checked = check_plan(graph, plan, platform, device_map=opts.device_map, launch=launch,
+                                 backend=opts.backend_name)
         platform, specs, active = checked.platform, checked.specs, checked.active
         bk = get_backend(backend) if isinstance(backend, str) else backend
-        from hetsim.costmodel.base import as_cost_model
-
         cost = as_cost_model(cost, platform=platform)  # None: each device's own source
         if bk.name == "tvm":
             _register_tvm(bk, graph, model, wiring)
         self.graph, self.plan, self.platform, self.cost, self.backend = graph, plan, platform, cost, bk
-        self.specs, self.n_req, self.timeout_s = specs, n_req, timeout_s
-        self.check, self.rtol, self.atol = check, rtol, atol
+        self.specs, self.n_req, self.timeout_s = specs, n_req, opts.timeout_s
+        self.check, self.rtol, self.atol = opts.check, opts.rtol, opts.atol
         self.gpu = any(specs[d].kind == "gpu" for d in active)
         #: platform devices of the plan that run on a GPU
         self.gpu_devices = [d for d in active if specs[d].kind == "gpu"]
@@ -329,7 +278,7 @@ class Execution:
         self.check_result: dict[str, Any] | None = None
         self._ref: tuple[list, list | None] | None = None
         self.engine: Any = None
-        if tune_malloc:
+        if opts.tune_malloc:
             _tune_process_malloc()
         threads = {specs[d].cpu_threads() for d in active if specs[d].kind == "cpu"}
         if bk.name == "tvm" and len(threads) > 1:
@@ -340,17 +289,13 @@ class Execution:
             inputs = _host_inputs(wiring, bk, graph)
             cuda = segments = None
             if self.gpu:
-                from hetsim.runtime.executor.cuda import CudaRuntime
-
                 cuda = CudaRuntime(bk.name, cuda_device)
             if self.launch == "graph":
-                from hetsim.runtime.executor.segments import gpu_segments
-
                 segments = gpu_segments(graph, plan, platform)
             self.engine = Engine(graph, platform, plan, specs, calls, inputs, bk, cost, active=active,
-                                 requests=n_req, seed=seed, cuda=cuda, pin=pin_threads, segments=segments,
+                                 requests=n_req, seed=opts.seed, cuda=cuda, pin=opts.pin_threads, segments=segments,
                                  plan_name=str(plan.meta.get("scheduler") or "plan"))
-            if check:
+            if opts.check:
                 nodes_ref = sequential_reference(graph, self.engine, wiring, bk, specs)
                 module_ref = reference_outputs(graph, model) if model is not None else None
                 self._ref = (nodes_ref, module_ref)
@@ -360,8 +305,6 @@ class Execution:
             self.engine.start()
         except BaseException as e:
             self.close()
-            from hetsim.runtime.executor.run import Failure
-
             if isinstance(e, Failure):  # capturing the segments failed
                 raise translate_error(e.exc, e.where, graph, platform, plan, cost) from e.exc
             if is_oom(e) and not isinstance(e, ExecutionError | BackendError):
@@ -404,8 +347,6 @@ class Execution:
     def _closed_on_failure(self) -> Iterator[Any]:
         """The engine; a failure closes the execution, a worker's failure raised as
         the error :func:`execute` raises."""
-        from hetsim.runtime.executor.run import Failure
-
         if self.engine is None:
             raise ExecutionError("this execution is closed")
         try:

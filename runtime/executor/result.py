@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim.sim.result import RECORD_COLUMNS
+from hetsim.sim.trace import write_chrome_trace
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -135,16 +138,12 @@ class RunResult:
         """The median run's records, one row each (:data:`sim.result.RECORD_COLUMNS`)."""
         import pandas as pd
 
-        from hetsim.sim.result import RECORD_COLUMNS
-
         return pd.DataFrame.from_records(self.records, columns=list(RECORD_COLUMNS))
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write the traced run's records (:attr:`trace`, every GPU op and copy timed),
         else the median run's, as Chrome trace JSON (as the simulator's
         :meth:`sim.SimResult.to_chrome_trace`; tracks in the same order)."""
-        from hetsim.sim.trace import write_chrome_trace
-
         records = self.trace if self.trace is not None else self.records
         links = sorted({str(r["resource"]) for r in records if r["kind"] == "transfer"})
         return write_chrome_trace(records, path, resources=[*self.device_busy, *links, "dispatch"])

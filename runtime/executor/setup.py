@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim.costmodel.platform import Platform
 from hetsim.runtime.backends.base import BackendError, DeviceSpec, check_available, parse_device
+from hetsim.runtime.backends.relax_model import source_model
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.runtime.backends.base import Backend
     from hetsim.runtime.backends.tvm_backend import RelaxModel
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Platform
 
 __all__ = [
     "LAUNCH_MODES",
@@ -125,8 +126,6 @@ def check_plan(graph: Graph, plan: Plan, platform: Platform | str, *, device_map
         For a launch mode the plan or backend cannot use, a device this machine
         lacks, a host that is not a CPU.
     """
-    from hetsim.sim.platform import Platform
-
     platform = Platform.load(platform)
     plan.validate(graph, platform)
     specs = map_devices(platform, device_map)
@@ -236,8 +235,6 @@ def load_model(graph: Graph) -> RelaxModel:
         elsewhere): pass ``model=`` (from
         :func:`runtime.backends.tvm_backend.import_module`) to ``execute`` instead.
     """
-    from hetsim.runtime.backends.relax_model import source_model
-
     if getattr(graph, "program", None) is None and not graph.meta.get("model") and not graph.meta.get("model_spec"):
         raise ExecutionError(
             f"graph {graph.name!r} names no model (it was not imported by graphs.from_torch in "

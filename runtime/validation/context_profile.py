@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetsim import costmodel, schedulers
 from hetsim.costmodel.base import CostModelError
 from hetsim.costmodel.platform import Device, Platform
 from hetsim.costmodel.platform import Platform as _Platform
@@ -40,6 +41,7 @@ from hetsim.runtime.executor.execute import Execution
 from hetsim.runtime.executor.result import host_costs
 from hetsim.runtime.executor.setup import Wiring, load_model, wire
 from hetsim.runtime.profiler import MeasureSettings, build_manifest
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.backends.tvm_backend import RelaxModel
@@ -90,9 +92,6 @@ def measure_overhead(
     >>> 1e-6 < t < 1e-4                  # doctest: +SKIP
     True
     """
-    # lazy: at the top it would load simpy with this module
-    from hetsim.sim.plan import Plan
-
     if ops < 2:
         raise ValueError(f"ops must be >= 2, got {ops}")
     g = Graph(name="overhead")
@@ -207,9 +206,6 @@ class ContextProfiler:
         """Prepare a single-worker execution of ``graph`` (all nodes in plan order),
         run it ``warmup`` times untimed and return it; its timed runs
         (``execution.run(n)``) are what :meth:`write` reads."""
-        # lazy: at the top it would load simpy with this module
-        from hetsim.sim.plan import Plan
-
         plan = Plan(dict.fromkeys(graph.nx, "d"))
         gpu = self.spec.kind == "gpu"
         ex = Execution(graph, plan, self._one, wire(graph, relax), backend=self.backend, device_map=self._dmap,
@@ -438,9 +434,6 @@ def profile_in_context(
     pathlib.Path
         The folder.
     """
-    # lazy: at the top it would load simpy with this module
-    from hetsim import costmodel, schedulers
-
     items: list[tuple[Graph, RelaxModel]] = []
     for m in graphs:
         if isinstance(m, str):

@@ -7,8 +7,6 @@ launched, and the fresh calibration its simulation uses.
   eager, with a note saying so, for a dynamic plan (its placement is decided at run
   time, so there is no segment to capture), the tvm backend, or an executor that
   does not take ``launch``.
-* :func:`execution_launch` -- the keyword the executor is called with (none where
-  its ``Execution`` does not take ``launch``).
 * :func:`with_launch` -- the platform whose GPU devices state that mode, so that the
   simulator models the launches the run made.
 * :func:`fresh_calibration` -- :func:`runtime.calibrate` on the first GPU the
@@ -34,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.calibration import Calibration
     from hetsim.sim.plan import Plan
 
-__all__ = ["execution_launch", "fresh_calibration", "host_model", "plan_launch", "uses_gpu",
+__all__ = ["fresh_calibration", "host_model", "plan_launch", "uses_gpu",
            "with_launch"]
 
 
@@ -82,14 +80,6 @@ def plan_launch(plan: Plan, platform: Platform, launch: str | None, *, backend: 
     if backend != "torch":
         return "eager", f"launched eagerly: CUDA graphs are captured for the torch backend, not {backend}"
     return mode, ""
-
-
-def execution_launch(mode: str | None) -> dict[str, Any]:
-    """The keyword arguments that give the executor ``mode`` (none for a plan without a
-    GPU)."""
-    if mode is None:
-        return {}
-    return {"launch": mode}
 
 
 def with_launch(platform: Platform, mode: str | None) -> Platform:

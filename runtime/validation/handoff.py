@@ -38,6 +38,7 @@ from hetsim.runtime.executor.execute import Execution, execute
 from hetsim.runtime.executor.setup import Wiring as _Wiring
 from hetsim.runtime.executor.setup import wire
 from hetsim.runtime.validation.link_calibration import crossing_plan
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -202,9 +203,6 @@ def _one_and_crossing(graph: Graph, platform: Platform, devices: tuple[str, str]
     """The two plans that measure the read rate: every node on the first of
     ``devices`` (default: the platform's first two), and nodes alternating between
     the two in topological order; and the bytes of the edges the second crosses."""
-    # lazy: at the top it would load simpy with this module
-    from hetsim.sim.plan import Plan
-
     a, b = devices or tuple(platform.device_names[:2])
     if not platform.shares_memory(a, b):
         raise ValueError(f"{platform.name}: devices {a!r} and {b!r} do not share memory "
@@ -225,9 +223,6 @@ def side_by_side(graph: Graph, wiring: Wiring, devices: tuple[str, str]) -> tupl
     import copy
 
     import networkx as nx
-
-    # lazy: at the top it would load simpy with this module
-    from hetsim.sim.plan import Plan
 
     def ref(tag: str, src: tuple[str, Any]) -> tuple[str, Any]:
         kind, val = src
@@ -359,9 +354,6 @@ class HostCalibration:
 
     def __init__(self, graph: Graph, relax: Any, platform: Platform, *, devices: tuple[str, str] | None = None,
                  backend: str = "torch", warmup: int = 3) -> None:
-        # lazy: at the top it would load simpy with this module
-        from hetsim.sim.plan import Plan
-
         one, crossing, self.cross_bytes = _one_and_crossing(graph, platform, devices)
         self.graph = graph
         self.worker = next(iter(one.placement.values()))

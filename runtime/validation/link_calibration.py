@@ -55,6 +55,7 @@ import numpy as np
 from hetsim.costmodel.memory_domain import MemoryDomain
 from hetsim.runtime.executor.execute import Execution
 from hetsim.runtime.executor.setup import wire
+from hetsim.sim.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.costmodel.platform import Platform
@@ -66,9 +67,6 @@ __all__ = ["LinkCalibration", "crossing_plan", "link_costs"]
 def crossing_plan(graph: Graph, devices: tuple[str, str]) -> Any:
     """The plan that puts ``graph``'s nodes on ``devices`` alternately, in topological
     order (every chain edge crosses between the two)."""
-    # lazy: at the top it would load simpy with this module
-    from hetsim.sim.plan import Plan
-
     return Plan({n: devices[i % 2] for i, n in enumerate(graph.topological_order())})
 
 
@@ -175,9 +173,6 @@ class LinkCalibration:
 
     def __init__(self, graph: Graph, relax: Any, platform: Platform, *, devices: tuple[str, str] | None = None,
                  backend: str = "torch", warmup: int = 3, device_map: Mapping[str, str] | None = None) -> None:
-        # lazy: at the top it would load simpy with this module
-        from hetsim.sim.plan import Plan
-
         if devices is None:
             cpus = [d.name for d in platform.devices if d.kind == "cpu"]
             gpus = [d.name for d in platform.devices if d.kind == "gpu"]

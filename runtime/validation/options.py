@@ -1,6 +1,8 @@
 """How a validation runs and measures each plan: one frozen set of options that
 :func:`~runtime.validation.validate.validate`, ``validate_all`` and the rounds they run
-share, checked once when it is made.
+share, checked once when it is made (each of them also takes the options as keyword
+arguments, :class:`hetsim.options.KeywordOptions`); each execution's own options
+(:class:`~runtime.executor.options.ExecutionOptions`) come from it.
 
 Examples
 --------
@@ -16,11 +18,11 @@ ValueError: replicas must be an int >= 1 (executions of each plan), got 0
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from hetsim.options import KeywordOptions
+from hetsim.runtime.executor.options import ExecutionOptions
 from hetsim.runtime.validation.result import check_statistic
 from hetsim.runtime.validation.rounds import check_replicas
 
@@ -28,7 +30,7 @@ __all__ = ["ValidationOptions"]
 
 
 @dataclass(frozen=True)
-class ValidationOptions:
+class ValidationOptions(KeywordOptions):
     """How each plan of a validation is run, measured and simulated.
 
     Parameters
@@ -66,20 +68,11 @@ class ValidationOptions:
     def __post_init__(self) -> None:
         check_replicas(self.replicas)
         check_statistic(self.statistic)
+        self.execution()  # warmup, repeats, requests checked as the executor checks them
 
-    def with_keywords(self, keywords: Mapping[str, Any], caller: str) -> ValidationOptions:
-        """These options with ``keywords`` (option names, as ``caller`` took them) set;
-        :class:`TypeError` naming a keyword that is no option."""
-        names = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(keywords) - names)
-        if unknown:
-            raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r} "
-                            f"(options: {', '.join(sorted(names))})")
-        return dataclasses.replace(self, **keywords) if keywords else self
-
-    @classmethod
-    def of(cls, options: ValidationOptions | None, keywords: Mapping[str, Any], caller: str) -> ValidationOptions:
-        """``options`` (default: the defaults) with ``keywords`` set (:meth:`with_keywords`)."""
-        if options is not None and not isinstance(options, ValidationOptions):
-            raise TypeError(f"{caller}(): options must be ValidationOptions, got {type(options).__name__}")
-        return (options or cls()).with_keywords(keywords, caller)
+    def execution(self, launch: str | None = None) -> ExecutionOptions:
+        """The options of a plan's execution (:func:`runtime.execute`) with these
+        settings and launch mode ``launch`` (None: the executor's default)."""
+        return ExecutionOptions(backend=self.backend, warmup=self.warmup, repeats=self.repeats,
+                                requests=self.requests, device_map=self.device_map, seed=self.seed,
+                                replicas=self.replicas, launch=launch, trace=self.trace)

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hetsim import costmodel
+from hetsim import schedulers as sched_mod
 from hetsim.costmodel.base import as_cost_model
 from hetsim.costmodel.platform import Platform as _Platform
 from hetsim.runtime.backends.base import BackendError
@@ -58,7 +59,6 @@ from hetsim.runtime.validation.context_profile import (
     profile_in_context,
 )
 from hetsim.runtime.validation.cuda_host import (
-    execution_launch,
     host_model,
     plan_launch,
     with_launch,
@@ -86,6 +86,8 @@ from hetsim.runtime.validation.table import (
     summary,
     with_ranks,
 )
+from hetsim.sim.engine.simulator import SimulationError
+from hetsim.sim.plan import Plan, PlanError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -210,15 +212,12 @@ def validate(
     """
     opts = ValidationOptions.of(options, option_keywords, "validate")
     backend, warmup, repeats, requests, seed = opts.backend, opts.warmup, opts.repeats, opts.requests, opts.seed
-    device_map, replicas, launch, trace, stat = opts.device_map, opts.replicas, opts.launch, opts.trace, opts.statistic
+    device_map, replicas, stat = opts.device_map, opts.replicas, opts.statistic
     platform = _platform(platform)
     if cost is None and why_not_measured(platform) is None:
-        # lazy: at the top it would load simpy with this module
-        from hetsim import schedulers
-
         platform, host = host_model(platform, device_map, folder, progress)
         relax = model or load_model(graph)
-        how = (schedulers.get(scheduler_or_plan, **dict(scheduler_args or {}))
+        how = (sched_mod.get(scheduler_or_plan, **dict(scheduler_args or {}))
                if isinstance(scheduler_or_plan, str) else scheduler_or_plan)
         label = str(getattr(how, "name", None) or how.meta.get("scheduler", "plan"))
         inputs = InRunInputs([(graph, relax)], platform, folder, backend=backend, warmup=warmup,
@@ -247,10 +246,8 @@ def validate(
     cost_model, cost_name = _cost(cost, platform)
     run = _plan_run(graph, platform, scheduler_or_plan, cost_model, scheduler_args,
                     requests=requests, record=True, seed=seed)  # fmt: skip
-    mode, note = plan_launch(run.plan, platform, launch, backend=backend)
-    result = execute(run.graph, run.plan, platform, backend=backend, warmup=warmup, repeats=repeats, seed=seed,
-                     device_map=device_map, cost=cost_model, model=model, requests=requests,
-                     replicas=replicas, trace=trace, **execution_launch(mode))  # fmt: skip
+    mode, note = plan_launch(run.plan, platform, opts.launch, backend=backend)
+    result = execute(run.graph, run.plan, platform, opts.execution(mode), cost=cost_model, model=model)
     if note:
         result.notes.append(note)
     run, how = simulate_as_run(run, result, with_launch(platform, mode), cost_model, requests=requests, seed=seed,
@@ -269,13 +266,9 @@ def _plan_run(graph: Graph, platform: Platform, how: Any, cost: Any, args: Mappi
               **options: Any) -> PlanRun:  # fmt: skip
     """A plan given, or made by a scheduler (name or instance), through the one path
     (:meth:`Scheduler.run <schedulers.base.Scheduler.run>`, :func:`schedulers.run_plan`)."""
-    # lazy: at the top it would load simpy with this module
-    from hetsim import schedulers
-    from hetsim.sim.plan import Plan
-
     if isinstance(how, Plan):
-        return schedulers.run_plan(graph, platform, how, cost, **options)
-    sched = schedulers.get(how, **dict(args or {})) if isinstance(how, str) else how
+        return sched_mod.run_plan(graph, platform, how, cost, **options)
+    sched = sched_mod.get(how, **dict(args or {})) if isinstance(how, str) else how
     return sched.run(graph, platform, cost, **options)
 
 
@@ -369,9 +362,6 @@ def validate_all(
         remains is the simulator's error on parallel execution.
     """
     import pandas as pd
-
-    # lazy: at the top it would load simpy with this module
-    from hetsim import schedulers as sched_mod
 
     # looked up when called: tests replace it on hetsim.runtime.executor.execute
     from hetsim.runtime.executor.execute import load_model
@@ -480,14 +470,9 @@ def _validate_model(
     a fresh calibration's host keys) a link calibration adds no memory domain.
     ``options`` says how (:class:`~runtime.validation.options.ValidationOptions`, its
     ``statistic`` set)."""
-    # lazy: at the top it would load simpy with this module
-    from hetsim import schedulers as sched_mod
-    from hetsim.sim.engine.simulator import SimulationError
-    from hetsim.sim.plan import Plan, PlanError
-
     backend, warmup, repeats, requests, seed = (options.backend, options.warmup, options.repeats, options.requests,
                                                 options.seed)
-    device_map, replicas, launch, trace = options.device_map, options.replicas, options.launch, options.trace
+    replicas, launch, trace = options.replicas, options.launch, options.trace
     statistic = options.statistic or "median"
     rows: dict[str, dict[str, Any]] = {}
     late = profiler is not None or calibration is not None  # simulated after the runs, with what they measured
@@ -523,9 +508,8 @@ def _validate_model(
             try:
                 launches[name] = plan_launch(run.plan, platform, launch, backend=backend)
                 for _ in range(replicas):  # each built apart: its own buffers and threads
-                    ex = Execution(run.graph, run.plan, platform, wire(run.graph, relax_model), backend=backend,
-                                   cost=cost, model=relax_model, device_map=device_map, requests=requests,
-                                   seed=seed, **execution_launch(launches[name][0]))  # fmt: skip
+                    ex = Execution(run.graph, run.plan, platform, wire(run.graph, relax_model),
+                                   options.execution(launches[name][0]), cost=cost, model=relax_model)
                     live.append((name, run, ex))
                     ex.run(warmup, timed=False)
                 key = execution_key(run)

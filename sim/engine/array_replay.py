@@ -32,10 +32,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from hetsim.sim.engine.array_prep import graph_arrays, kernel_args, plan_tables
+from hetsim.sim.result import SimResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.sim.engine.run import EngineRun
-    from hetsim.sim.result import SimResult
 
 __all__ = ["MIN_OPS", "compiled", "replay_run", "replayable"]
 
@@ -77,9 +77,8 @@ def replay_run(run: EngineRun, kernel: object = None) -> SimResult | None:
     cannot finish, and the SimPy engine is to run it). ``kernel``: the replay
     function (default: the compiled :func:`sim.engine.array_kernel.replay`; its
     ``py_func`` runs the same code uncompiled)."""
-    from hetsim.sim.result import SimResult
-
     if kernel is None:
+        # lazy: at the top it would load numba with this module (about 0.5 s)
         from hetsim.sim.engine.array_kernel import replay as kernel
     try:
         graph = graph_arrays(run.prep.tables)

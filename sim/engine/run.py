@@ -28,6 +28,7 @@ from hetsim.sim.engine.state import (
     SimulationError,
     Transfer,
 )
+from hetsim.sim.options import SimOptions
 from hetsim.sim.plan import policy_select, size_text
 from hetsim.sim.result import SimResult
 
@@ -179,16 +180,12 @@ class EngineRun:
             self.arrival_delay = gpu_to_cpu_handoffs(platform)
         self.configure()
 
-    def configure(
-        self,
-        *,
-        record: bool = False,
-        seed: int | None = None,
-        noise: float = 0.0,
-        check_memory: bool = True,
-    ) -> None:
-        """Options of :func:`simulate` (before :meth:`execute`)."""
-        self.seed, self.check_memory = seed, check_memory
+    def configure(self, options: SimOptions | None = None) -> None:
+        """The options of :func:`simulate` that the run reads (before :meth:`execute`):
+        ``record``, ``seed``, ``noise``, ``check_memory`` (None: the defaults)."""
+        options = options or SimOptions()
+        record, seed, noise = options.record, options.seed, float(options.noise)
+        self.seed, self.check_memory = seed, options.check_memory
         self.sigma = math.sqrt(math.log1p(noise * noise)) if noise > 0 else 0.0
         self.records: list[tuple] | None = [] if record else None
         self.node_bytes: list[int] = []

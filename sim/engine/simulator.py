@@ -78,17 +78,19 @@ Model
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from hetsim.costmodel.base import as_cost_model
+from hetsim.costmodel.priced import PricedGraph
 from hetsim.graphs.bulk_check import EdgeColumns, edge_columns
 from hetsim.graphs.graph import validate
 from hetsim.sim.collector import pause_collector, resume_collector
 from hetsim.sim.engine.prep import GraphTables, PrepError, index_graph, prepare
 from hetsim.sim.engine.run import EngineRun
 from hetsim.sim.engine.state import SimulationError, check_arrivals
+from hetsim.sim.options import SimOptions
 from hetsim.sim.plan import NodeMemory, node_memory
 from hetsim.sim.platform import Platform
 
@@ -105,13 +107,8 @@ def simulate(
     platform: Platform | str,
     plan: Plan,
     cost: Any = None,
-    *,
-    requests: int | None = None,
-    interval_s: float = 0.0,
-    record: bool = False,
-    seed: int | None = None,
-    noise: float = 0.0,
-    check_memory: bool = True,
+    options: SimOptions | None = None,
+    **option_keywords: Any,
 ) -> SimResult:
     """Simulate ``plan`` running ``graph`` on ``platform``.
 
@@ -123,20 +120,10 @@ def simulate(
     cost
         A cost model or spec (:func:`costmodel.as_cost_model`); ``None``: each device
         priced by its own source (``Device.cost``), the roofline where it names none.
-    requests
-        Inference requests (or micro-batches) that flow through the plan, arriving
-        every ``interval_s``. ``None``: ``plan.microbatches`` or 1.
-    interval_s
-        Time between request arrivals (0: all arrive at once, a batch).
-    record
-        Keep one record per op, transfer hop and dispatch (``SimResult.records``).
-    seed, noise
-        ``noise`` is the coefficient of variation of a mean-one log-normal factor
-        applied to every kernel and transfer hop; ``seed`` seeds it (and
-        ``view.rng``, a :class:`numpy.random.Generator` that dynamic policies may use).
-    check_memory
-        Raise :class:`SimulationError` when a device's memory overflows (default);
-        ``False``: finish the run and report it in ``SimResult.failures``.
+    options
+        How the simulation runs (:class:`~sim.options.SimOptions`: ``requests``,
+        ``interval_s``, ``record``, ``seed``, ``noise``, ``check_memory``); each may
+        also be given as a keyword (``requests=8``), which sets it in ``options``.
 
     Returns
     -------
@@ -157,10 +144,7 @@ def simulate(
     """
     collecting = pause_collector()  # before the Simulator is allocated
     try:
-        return Simulator(graph, platform, cost).simulate(
-            plan, requests=requests, interval_s=interval_s, record=record, seed=seed, noise=noise,
-            check_memory=check_memory,
-        )
+        return Simulator(graph, platform, cost).simulate(plan, SimOptions.of(options, option_keywords, "simulate"))
     finally:
         resume_collector(collecting)
 
@@ -194,9 +178,6 @@ class Simulator:
     def __init__(self, graph: Graph, platform: Platform | str, cost: Any = None) -> None:
         if isinstance(platform, str):
             platform = Platform.load(platform)
-        from hetsim.costmodel.base import as_cost_model
-        from hetsim.costmodel.priced import PricedGraph
-
         cost = as_cost_model(cost, platform=platform)  # None: each device's own source
         # the edges read once, for the checks and the engine's tables (index_graph)
         self.columns: EdgeColumns | None = edge_columns(graph) if type(graph.nx) is nx.DiGraph else None
@@ -214,8 +195,6 @@ class Simulator:
 
     def align(self) -> None:
         """Number the priced graph's tables like the engine's (after :func:`index_graph`)."""
-        from hetsim.costmodel.priced import PricedGraph
-
         topo = self.tables.topo
         if self.priced is None:
             self.priced = PricedGraph(self.graph, self.platform, self.cost, nodes=topo)
@@ -226,33 +205,27 @@ class Simulator:
     def simulate(
         self,
         plan: Plan,
-        *,
-        requests: int | None = None,
-        interval_s: float = 0.0,
-        record: bool = False,
-        seed: int | None = None,
-        noise: float = 0.0,
-        check_memory: bool = True,
+        options: SimOptions | None = None,
+        **option_keywords: Any,
     ) -> SimResult:
-        """Simulate ``plan``; the keyword arguments are those of :func:`simulate`."""
+        """Simulate ``plan``; ``options`` and the keyword arguments are those of :func:`simulate`."""
+        opts = SimOptions.of(options, option_keywords, "simulate")
         collecting = pause_collector()
         graph, platform = self.graph, self.platform
         try:
             if self.memory is None:
                 self.memory = node_memory(graph)
             plan.validate(graph, platform, memory=self.memory)
-            n_req = requests if requests is not None else (plan.microbatches or 1)  # microbatches: checked by validate
-            check_arrivals(n_req, interval_s)
-            if not isinstance(noise, int | float) or not math.isfinite(noise) or noise < 0:
-                raise SimulationError(f"noise must be a finite number >= 0, got {noise!r}")
+            n_req = opts.requests if opts.requests is not None else (plan.microbatches or 1)  # checked by validate
+            check_arrivals(n_req, opts.interval_s)
             if self.tables is None:
                 self.tables = index_graph(graph, self.columns)
                 self.columns = None  # read into the tables
                 self.align()
             prep = prepare(self.tables, platform, plan)
-            run = EngineRun(graph, platform, plan, self.priced, prep, n_req=n_req, interval=float(interval_s),
+            run = EngineRun(graph, platform, plan, self.priced, prep, n_req=n_req, interval=float(opts.interval_s),
                             positions=self.positions)
-            run.configure(record=record, seed=seed, noise=float(noise), check_memory=check_memory)
+            run.configure(opts)
             return run.execute()
         except PrepError as e:
             raise SimulationError(str(e)) from None

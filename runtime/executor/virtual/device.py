@@ -46,7 +46,19 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hetsim.runtime.executor.setup import ExecutionError
+from hetsim.costmodel.base import as_cost_model, host_dispatch
+from hetsim.costmodel.platform import Platform
+from hetsim.runtime.backends.base import DeviceSpec, parse_device
+from hetsim.runtime.executor.execute import Execution
+from hetsim.runtime.executor.setup import (
+    CheckedPlan,
+    ExecutionError,
+    load_model,
+    plan_devices,
+    resolve_launch,
+    wire,
+)
+from hetsim.runtime.executor.virtual.kernels import TimedCall, VirtualBackend
 from hetsim.runtime.executor.virtual.links import LinkTimeline
 from hetsim.runtime.executor.virtual.sequencer import (
     IdleList,
@@ -58,7 +70,7 @@ from hetsim.runtime.executor.virtual.sequencer import (
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.graphs.graph import Graph
     from hetsim.sim.plan import Plan
-    from hetsim.sim.platform import Device, Platform
+    from hetsim.sim.platform import Device
 
 __all__ = ["CudaRuleError", "VirtualCuda", "VirtualEvent", "VirtualGraph", "VirtualStream"]
 
@@ -170,10 +182,7 @@ class VirtualCuda:
     """
 
     def __init__(self, platform: Platform | str, cost: Any = None) -> None:
-        from hetsim.costmodel.base import as_cost_model
-        from hetsim.sim.platform import Platform as _Platform
-
-        self.platform = _Platform.preset(platform) if isinstance(platform, str) else platform
+        self.platform = Platform.preset(platform) if isinstance(platform, str) else platform
         self.cost = as_cost_model(cost, platform=self.platform)
         self.gpus: list[Device] = [d for d in self.platform.devices if d.kind == "gpu"]
         self.host_device = self.platform.device(self.platform.host)
@@ -204,8 +213,6 @@ class VirtualCuda:
     def specs(self) -> dict[str, Any]:
         """Platform device -> the real device its kernels run on: the host's CPU for
         every CPU device, a CPU memory of its own (``cpu:K``) for the K-th GPU."""
-        from hetsim.runtime.backends.base import DeviceSpec, parse_device
-
         out: dict[str, Any] = {}
         k = 0
         for d in self.platform.devices:
@@ -223,16 +230,6 @@ class VirtualCuda:
         """An :class:`~runtime.executor.execute.Execution` of ``plan`` on this device
         (``wiring``: the graph's dataflow, :func:`runtime.executor.setup.wire` of its
         zoo model when None; ``kw`` as ``Execution``)."""
-        from hetsim.runtime.executor.execute import Execution
-        from hetsim.runtime.executor.setup import (
-            CheckedPlan,
-            load_model,
-            plan_devices,
-            resolve_launch,
-            wire,
-        )
-        from hetsim.runtime.executor.virtual.kernels import VirtualBackend
-
         plan.validate(graph, self.platform)
         model = kw.pop("model", None)
         if wiring is None:
@@ -251,8 +248,6 @@ class VirtualCuda:
         """Time the calls of ``engine`` (an :class:`~runtime.executor.run.Engine` built
         with this device's :meth:`specs`): each prepared call is wrapped to price
         and check it, the graph inputs are marked as host values."""
-        from hetsim.runtime.executor.virtual.kernels import TimedCall
-
         self.graph = engine.graph
         for i, name in enumerate(engine.mem_names):
             m = self.memory_of.get(name, HOST)
@@ -274,8 +269,6 @@ class VirtualCuda:
         key = (node, device)
         p = self.prices.get(key)
         if p is None:
-            from hetsim.costmodel.base import host_dispatch
-
             dev = self.platform.device(device)
             p = (host_dispatch(self.cost, self.graph, node, dev), float(self.cost.op_time(self.graph, node, dev)))
             self.prices[key] = p

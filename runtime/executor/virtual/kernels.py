@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hetsim.runtime.backends.base import DeviceSpec
+
 if TYPE_CHECKING:  # pragma: no cover
     from hetsim.runtime.executor.virtual.device import VirtualCuda
 
@@ -33,6 +35,7 @@ class VirtualBackend:
     name = "torch"
 
     def __init__(self, backend: Any = None) -> None:
+        # lazy: at the top it would load torch with this module
         from hetsim.runtime.backends.torch_backend import TorchBackend
 
         self.inner = backend if backend is not None else TorchBackend()
@@ -40,8 +43,6 @@ class VirtualBackend:
     @staticmethod
     def on_cpu(device: Any) -> Any:
         """A GPU spec as the CPU spec its kernels run with (its own memory string kept)."""
-        from hetsim.runtime.backends.base import DeviceSpec
-
         if getattr(device, "kind", "cpu") != "gpu":
             return device
         return DeviceSpec("cpu@1", "cpu", device.torch_device, 0, 1)
