@@ -18,7 +18,7 @@ from hetsim.costmodel.gpu.kernel import (
     shipped_constants,
 )
 from hetsim.costmodel.gpu.kernel_cost import KernelCostModel
-from hetsim.costmodel.gpu.kernel_fit import bank_sets, fit_constants
+from hetsim.costmodel.gpu.kernel_fit import bank_gpus, bank_sets, fit_constants
 from hetsim.costmodel.gpu.model import GPUBank
 from hetsim.costmodel.gpu.neusight import import_neusight
 from hetsim.graphs import Graph
@@ -172,6 +172,15 @@ def test_constants_fit_on_measured_gpus_in_seconds(tmp_path: Path) -> None:
     assert error(fitted) < error(start)
     with pytest.raises(CostModelError, match="at least one set"):
         fit_constants([])
+
+
+def test_the_fit_prices_a_measured_gpu_from_its_presets_spec_sheet() -> None:
+    # the data set's own figures give the L4 60 SMs and 31.3 TFLOP/s; its datasheet 58 and 30.3
+    gpus = bank_gpus(GPUBank.builtin())
+    l4 = Platform.preset("l4-server").device("gpu")
+    assert gpus["l4"].name == "l4"
+    assert (gpus["l4"].sm_count, gpus["l4"].peak_flops) == (l4.sm_count, l4.peak_flops) == (58, 3.03e13)
+    assert gpus["l4"].tensor_flops == l4.tensor_flops
 
 
 def test_a_gpu_rated_at_more_flops_per_watt_sustains_more_per_watt() -> None:

@@ -93,15 +93,19 @@ class KernelSet:
 
 
 def bank_gpus(bank: GPUBank) -> dict[str, KernelGPU]:
-    """The bank's GPUs with the tensor-core peaks of their presets (the preset whose
-    default cost is the GPU's profile, ``gpu-NAME``); a GPU without a preset has none."""
-    tables: dict[str, tuple[Any, Any]] = {}
+    """The bank's GPUs as the kernel model prices them: the spec sheet of the GPU's
+    preset (the preset whose default cost is the GPU's profile, ``gpu-NAME``: the
+    figures the cost model prices it from, with its tensor-core peaks), else the
+    figures of the profile's manifest (no tensor cores). The data set's own figures
+    are not the spec sheet everywhere: its L4 has 60 SMs and 31.3 TFLOP/s FP32 (the
+    L4's datasheet: 58 SMs, 7424 CUDA cores, 30.3 TFLOP/s)."""
+    presets: dict[str, KernelGPU] = {}
     for name in Platform.presets():
         for d in Platform.preset(name).devices:
-            if d.kind == "gpu" and d.cost and d.cost.startswith("gpu-"):
-                tables.setdefault(d.cost[4:], (d.tensor_flops, d.matmul_precision))
-    return {g: KernelGPU.from_spec(g, bank.spec(g), tensor_flops=tables.get(g, (None, None))[0],
-                                   matmul_precision=tables.get(g, (None, None))[1]) for g in bank.gpus}
+            if d.kind == "gpu" and d.cost and d.cost.startswith("gpu-") and d.cost[4:] not in presets:
+                presets[d.cost[4:]] = KernelGPU.from_device(d)
+    return {g: replace(presets[g], name=g) if g in presets else KernelGPU.from_spec(g, bank.spec(g))
+            for g in bank.gpus}
 
 
 def bank_sets(bank: GPUBank, gpus: Sequence[str] | None = None, *, dataset: str = "neusight") -> list[KernelSet]:

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
 from hetsim.costmodel.families import family_column
 from hetsim.costmodel.roofline import VIEW_OPS, op_key
@@ -232,6 +231,9 @@ def sum_fit(work: np.ndarray, nbytes: np.ndarray, t: np.ndarray) -> np.ndarray:
     """``[a, b, c]`` >= 0 of ``t ~ a + b*work + c*bytes``, least relative squares."""
     A = np.column_stack([np.ones(len(t)), work, nbytes])
     scale = np.where(A.max(axis=0) > 0, A.max(axis=0), 1.0)
+    # lazy: scipy.optimize takes a second to import, and pricing a graph never fits
+    from scipy.optimize import nnls
+
     coef, _ = nnls((A / scale) / t[:, None], np.ones(len(t)))
     return coef / scale
 

@@ -209,6 +209,20 @@ def _cache_dir(cache: str | os.PathLike[str] | bool | None) -> Path | None:
     return Path(cache)
 
 
+def _tvm_version() -> str:
+    """TVM's version from its installed metadata (importing TVM to read it takes
+    seconds, which a cache hit need not spend); a source build without metadata is
+    imported."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("apache-tvm")
+    except metadata.PackageNotFoundError:
+        import tvm
+
+        return str(tvm.__version__)
+
+
 def cache_path(
     directory: str | os.PathLike[str],
     name: str,
@@ -224,8 +238,6 @@ def cache_path(
     filled in), seed, the graph ``SCHEMA_VERSION``, the TVM and torch versions and a
     hash of the model and importer sources.
     """
-    import tvm
-
     key = {
         "name": name,
         "batch": batch,
@@ -234,7 +246,7 @@ def cache_path(
         "seed": seed,
         "schema": SCHEMA_VERSION,
         "zoo": ZOO_VERSION,
-        "tvm": tvm.__version__,
+        "tvm": _tvm_version(),
         "torch": torch.__version__,
         "source": _source_digest(),
     }
