@@ -62,7 +62,7 @@ __all__ = ["GPU_POINT_COLUMNS", "GPU_EVAL_COLUMNS", "cv_predictions", "format_gp
 
 GPU_POINT_COLUMNS = ["protocol", "gpu", "family", "source_op", "signature", "split", "measured_s",
                      "predicted_s", "ape_pct"]
-GPU_EVAL_COLUMNS = ["protocol", "gpu", "family", "n", "mape_pct", "median_ape_pct", "p90_ape_pct"]
+GPU_EVAL_COLUMNS = ["protocol", "gpu", "family", "n", "mape_pct", "median_ape_pct", "p90_ape_pct", "median_ratio"]
 HELD_OUT, LOGO, LOGO_FLOOR = "held-out shapes", "leave one GPU out", "leave one GPU out, floor of the others"
 SHAPE_CV = "shape cross-validation"
 KERNEL_LOGO = "leave one GPU out, kernel model"
@@ -204,11 +204,14 @@ def _progress(items: list[str], on: bool, desc: str) -> Iterable[str]:
 
 
 def summarize_gpu(points: pd.DataFrame) -> pd.DataFrame:
-    """Error statistics per (protocol, GPU, family or ``ALL``), columns :data:`GPU_EVAL_COLUMNS`."""
+    """Error statistics per (protocol, GPU, family or ``ALL``), columns :data:`GPU_EVAL_COLUMNS`
+    (``median_ratio``: the median of predicted over measured time, the error's sign)."""
     both = pd.concat([points, points.assign(family="ALL")], ignore_index=True)
-    g = both.groupby(["protocol", "gpu", "family"], sort=False)["ape_pct"]
+    both["ratio"] = both["predicted_s"] / both["measured_s"]
+    groups = both.groupby(["protocol", "gpu", "family"], sort=False)
+    g = groups["ape_pct"]
     out = pd.DataFrame({"n": g.size(), "mape_pct": g.mean(), "median_ape_pct": g.median(),
-                        "p90_ape_pct": g.quantile(0.9)}).reset_index()
+                        "p90_ape_pct": g.quantile(0.9), "median_ratio": groups["ratio"].median()}).reset_index()
     order = {f: i for i, f in enumerate([*GPU_FAMILIES, "ALL"])}
     out["_f"] = out["family"].map(order)
     return out.sort_values(["protocol", "gpu", "_f"], kind="stable")[GPU_EVAL_COLUMNS].reset_index(drop=True)

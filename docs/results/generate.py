@@ -291,6 +291,10 @@ def gpu_cost_model_section() -> str:
             "absolute error in % over `n` rows; for the first run, seconds).\n\n" + markdown_table(targets))
 
 
+#: the A100 80GB's NeuSight families that come out slower than measured
+A100_SLOW = ("gemm", "elementwise", "norm", "softmax")
+
+
 def kernel_model_section(folder: Path) -> str:
     """The kernel model left one GPU out (``results.csv``) and against the H100 torch
     profile (``h100_torch.csv``), from ``experiments/gpu_costmodel``."""
@@ -307,6 +311,16 @@ def kernel_model_section(folder: Path) -> str:
                           "mean %": every["mape_pct"].map(lambda v: f"{v:.1f}").to_numpy(),
                           **{f"{f} median %": wide.loc[every.index, f].map(
                               lambda v: "" if pd.isna(v) else f"{v:.1f}").to_numpy() for f in families}})
+    ratios = logo.pivot_table(index=["data set", "gpu"], columns="family", values="median_ratio", sort=False)
+    signs = pd.DataFrame({"data set": ratios.index.get_level_values(0), "gpu": ratios.index.get_level_values(1),
+                          **{f: ratios[f].map(lambda v: "" if pd.isna(v) else f"{v:.2f}").to_numpy()
+                             for f in [*families, "ALL"] if f in ratios.columns}})
+
+    def ratio(data_set: str, gpu: str, *families_of: str) -> str:
+        values = sorted(float(ratios.loc[(data_set, gpu), f]) for f in families_of)
+        return f"{values[0]:.2f}" if len(values) == 1 else f"{values[0]:.2f}-{values[-1]:.2f}"
+
+    l4_rest = max(float(wide.loc[("neusight", "l4"), f]) for f in ("elementwise", "norm", "softmax"))
     constants = json.loads((ROOT / "costmodel" / "data" / "gpu-kernel.json").read_text())["constants"]
     torch = pd.read_csv(folder / "h100_torch.csv")
     torch = torch.assign(**{c: torch[c].map(lambda v: f"{v:.2f}") for c in
@@ -338,15 +352,17 @@ def kernel_model_section(folder: Path) -> str:
             "from (the data set's own give the L4 60 SMs and 31.3 TFLOP/s; its datasheet 58 and 30.3). The L4's FP32 "
             "GEMMs (8.5 TFLOP/s, 118 GFLOP per watt) are the weakest extrapolation: its "
             "rated FLOP per watt (421) is far above every other GPU's (37-116), and the power cap fitted without "
-            "it (on the T4 and P4, the only other GPUs it binds on, 76-116 GFLOP per watt rated) prices them about "
-            "1.7x too fast, while its element-wise, norm and softmax kernels come out within a median 2.3 % (the "
-            "L4's columns above). The A100 80GB's NeuSight kernels disagree with the same GPU's other measurements: its "
-            "GEMMs, element-wise, norm and softmax kernels (the data set's test campaign) come out 1.1-1.8x slower "
-            "than measured, its convolutions (the training campaign) 1.3x faster, while Vidur's A100 80GB RMSNorm, "
-            "under the same per-SM ceiling, comes out without that bias (median error 10 %). The V100's GEMMs and element-wise kernels come out "
-            "1.15-1.25x slower than measured in both of its campaigns (its published latencies +9 to +17 % "
-            "above). Signed ratios per family and split: `kernel_logo_predictions(builtin_sets(), [gpu])` "
-            "(`costmodel.gpu.evaluate`, `costmodel.gpu.kernel_fit`), `predicted_s / measured_s`. NeuSight's A100 convolutions, the only TF32 kernels of either data "
+            "it (on the T4 and P4, the only other GPUs it binds on, 76-116 GFLOP per watt rated) prices them too "
+            f"fast (median predicted / measured {ratio('neusight', 'l4', 'gemm')}), while its element-wise, norm "
+            f"and softmax kernels come out within a median {l4_rest:.1f} %. The A100 80GB's NeuSight kernels "
+            "disagree with the same GPU's other measurements: its GEMMs, element-wise, norm and softmax kernels "
+            f"come out slower than measured (median ratios {ratio('neusight', 'a100-80gb', *A100_SLOW)}), its "
+            f"convolutions faster ({ratio('neusight', 'a100-80gb', 'conv')}), while Vidur's A100 80GB kernels, under "
+            f"the same per-SM ceiling, come out at {ratio('vidur', 'a100-80gb', 'ALL')}. The V100's GEMMs and "
+            f"element-wise kernels come out slower than measured ({ratio('neusight', 'v100', 'gemm', 'elementwise')}"
+            "; its published latencies above too). The median of predicted over measured time per family, the "
+            "error's sign (`median_ratio` in the same file):\n\n" + markdown_table(signs)
+            + "\nNeuSight's A100 convolutions, the only TF32 kernels of either data "
             f"set, run at about the speed of the FP32 pipes (TF32 speedup {constants['tf32_speedup']:.2g}); FP32 "
             "3x3 convolutions take Winograd F(4x4, 3x3) on the CUDA cores where it is faster, its GEMMs at "
             f"{constants['winograd_efficiency']:.2g} of the CUDA cores' rate. FP16 on the tensor cores runs at "
