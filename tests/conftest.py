@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,26 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from hetsim.graphs.graph import Graph
+
+
+def share_the_cores() -> None:
+    """Under pytest-xdist (``-n N``), each worker runs torch's OpenMP kernels on its share
+    of the cores, unless ``OMP_NUM_THREADS`` says otherwise: with each worker on every
+    core, their threads contend (the per-node check of squeezenet1_1 in two processes at
+    once, two cores, load average 4-6: 24-32 s with one thread each, 35-50 s with two).
+    A thread count that a test or the code under test sets is kept."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers <= 1 or "OMP_NUM_THREADS" in os.environ:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    threads = max(1, cores // workers)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch = sys.modules.get("torch")  # loaded already: it read the variable at load
+    if torch is not None:
+        torch.set_num_threads(threads)
+
+
+share_the_cores()
 
 settings.register_profile(
     "ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]

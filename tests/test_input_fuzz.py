@@ -155,8 +155,17 @@ VALUES = ["tiny.json", "plan.json", "s.toml", "results", "cpu2", "xeon-p2200", "
           "out", "out/x.json", "/dev/null", "roofline", "bars", "mean", "2x2", "a=1", ""]  # fmt: skip
 
 
+@functools.cache
+def tiny_json() -> bytes:
+    """The file :meth:`Graph.to_json` writes for :func:`chain`, made once (a synced atomic
+    write): each box holds a copy of its bytes."""
+    with tempfile.TemporaryDirectory() as folder:
+        chain().to_json(Path(folder) / "tiny.json")
+        return (Path(folder) / "tiny.json").read_bytes()
+
+
 def make_inputs(folder: Path) -> None:
-    chain().to_json(folder / "tiny.json")
+    (folder / "tiny.json").write_bytes(tiny_json())
     (folder / "plan.json").write_text(json.dumps({"hetsim_plan": 1, "placement": dict.fromkeys("abc", "cpu")}))
     (folder / "s.toml").write_text('name = "s"\n[grid]\nmodel = ["tiny.json"]\nplatform = ["cpu2"]\n'
                                    'scheduler = ["all-cpu"]\n')
