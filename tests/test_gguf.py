@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from pathlib import Path
 
@@ -245,9 +246,20 @@ def test_a_config_integer_of_another_type_names_the_key() -> None:
         architecture_from_hf({**TINY_CONFIGS["llama"], "num_attention_heads": 0})
 
 
-def test_a_model_too_large_to_list_is_refused_before_allocating() -> None:
-    huge = {**TINY_CONFIGS["llama"], "num_hidden_layers": 10**9}
-    a = architecture_from_hf(huge, name="huge")
+def test_a_model_too_large_to_list_is_refused_before_allocating(tmp_path: Path) -> None:
+    for name in ("llama", "gemma2", "gemma3", "gpt-oss"):  # gemma's and gpt-oss's list their sliding layers
+        huge = {**TINY_CONFIGS[name], "num_hidden_layers": 2**40}
+        with pytest.raises(GraphError, match=r"'num_hidden_layers' is 1,099,511,627,776 layers \(at most 125,000\)"):
+            architecture_from_hf(huge, name="huge")
+    gg = write_gguf(tmp_path / "m.gguf", architecture_from_hf(TINY_CONFIGS["gemma2"], name="g"), ())
+    data = bytearray(gg.read_bytes())
+    key = b"gemma2.block_count"
+    at = data.index(key) + len(key) + 4  # the key's name, its value's type, then the value
+    data[at:at + 4] = struct.pack("<I", 2**32 - 1)
+    gg.write_bytes(bytes(data))
+    with pytest.raises(GraphError, match=r"block_count is 4,294,967,295 layers \(at most 125,000\)"):
+        load_model(gg)
+    a = dataclasses.replace(architecture_from_hf(TINY_CONFIGS["llama"], name="huge"), layers=10**9)
     with pytest.raises(GraphError, match=r"model 'huge': 1000000000 layers would list about 16,000,000,000 tensors"):
         recipe_tensors(a, "Q4_K_M")
     from hetsim.graphs.llm import llm_graph

@@ -35,9 +35,20 @@ from hetsim.graphs.graph import GraphError
 from hetsim.graphs.llm.config import kv_dtype_bytes, require_positive_ints
 from hetsim.graphs.llm.gguf_header import TensorInfo, tensor_nbytes
 
-__all__ = ["Architecture", "LayerBytes", "ModelWeights"]
+__all__ = ["MAX_LAYERS", "Architecture", "LayerBytes", "ModelWeights", "check_layer_count"]
+
+#: layers a model may have: each lists about 16 tensors (graphs.llm.quant_recipe.MAX_TENSORS
+#: bounds them at 2 x 10^6), and a per-layer table beyond would exhaust memory
+MAX_LAYERS = 125_000
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.(.+)$")
+
+
+def check_layer_count(where: str, key: str, layers: int) -> None:
+    """Refuse a layer count (``key`` of the model described at ``where``) above
+    :data:`MAX_LAYERS`, before any per-layer list is made."""
+    if layers > MAX_LAYERS:
+        raise GraphError(f"{where}: {key} is {layers:,} layers (at most {MAX_LAYERS:,}): too large to plan")
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsim.graphs.graph import GraphError
-from hetsim.graphs.llm.architecture import Architecture
+from hetsim.graphs.llm.architecture import Architecture, check_layer_count
 
 __all__ = ["HF_ARCHITECTURES", "LINEAR_ATTENTION_CLASSES", "VLM_TEXT_TOWERS", "architecture_from_hf",
            "read_hf_config"]
@@ -213,6 +213,7 @@ def architecture_from_hf(cfg: dict[str, Any], name: str = "") -> Architecture:
     h = _int(cfg, where, "hidden_size")
     heads = _int(cfg, where, "num_attention_heads")
     n = _int(cfg, where, "num_hidden_layers")
+    check_layer_count(where, "'num_hidden_layers'", n)
     kw: dict[str, Any] = dict(
         name=name or str(cfg.get("_name_or_path") or cls), arch=arch, layers=n, hidden=h, heads=heads,
         kv_heads=_int(cfg, where, "num_key_value_heads", heads),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsim.graphs.graph import GraphError
-from hetsim.graphs.llm.architecture import Architecture, ModelWeights
+from hetsim.graphs.llm.architecture import Architecture, ModelWeights, check_layer_count
 from hetsim.graphs.llm.gguf_header import GGUFHeader, read_gguf_header
 from hetsim.graphs.llm.hf_config import architecture_from_hf, read_hf_config
 from hetsim.graphs.llm.presets import canonical_preset, preset_architecture, preset_names
@@ -78,6 +78,7 @@ def architecture_from_gguf(header: GGUFHeader) -> Architecture:
         return int(v)
 
     h, heads, n = get("embedding_length", least=1), get("attention.head_count", least=1), get("block_count", least=1)
+    check_layer_count(str(path), f"GGUF metadata {arch}.block_count", n)
     embd = next((t for t in header.tensors if t.name == "token_embd.weight"), None)
     tokens = md.get("tokenizer.ggml.tokens")
     vocab = ((get("vocab_size") if f"{arch}.vocab_size" in md else None) or (embd.shape[1] if embd else None)
