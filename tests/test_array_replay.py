@@ -12,12 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from engine_cases import REFERENCE, cases, outcome
 
-import numpy as np
-
-from hetsim.sim.engine import array_replay, run as engine_run
+from hetsim.sim.engine import array_replay
+from hetsim.sim.engine import run as engine_run
 from hetsim.sim.engine.array_kernel import replay as compiled
 from hetsim.sim.engine.array_prep import fanout_tables, graph_arrays, plan_tables
 from hetsim.sim.engine.prep import static_fanouts
