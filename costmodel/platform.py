@@ -567,31 +567,15 @@ class Platform:
         devs = data.get("devices")
         if not isinstance(devs, list) or not devs:
             raise PlatformError(f"{source}: needs a non-empty [[devices]] list")
-        dev_fields = {f.name for f in dataclasses.fields(Device)}
-        link_fields = {f.name for f in dataclasses.fields(Link)}
-        devices = []
-        for i, d in enumerate(devs):
-            _no_unknown(source, f"devices[{i}]" + (f" ({d.get('name', '?')!r})" if isinstance(d, Mapping) else ""),
-                        d, dev_fields)
-            missing = [k for k in ("name", "kind", "peak_flops", "mem_bandwidth_bytes_per_s", "memory_bytes") if k not in d]
-            if missing:
-                raise PlatformError(f"{source}: devices[{i}] ({d.get('name', '?')!r}) misses {missing}")
-            try:
-                devices.append(Device(**d))
-            except PlatformError as e:
-                raise PlatformError(f"{source}: {e}") from None
-        links = []
+        devices = [
+            _entry(Device, source, f"devices[{i}]" + (f" ({d.get('name', '?')!r})" if isinstance(d, Mapping) else ""),
+                   d, ("name", "kind", "peak_flops", "mem_bandwidth_bytes_per_s", "memory_bytes"))
+            for i, d in enumerate(devs)
+        ]
         if not isinstance(data.get("links", []), list):
             raise PlatformError(f"{source}: 'links' must be a [[links]] list of tables")
-        for i, lk in enumerate(data.get("links", [])):
-            _no_unknown(source, f"links[{i}]", lk, link_fields)
-            missing = [k for k in ("src", "dst", "bandwidth_bytes_per_s") if k not in lk]
-            if missing:
-                raise PlatformError(f"{source}: links[{i}] misses {missing}")
-            try:
-                links.append(Link(**lk))
-            except PlatformError as e:
-                raise PlatformError(f"{source}: {e}") from None
+        links = [_entry(Link, source, f"links[{i}]", lk, ("src", "dst", "bandwidth_bytes_per_s"))
+                 for i, lk in enumerate(data.get("links", []))]
         try:
             domains = domains_from_dicts(data.get("memory_domains", []), source)
         except MemoryDomainError as e:
@@ -732,6 +716,19 @@ def _string(where: str, key: str, value: Any, *, optional: bool = False) -> None
 def _non_negative(where: str, key: str, value: Any) -> None:
     if not _finite(value) or value < 0:
         raise PlatformError(f"{where}: {key!r} must be a number >= 0, got {value!r:.60}")
+
+
+def _entry(cls: type[Any], source: str, where: str, data: Any, required: tuple[str, ...]) -> Any:
+    """``cls(**data)`` for the [[devices]] or [[links]] table at ``where``: unknown and
+    missing keys, and the class's own refusals, named with ``source`` and ``where``."""
+    _no_unknown(source, where, data, {f.name for f in dataclasses.fields(cls)})
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise PlatformError(f"{source}: {where} misses {missing}")
+    try:
+        return cls(**data)
+    except PlatformError as e:
+        raise PlatformError(f"{source}: {e}") from None
 
 
 def _no_unknown(source: str, where: str, data: Any, allowed: set[str]) -> None:

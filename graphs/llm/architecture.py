@@ -37,8 +37,8 @@ from hetsim.graphs.llm.gguf_header import TensorInfo, tensor_nbytes
 
 __all__ = ["MAX_LAYERS", "Architecture", "LayerBytes", "ModelWeights", "check_layer_count"]
 
-#: layers a model may have: each lists about 16 tensors (graphs.llm.quant_recipe.MAX_TENSORS
-#: bounds them at 2 x 10^6), and a per-layer table beyond would exhaust memory
+#: layers a model may have: each lists about 16 tensors (graphs.llm.quant_recipe.MAX_TENSORS,
+#: 2 x 10^6), and a per-layer table beyond would exhaust memory
 MAX_LAYERS = 125_000
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.(.+)$")

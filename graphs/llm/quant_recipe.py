@@ -22,7 +22,7 @@ type (``Q4_K_M``, ``Q8_0``...). The rules are the main ones of
 
 So Q4_K_M averages 4.8-4.9 bits per weight on a Llama, not Q4_K's 4.5.
 
->>> from hetsim.graphs.llm.architecture import Architecture
+>>> from hetsim.graphs.llm.architecture import MAX_LAYERS, Architecture
 >>> a = Architecture("t", "llama", layers=8, hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=512,
 ...                  vocab=512, max_context=256)
 >>> t = {x.name: x.type_name for x in recipe_tensors(a, "Q4_K_M")}
@@ -33,7 +33,7 @@ So Q4_K_M averages 4.8-4.9 bits per weight on a Llama, not Q4_K's 4.5.
 from __future__ import annotations
 
 from hetsim.graphs.graph import GraphError
-from hetsim.graphs.llm.architecture import Architecture
+from hetsim.graphs.llm.architecture import MAX_LAYERS, Architecture
 from hetsim.graphs.llm.gguf_header import TensorInfo
 
 __all__ = ["F32_MATRICES", "FILE_TYPES", "QK_NORM_ARCHITECTURES", "file_type", "recipe_tensors", "use_more_bits"]
@@ -54,8 +54,8 @@ _FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "Q2_K": "IQ4_NL", "
              "IQ4_XS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ3_XXS": "IQ4_NL", "IQ2_S": "IQ4_NL", "IQ2_XS": "IQ4_NL",
              "IQ2_XXS": "IQ4_NL", "IQ1_M": "IQ4_NL", "IQ1_S": "IQ4_NL"}
 _K_QUANTS = tuple(_FALLBACK)  # types of 256-weight blocks
-#: tensors a recipe may list (about 16 per layer): beyond, the table would exhaust memory
-MAX_TENSORS = 2_000_000
+#: tensors a recipe may list (about 16 per layer of at most MAX_LAYERS): beyond, the table would exhaust memory
+MAX_TENSORS = 16 * MAX_LAYERS
 
 
 def file_type(name: str) -> str:
